@@ -1,0 +1,43 @@
+#include "config/tokenizer_args.h"
+
+#include "config/flags.h"
+
+namespace mds::config {
+
+void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string& default_type) {
+  CLI::App& app = flags.app();
+  const std::string group = "Tokenizer";
+  args.tokenizer_type = default_type;
+  CLI::Option* type =
+      app.add_option("--tokenizer-type", args.tokenizer_type,
+                     "GPT2BPETokenizer (byte-level BPE from --vocab-file and --merge-file) or "
+                     "SentencePieceTokenizer (from --tokenizer-model)")
+          ->check(
+              CLI::IsMember({"GPT2BPETokenizer", "SentencePieceTokenizer", "BertWordPieceLowerCase",
+                             "BertWordPieceCase", "PretrainedFromHF"}))
+          ->group(group);
+  if (default_type.empty()) {
+    type->required();
+  } else {
+    type->capture_default_str();
+  }
+  app.add_option("--vocab-file", args.vocab_file, "GPT-2 vocab.json")->group(group);
+  app.add_option("--merge-file", args.merge_file, "GPT-2 merges.txt")->group(group);
+  app.add_option("--tokenizer-model", args.tokenizer_model, "SentencePiece .model file")
+      ->group(group);
+  app.add_option("--make-vocab-size-divisible-by", args.make_vocab_size_divisible_by,
+                 "pad the vocabulary to a multiple of this (times the tensor-parallel size)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  app.add_option("--pad-vocab-size-to", args.pad_vocab_size_to,
+                 "pad the vocabulary to exactly this size")
+      ->group(group);
+  flags.add_rejected("--tokenizer-name-or-path",
+                     "Hugging Face tokenizers (PretrainedFromHF) are not supported; use "
+                     "GPT2BPETokenizer or SentencePieceTokenizer",
+                     true);
+  flags.add_rejected("--vocab-extra-ids", "only used by BERT/T5 tokenizers, not supported", true);
+}
+
+}  // namespace mds::config

@@ -1,0 +1,68 @@
+#include "text/unicode_classes.h"
+
+#include <array>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace mds::text {
+namespace {
+
+constexpr CharClass L = CharClass::kLetter;
+constexpr CharClass N = CharClass::kNumber;
+constexpr CharClass S = CharClass::kSpace;
+
+constexpr UnicodeRange kRanges[] = {
+#include "text/unicode_tables.inc"
+};
+
+constexpr char32_t kCodePoints = 0x110000;
+constexpr int kBlockBits = 8;
+constexpr char32_t kBlockSize = 1u << kBlockBits;
+constexpr char32_t kBlocks = kCodePoints / kBlockSize;
+
+// Two-stage lookup built once from the ranges: block index per 256 code points, and the distinct
+// 256-entry blocks (about 60 KB in all, against 1.1 MB for a flat table).
+class ClassTable {
+ public:
+  ClassTable() {
+    std::vector<CharClass> flat(kCodePoints, CharClass::kOther);
+    for (const UnicodeRange& range : kRanges) {
+      for (char32_t cp = range.first; cp <= range.last; ++cp) flat[cp] = range.cls;
+    }
+    std::unordered_map<std::string_view, std::uint16_t> seen;
+    for (char32_t block = 0; block < kBlocks; ++block) {
+      const CharClass* begin = flat.data() + block * kBlockSize;
+      const std::string_view key(reinterpret_cast<const char*>(begin), kBlockSize);
+      const auto [it, added] = seen.try_emplace(key, static_cast<std::uint16_t>(seen.size()));
+      if (added) blocks_.insert(blocks_.end(), begin, begin + kBlockSize);
+      index_[block] = it->second;
+    }
+  }
+
+  CharClass get(char32_t cp) const {
+    if (cp >= kCodePoints) return CharClass::kOther;
+    return blocks_[(std::size_t{index_[cp >> kBlockBits]} << kBlockBits) | (cp & (kBlockSize - 1))];
+  }
+
+ private:
+  std::array<std::uint16_t, kBlocks> index_{};
+  std::vector<CharClass> blocks_;
+};
+
+const ClassTable& table() {
+  static const ClassTable instance;
+  return instance;
+}
+
+}  // namespace
+
+CharClass char_class(char32_t code_point) {
+  return table().get(code_point);
+}
+
+UnicodeRangeTable unicode_ranges() {
+  return {kRanges, static_cast<std::uint32_t>(std::size(kRanges))};
+}
+
+}  // namespace mds::text

@@ -1,0 +1,25 @@
+#pragma once
+#include <cstdint>
+
+namespace mds::text {
+
+// Character classes of the GPT-2 pre-tokenizer regex, as the Python `regex` package 2022.10.31
+// (Unicode 15.0) defines them: \p{L}, \p{N}, \s, and everything else.
+enum class CharClass : std::uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
+
+// Class of a code point; values above U+10FFFF (and surrogates) are kOther.
+CharClass char_class(char32_t code_point);
+
+// The generated range table (unicode_tables.inc), for tests.
+struct UnicodeRange {
+  char32_t first;
+  char32_t last;
+  CharClass cls;
+};
+struct UnicodeRangeTable {
+  const UnicodeRange* ranges;
+  std::uint32_t size;
+};
+UnicodeRangeTable unicode_ranges();
+
+}  // namespace mds::text

@@ -1,0 +1,16 @@
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mds::text {
+
+// Offset of the first byte that Python's strict UTF-8 decoder rejects (overlong forms, surrogates,
+// code points above U+10FFFF, truncated sequences), or nullopt when `bytes` is valid UTF-8.
+std::optional<std::size_t> find_invalid_utf8(std::string_view bytes);
+
+// Appends the UTF-8 encoding of a Unicode scalar value.
+void append_utf8(std::string& out, char32_t code_point);
+
+}  // namespace mds::text
