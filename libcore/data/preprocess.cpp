@@ -129,7 +129,10 @@ PreprocessResult preprocess(const PreprocessOptions& options, const text::Tokeni
     progress.update(result.lines, result.input_bytes, raw_consumed);
   };
 
-  const std::size_t max_in_flight = 2 * options.workers + 1;
+  // Results are taken in order, so a slow batch holds up the ones behind it; a window of several
+  // batches per worker keeps the workers busy meanwhile (measured: 2 workers went from 1.45x to
+  // 1.66x one worker's rate when the window grew from 2w+1 to 4w+2 batches of 1 MB).
+  const std::size_t max_in_flight = 4 * options.workers + 2;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     io::LineReader reader(std::move(inputs[i].source));
     for (;;) {

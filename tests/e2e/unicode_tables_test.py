@@ -2,8 +2,8 @@
 
 1. Reruns scripts/gen_unicode_tables.py into a temporary file: it must equal the committed
    libcore/text/unicode_tables.inc (so the table is reproducible and up to date).
-2. Runs the C++ classifier and pre-tokenizer through the test-only hook UnicodeClasses.OracleDump
-   of unit_tests: the class of every code point must be what `regex` says, and on random text
+2. Runs the C++ classifier and pre-tokenizer through the test-only program
+   tests/tools/unicode_oracle_probe: the class of every code point must be what `regex` says, and on random text
    full of edge-case characters (plus a slice of wikitext) the pre-tokens must equal
    regex.findall's and the ids those of upstream's gpt2_tokenization.py, transcribed below.
 
@@ -25,6 +25,7 @@ GENERATOR = os.path.join(ROOT, "scripts", "gen_unicode_tables.py")
 TABLE = os.path.join(ROOT, "libcore", "text", "unicode_tables.inc")
 DATA = os.environ.get("MDS_DATA", os.path.join(ROOT, "data"))
 BIN = os.environ.get("MDS_BIN", os.path.join(ROOT, "build", "bin"))
+TEST_TOOLS = os.environ.get("MDS_TEST_TOOLS", os.path.join(os.path.dirname(BIN), "tests", "tools"))
 PATTERN = regex.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
@@ -121,9 +122,9 @@ def edge_case_text(rng, length):
 
 
 def check_cpp_against_regex(generator):
-    binary = os.path.join(BIN, "unit_tests")
+    binary = os.path.join(TEST_TOOLS, "unicode_oracle_probe")
     if not os.path.exists(binary):
-        sys.exit(f"FAIL: {binary} not found (build the unit_tests target first)")
+        sys.exit(f"FAIL: {binary} not found (build the unicode_oracle_probe target first)")
     rng = random.Random(1234)
     with open(os.path.join(DATA, "eval", "wikitext-2-test.txt"), encoding="utf-8") as f:
         wikitext = f.read()[:300_000]
@@ -131,9 +132,8 @@ def check_cpp_against_regex(generator):
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "pretok_in.txt"), "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        env = dict(os.environ, MDS_UNICODE_ORACLE_DIR=tmp)
-        subprocess.run([binary, "--gtest_filter=UnicodeClasses.OracleDump"], env=env,
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([binary, tmp, os.path.join(DATA, "gpt2", "vocab.json"),
+                        os.path.join(DATA, "gpt2", "merges.txt")], check=True, stdout=subprocess.DEVNULL)
         with open(os.path.join(tmp, "classes.bin"), "rb") as f:
             classes = f.read()
         with open(os.path.join(tmp, "pretok_out.txt"), encoding="ascii") as f:

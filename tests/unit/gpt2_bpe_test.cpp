@@ -457,26 +457,5 @@ TEST(UnicodeClasses, MatchRegexModule) {
 // class of every code point (classes.bin, one byte each), and for the UTF-8 file pretok_in.txt
 // there, the byte length of each pre-token (pretok_out.txt) and the official GPT-2 ids
 // (ids_out.txt), one number per line, for comparison with `regex` and upstream's Python code.
-TEST(UnicodeClasses, OracleDump) {
-  const char* dir = std::getenv("MDS_UNICODE_ORACLE_DIR");
-  if (dir == nullptr) GTEST_SKIP() << "MDS_UNICODE_ORACLE_DIR is not set";
-  const std::string base(dir);
-  std::ofstream classes(base + "/classes.bin", std::ios::binary);
-  for (char32_t cp = 0; cp < 0x110000; ++cp) {
-    classes.put(static_cast<char>(char_class(cp)));
-  }
-  ASSERT_TRUE(classes.good());
-  std::ifstream in(base + "/pretok_in.txt", std::ios::binary);
-  if (!in) return;
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  std::ofstream pieces(base + "/pretok_out.txt");
-  for (const std::string& piece : pretokens(text)) pieces << piece.size() << '\n';
-  std::ofstream ids(base + "/ids_out.txt");
-  for (const std::int32_t id : official().encode(text)) ids << id << '\n';
-  ASSERT_TRUE(pieces.good() && ids.good());
-}
-
 }  // namespace
 }  // namespace mds::text
