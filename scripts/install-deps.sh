@@ -6,15 +6,15 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake ninja-build pkg-config git     # toolchain
-  clang libclang-rt-14-dev clang-format                 # fuzzers (libFuzzer), sanitizers, formatting
+  clang libclang-rt-14-dev libomp-dev clang-format      # fuzzers (libFuzzer), sanitizers, OpenMP, formatting
   libgtest-dev libgmock-dev                             # unit tests
-  libcli11-dev                                          # flags
+  libcli11-dev libsimdjson-dev                          # flags, DeepSpeed JSON configs
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip # compressed inputs (+ CLIs for tests)
   libsentencepiece-dev sentencepiece                    # SentencePiece tokenizer
   libopenmpi-dev openmpi-bin libopenblas-dev            # distributed training, CPU GEMM
-  python3 python3-venv python3-numpy python3-regex      # test oracles only (never at run time)
+  python3 python3-venv python3-numpy python3-regex      # test oracles only (never at run time):
+  python3-torch                                         #   torch.load/torch.save of our .pt files
 )
-if [ "${MDS_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 
 missing=()
 for package in "${packages[@]}"; do

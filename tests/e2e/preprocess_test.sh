@@ -89,6 +89,29 @@ grep -q "Skipped 3 invalid lines; the first: $WORK/skip.jsonl:2: invalid JSON" "
 [ "$(xxd -p "$WORK/skip_text_document.bin")" = 400050c4410050c4 ] || fail "skip output"
 pass "--skip-invalid-lines"
 
+# SentencePiece: ids equal those of the spm_encode CLI (Debian's sentencepiece), plus EOD = eos id.
+head -c 300000 "$MDS_DATA/corpora/tinyshakespeare.txt" > "$WORK/spm_corpus.txt"
+spm_train --input="$WORK/spm_corpus.txt" --model_prefix="$WORK/spm" --vocab_size=500 --model_type=bpe \
+  --character_coverage=1.0 --minloglevel=2 > /dev/null 2>&1
+"$MDS_BIN/preprocess" --input "$WORK/doc300.jsonl" --output-prefix "$WORK/spm_out" --append-eod \
+  --tokenizer-type SentencePieceTokenizer --tokenizer-model "$WORK/spm.model" > /dev/null
+"$MDS_PYTHON" -c 'import json, sys; [print(json.loads(l)["text"]) for l in open(sys.argv[1])]' "$WORK/doc300.jsonl" |
+  spm_encode --model="$WORK/spm.model" --output_format=id | sed 's/$/ 2/' > "$WORK/spm_expected.txt"
+"$MDS_PYTHON" - "$WORK/spm_out_text_document" > "$WORK/spm_got.txt" <<'PY'
+import sys, numpy as np
+idx = open(sys.argv[1] + ".idx", "rb").read()
+assert idx[17] == 8, "uint16 for a 500-token vocabulary"
+n = int(np.frombuffer(idx, np.uint64, 1, 18)[0])
+sizes = np.frombuffer(idx, np.int32, n, 34)
+tokens = np.fromfile(sys.argv[1] + ".bin", np.uint16)
+offset = 0
+for size in sizes:
+    print(" ".join(map(str, tokens[offset:offset + size])))
+    offset += size
+PY
+cmp -s "$WORK/spm_expected.txt" "$WORK/spm_got.txt" || fail "SentencePiece ids differ from spm_encode"
+pass "SentencePieceTokenizer ids equal spm_encode's"
+
 # Bad flags and files.
 expect_failure "--split-sentences: NLTK punkt" pp --input "$WORK/tiny.jsonl" --output-prefix "$WORK/x" --split-sentences
 expect_failure "does not exist" pp --input "$WORK/tiny.jsonl" --output-prefix "$WORK/no/such/dir/x"

@@ -3,33 +3,23 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 #include "base/error.h"
+#include "test_support.h"
 
 namespace mds::base {
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(testing::TempDir()) / ("mds_atomic_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using testing_support::read_file;
+using testing_support::ScratchDir;
+using testing_support::write_file;
 
 TEST(AtomicFile, AppearsOnlyAfterCommit) {
-  const auto dir = fresh_dir("commit");
-  const auto path = dir / "out.bin";
+  const ScratchDir dir;
+  const std::string path = dir.file("out.bin");
   {
-    AtomicFile file(path.string());
+    AtomicFile file(path);
     file.write("abc", 3);
     std::string big(3 << 20, 'x');  // larger than the internal buffer
     file.write(big.data(), big.size());
@@ -40,23 +30,23 @@ TEST(AtomicFile, AppearsOnlyAfterCommit) {
   const std::string content = read_file(path);
   EXPECT_EQ(content.size(), 3u + (3u << 20));
   EXPECT_EQ(content.substr(0, 4), "abcx");
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
 }
 
 TEST(AtomicFile, LeavesNothingWhenAbandoned) {
-  const auto dir = fresh_dir("abandon");
+  const ScratchDir dir;
   {
-    AtomicFile file((dir / "out.bin").string());
+    AtomicFile file(dir.file("out.bin"));
     file.write("partial", 7);
   }
-  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 TEST(AtomicFile, ReplacesAnExistingFile) {
-  const auto dir = fresh_dir("replace");
-  const auto path = dir / "out.bin";
-  std::ofstream(path) << "old";
-  AtomicFile file(path.string());
+  const ScratchDir dir;
+  const std::string path = dir.file("out.bin");
+  write_file(path, "old");
+  AtomicFile file(path);
   file.write("new", 3);
   EXPECT_EQ(read_file(path), "old");
   file.commit();

@@ -3,24 +3,27 @@
 #include "io/indexed_dataset.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "base/error.h"
+#include "test_support.h"
 
 namespace mds::io {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_support::hex;
+using testing_support::read_file;
+using testing_support::ScratchDir;
+using testing_support::unhex;
+using testing_support::write_file;
 
 // --- vectors of data.md §8.2 -------------------------------------------------------------------
 constexpr const char* kTinyIdx =
@@ -45,34 +48,6 @@ constexpr const char* kSentenceIdx =
     "00";
 constexpr const char* kSentenceBin = "0a000b000c000d000e000f00";
 
-std::string unhex(std::string_view hex) {
-  std::string bytes;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    bytes += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
-  }
-  return bytes;
-}
-
-std::string hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes) {
-    out += kDigits[static_cast<unsigned char>(c) >> 4];
-    out += kDigits[static_cast<unsigned char>(c) & 15];
-  }
-  return out;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, std::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 template <typename T>
 void put(std::string& bytes, std::size_t offset, T value) {
   std::memcpy(bytes.data() + offset, &value, sizeof value);
@@ -91,30 +66,14 @@ std::string error_of(Body body) {
 
 class IndexedDatasetTest : public testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(testing::TempDir()) / ("mds_" + std::string(info->test_suite_name()) + "_" +
-                                           info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      names.push_back(entry.path().filename());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  std::vector<std::string> files() const { return dir_.files(); }
   void write_dataset(const std::string& prefix, std::string_view idx, std::string_view bin) {
     write_file(idx_path(path(prefix)), idx);
     write_file(bin_path(path(prefix)), bin);
   }
 
-  fs::path dir_;
+  ScratchDir dir_;
 };
 
 void build(const std::string& prefix, DType dtype, DatasetImpl impl,

@@ -7,19 +7,19 @@
 #include <zstd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/error.h"
+#include "test_support.h"
 
 namespace mds::io {
 namespace {
 
-namespace fs = std::filesystem;
+using testing_support::ScratchDir;
+using testing_support::write_file;
 
 // JSON lines of random letters: they compress to about 60%, so a few MiB need several refills of
 // the decoders' 1 MiB input buffer as well as of the output.
@@ -72,22 +72,13 @@ std::string gzip_compress(const std::string& data) {
 
 class InputSource : public testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(testing::TempDir()) /
-           ("mds_input_source_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string write(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
+    const std::string path = dir_.file(name);
+    write_file(path, bytes);
     return path;
   }
 
-  fs::path dir_;
+  ScratchDir dir_;
 };
 
 // Everything the source yields, read `chunk` bytes at a time.
@@ -222,7 +213,7 @@ TEST_F(InputSource, CorruptStreamsFailNamingTheInput) {
 }
 
 TEST_F(InputSource, OpenErrorsNameThePath) {
-  const std::string missing = (dir_ / "missing.jsonl").string();
+  const std::string missing = dir_.file("missing.jsonl");
   try {
     open_input(missing);
     ADD_FAILURE() << "opened a missing file";
@@ -230,7 +221,7 @@ TEST_F(InputSource, OpenErrorsNameThePath) {
     EXPECT_NE(std::string(error.what()).find(missing), std::string::npos) << error.what();
   }
   try {
-    open_input(dir_.string());
+    open_input(dir_.path().string());
     ADD_FAILURE() << "opened a directory";
   } catch (const base::Error& error) {
     EXPECT_NE(std::string(error.what()).find("directory"), std::string::npos) << error.what();

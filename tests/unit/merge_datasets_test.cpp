@@ -3,22 +3,23 @@
 #include "io/merge_datasets.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "io/indexed_dataset.h"
+#include "test_support.h"
 
 namespace mds::io {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_support::hex;
+using testing_support::read_file;
+using testing_support::ScratchDir;
+using testing_support::write_file;
 
 constexpr const char* kMergedIdx =
     "4d4d49444944580000010000000000000008050000000000000006000000000000000300000003000000020000"
@@ -29,26 +30,6 @@ constexpr const char* kMergedBin = "883ce30350c40204520150c4410050c4883ce30350c4
 
 using Documents = std::vector<std::vector<std::vector<std::int32_t>>>;
 const Documents kTinyDocs = {{{15496, 995, 50256}}, {{1026, 338, 50256}}};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, std::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes) {
-    out += kDigits[static_cast<unsigned char>(c) >> 4];
-    out += kDigits[static_cast<unsigned char>(c) & 15];
-  }
-  return out;
-}
 
 void build(const std::string& prefix, DType dtype, DatasetImpl impl, const Documents& documents) {
   IndexedDatasetBuilder builder(prefix, dtype, impl);
@@ -62,23 +43,12 @@ void build(const std::string& prefix, DType dtype, DatasetImpl impl, const Docum
 class MergeDatasetsTest : public testing::Test {
  protected:
   void SetUp() override {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(testing::TempDir()) / ("mds_" + std::string(info->test_suite_name()) + "_" +
-                                           info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     build(path("tiny"), DType::kUInt16, DatasetImpl::kMmap, kTinyDocs);
     build(path("b"), DType::kUInt16, DatasetImpl::kMmap, {{{65, 50256}}});
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  std::vector<std::string> files() const { return dir_.files(); }
 
   // Runs a merge into "out" that must fail; returns its message after checking that no file
   // appeared (neither out.bin/out.idx nor a temporary).
@@ -97,7 +67,7 @@ class MergeDatasetsTest : public testing::Test {
     return message;
   }
 
-  fs::path dir_;
+  ScratchDir dir_;
 };
 
 TEST_F(MergeDatasetsTest, SpecExampleIs142Bytes) {
@@ -295,7 +265,7 @@ TEST_F(MergeDatasetsTest, ImplMismatch) {
 
 TEST_F(MergeDatasetsTest, OutputEqualToAnInputIsRefused) {
   std::vector<std::string> before = files();
-  for (const std::string& output : {path("b"), (dir_ / "." / "b").string()}) {
+  for (const std::string& output : {path("b"), (dir_.path() / "." / "b").string()}) {
     SCOPED_TRACE(output);
     try {
       merge_datasets({path("tiny"), path("b")}, output);

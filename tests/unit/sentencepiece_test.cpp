@@ -3,11 +3,8 @@
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,41 +12,37 @@
 #include <vector>
 
 #include "base/error.h"
+#include "test_support.h"
 
 namespace mds::text {
 namespace {
 
-namespace fs = std::filesystem;
+using testing_support::read_file;
+using testing_support::ScratchDir;
+using testing_support::write_file;
 using Ids = std::vector<std::int32_t>;
 
 // Trains a tiny BPE model on the first ~200 KB of tinyshakespeare once for the whole suite.
 class SentencePiece : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("mds_sentencepiece_test_" + std::to_string(::getpid())));
-    fs::create_directories(*dir_);
-    std::ifstream corpus(MDS_DATA_DIR "/corpora/tinyshakespeare.txt", std::ios::binary);
-    std::string text(200 * 1024, '\0');
-    corpus.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(corpus.gcount()));
-    const fs::path input = *dir_ / "corpus.txt";
-    std::ofstream(input, std::ios::binary) << text;
+    dir_ = new ScratchDir();
+    const std::string input = dir_->file("corpus.txt");
+    write_file(input, read_file(MDS_DATA_DIR "/corpora/tinyshakespeare.txt").substr(0, 200 * 1024));
     const auto status = sentencepiece::SentencePieceTrainer::Train(
-        "--input=" + input.string() + " --model_prefix=" + (*dir_ / "tiny").string() +
+        "--input=" + input + " --model_prefix=" + dir_->file("tiny") +
         " --vocab_size=500 --model_type=bpe --character_coverage=1.0 --minloglevel=2");
     ASSERT_TRUE(status.ok()) << status.ToString();
   }
   static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
     delete dir_;
     dir_ = nullptr;
   }
-  static std::string model() { return (*dir_ / "tiny.model").string(); }
+  static std::string model() { return dir_->file("tiny.model"); }
 
-  static fs::path* dir_;
+  static ScratchDir* dir_;
 };
-fs::path* SentencePiece::dir_ = nullptr;
+ScratchDir* SentencePiece::dir_ = nullptr;
 
 const std::vector<std::string> kSamples = {
     "First Citizen: Before we proceed any further, hear me speak.",

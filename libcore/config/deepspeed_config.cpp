@@ -1,0 +1,678 @@
+#include "config/deepspeed_config.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace mds::config {
+namespace {
+
+// --- Locating a syntax error -------------------------------------------------------------------
+// simdjson says what is wrong but not where; this small strict recursive-descent checker runs only
+// after simdjson rejected a document, to name the line and column of the first error.
+class SyntaxLocator {
+ public:
+  explicit SyntaxLocator(std::string_view text) : text_(text) {}
+
+  // The byte offset and a description of the first error, if the checker finds one.
+  std::optional<std::pair<size_t, std::string>> run() {
+    skip_ws();
+    if (!value(0)) return error_;
+    skip_ws();
+    if (pos_ != text_.size())
+      return std::make_pair(pos_, std::string("extra data after the value"));
+    return std::nullopt;
+  }
+
+ private:
+  bool fail(std::string what) {
+    error_ = std::make_pair(pos_, std::move(what));
+    return false;
+  }
+  bool at_end() const { return pos_ >= text_.size(); }
+  char peek() const { return text_[pos_]; }
+  void skip_ws() {
+    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r'))
+      ++pos_;
+  }
+  bool literal(std::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) return fail("expected a value");
+    pos_ += word.size();
+    return true;
+  }
+  bool digits() {
+    if (at_end() || peek() < '0' || peek() > '9') return fail("expected a digit");
+    while (!at_end() && peek() >= '0' && peek() <= '9') ++pos_;
+    return true;
+  }
+  bool number() {
+    if (peek() == '-') ++pos_;
+    if (!at_end() && peek() == '0') {
+      ++pos_;
+    } else if (!digits()) {
+      return false;
+    }
+    if (!at_end() && peek() == '.') {
+      ++pos_;
+      if (!digits()) return false;
+    }
+    if (!at_end() && (peek() == 'e' || peek() == 'E')) {
+      ++pos_;
+      if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
+      if (!digits()) return false;
+    }
+    return true;
+  }
+  bool string() {
+    ++pos_;  // opening quote
+    while (true) {
+      if (at_end()) return fail("unterminated string");
+      const auto ch = static_cast<unsigned char>(peek());
+      if (ch == '"') {
+        ++pos_;
+        return true;
+      }
+      if (ch < 0x20) return fail("control character in string");
+      if (ch == '\\') {
+        ++pos_;
+        if (at_end()) return fail("unterminated string");
+        const char e = peek();
+        if (e == 'u') {
+          for (int k = 1; k <= 4; ++k)
+            if (pos_ + k >= text_.size() ||
+                !std::isxdigit(static_cast<unsigned char>(text_[pos_ + k])))
+              return fail("invalid \\u escape");
+          pos_ += 5;
+          continue;
+        }
+        if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos)
+          return fail("invalid escape");
+      }
+      ++pos_;
+    }
+  }
+  bool value(int depth) {
+    if (depth > 512) return fail("nesting too deep");
+    if (at_end()) return fail("expected a value");
+    switch (peek()) {
+      case '{':
+        return object(depth);
+      case '[':
+        return array(depth);
+      case '"':
+        return string();
+      case 't':
+        return literal("true");
+      case 'f':
+        return literal("false");
+      case 'n':
+        return literal("null");
+      default:
+        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number();
+        return fail("expected a value");
+    }
+  }
+  bool object(int depth) {
+    ++pos_;
+    skip_ws();
+    if (!at_end() && peek() == '}') {
+      ++pos_;
+      return true;
+    }
+    while (true) {
+      skip_ws();
+      if (at_end() || peek() != '"') return fail("expected a string key");
+      if (!string()) return false;
+      skip_ws();
+      if (at_end() || peek() != ':') return fail("expected ':'");
+      ++pos_;
+      skip_ws();
+      if (!value(depth + 1)) return false;
+      skip_ws();
+      if (!at_end() && peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (!at_end() && peek() == '}') {
+        ++pos_;
+        return true;
+      }
+      return fail("expected ',' or '}'");
+    }
+  }
+  bool array(int depth) {
+    ++pos_;
+    skip_ws();
+    if (!at_end() && peek() == ']') {
+      ++pos_;
+      return true;
+    }
+    while (true) {
+      skip_ws();
+      if (!value(depth + 1)) return false;
+      skip_ws();
+      if (!at_end() && peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (!at_end() && peek() == ']') {
+        ++pos_;
+        return true;
+      }
+      return fail("expected ',' or ']'");
+    }
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  std::optional<std::pair<size_t, std::string>> error_;
+};
+
+[[noreturn]] void fail_invalid_json(std::string_view json, const std::string& source,
+                                    const char* simdjson_message) {
+  const auto located = SyntaxLocator(json).run();
+  if (!located) base::fail(source, ": invalid JSON: ", simdjson_message);
+  size_t line = 1;
+  size_t column = 1;
+  for (size_t i = 0; i < located->first && i < json.size(); ++i) {
+    if (json[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  base::fail(source, ": invalid JSON at line ", line, ", column ", column, ": ", located->second);
+}
+
+// --- Typed access with messages that name the key ------------------------------------------------
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+std::string_view type_name(element_type type) {
+  switch (type) {
+    case element_type::ARRAY:
+      return "an array";
+    case element_type::OBJECT:
+      return "an object";
+    case element_type::INT64:
+    case element_type::UINT64:
+      return "an integer";
+    case element_type::DOUBLE:
+      return "a number";
+    case element_type::STRING:
+      return "a string";
+    case element_type::BOOL:
+      return "a boolean";
+    case element_type::NULL_VALUE:
+      return "null";
+  }
+  return "a value";
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& source) : source_(source) {}
+
+  template <typename... Parts>
+  [[noreturn]] void fail(const Parts&... parts) const {
+    base::fail(source_, ": ", parts...);
+  }
+  [[noreturn]] void wrong_type(const std::string& path, std::string_view wanted,
+                               element value) const {
+    fail("'", path, "' must be ", wanted, ", got ", type_name(value.type()));
+  }
+
+  bool boolean(element value, const std::string& path) const {
+    if (value.type() != element_type::BOOL) wrong_type(path, "a boolean (true or false)", value);
+    return value.get_bool().value();
+  }
+  double number(element value, const std::string& path) const {
+    switch (value.type()) {
+      case element_type::INT64:
+        return static_cast<double>(value.get_int64().value());
+      case element_type::UINT64:
+        return static_cast<double>(value.get_uint64().value());
+      case element_type::DOUBLE:
+        return value.get_double().value();
+      default:
+        wrong_type(path, "a number", value);
+    }
+  }
+  // An integer in [low, high]; integral numbers written as 5e8 count (common for bucket sizes).
+  int64_t integer(element value, const std::string& path, int64_t low, int64_t high) const {
+    int64_t result = 0;
+    if (value.type() == element_type::INT64) {
+      result = value.get_int64().value();
+    } else if (value.type() == element_type::DOUBLE) {
+      const double d = value.get_double().value();
+      if (d != std::floor(d) || std::fabs(d) > 9.0e18) wrong_type(path, "an integer", value);
+      result = static_cast<int64_t>(d);
+    } else if (value.type() == element_type::UINT64) {
+      fail("'", path, "' is out of range");
+    } else {
+      wrong_type(path, "an integer", value);
+    }
+    if (result < low || result > high) {
+      if (high == INT64_MAX) fail("'", path, "' must be >= ", low, ", got ", result);
+      fail("'", path, "' must be between ", low, " and ", high, ", got ", result);
+    }
+    return result;
+  }
+  object block(element value, const std::string& path) const {
+    if (value.type() != element_type::OBJECT) wrong_type(path, "an object", value);
+    return value.get_object().value();
+  }
+  std::string text(element value, const std::string& path) const {
+    if (value.type() != element_type::STRING) wrong_type(path, "a string", value);
+    return std::string(value.get_string().value());
+  }
+
+  // Calls handle(key, value, path) for each member; rejects duplicate keys as DeepSpeed does.
+  template <typename Handler>
+  void members(object block_object, const std::string& prefix, Handler handle) const {
+    std::set<std::string, std::less<>> seen;
+    for (auto field : block_object) {
+      const std::string key(field.key);
+      const std::string path = prefix.empty() ? key : prefix + "." + key;
+      if (!seen.insert(key).second) fail("duplicate key '", path, "'");
+      handle(key, field.value, path);
+    }
+  }
+  [[noreturn]] void unknown(const std::string& path) const { fail("unknown key '", path, "'"); }
+  [[noreturn]] void unsupported(const std::string& path, std::string_view why = {}) const {
+    if (why.empty()) fail("key '", path, "' is not supported yet");
+    fail("key '", path, "' is not supported yet (", why, ")");
+  }
+
+ private:
+  const std::string& source_;
+};
+
+template <size_t N>
+bool contains(const std::string_view (&names)[N], std::string_view key) {
+  return std::find(std::begin(names), std::end(names), key) != std::end(names);
+}
+
+// Keys DeepSpeed (v0.8.3 / master) reads that mds does not implement: rejected, never ignored.
+constexpr std::string_view kUnsupportedTopLevel[] = {
+    "sparse_attention",
+    "zero_force_ds_cpu_optimizer",
+    "sparse_gradients",
+    "amp",
+    "disable_allgather",
+    "eigenvalue",
+    "progressive_layer_drop",
+    "data_types",
+    "dataloader_drop_last",
+    "flops_profiler",
+    "tensorboard",
+    "wandb",
+    "csv_monitor",
+    "comms_logger",
+    "elasticity",
+    "aio",
+    "curriculum_learning",
+    "data_efficiency",
+    "compression_training",
+    "autotuning",
+    "memory_breakdown",
+    "quantize_training",
+    "nebula",
+    "dump_state",
+    "vocabulary_size",
+    "fp32_allreduce",
+    "hybrid_engine",
+    "seq_parallel_communication_data_type",
+    "graph_harvesting",
+    "timers",
+    "use_data_before_expert_parallel_",
+    "zero_quantized_weights",
+};
+constexpr std::string_view kUnsupportedZero[] = {
+    "allgather_partitions",
+    "offload_param",
+    "offload_optimizer",
+    "sub_group_size",
+    "cpu_offload_param",
+    "cpu_offload_use_pin_memory",
+    "cpu_offload",
+    "prefetch_bucket_size",
+    "stage3_prefetch_bucket_size",
+    "param_persistence_threshold",
+    "stage3_param_persistence_threshold",
+    "model_persistence_threshold",
+    "stage3_model_persistence_threshold",
+    "max_live_parameters",
+    "stage3_max_live_parameters",
+    "max_reuse_distance",
+    "stage3_max_reuse_distance",
+    "gather_16bit_weights_on_model_save",
+    "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+    "ignore_unused_parameters",
+    "legacy_stage1",
+    "zero_hpz_partition_size",
+    "zero_quantized_weights",
+    "zero_quantized_nontrainable_weights",
+    "zero_quantized_gradients",
+    "mics_shard_size",
+    "mics_hierarchical_params_gather",
+    "memory_efficient_linear",
+    "pipeline_loading_checkpoint",
+    "override_module_apply",
+    "use_multi_rank_bucket_allreduce",
+    "log_trace_cache_warnings",
+};
+
+void parse_fp16(const Reader& r, element value, Fp16Config& fp16) {
+  r.members(r.block(value, "fp16"), "fp16",
+            [&](const std::string& key, element v, const std::string& path) {
+              if (key == "enabled") {
+                fp16.enabled = r.boolean(v, path);
+              } else if (key == "loss_scale") {
+                fp16.loss_scale = r.number(v, path);
+                if (!(fp16.loss_scale >= 0.0) || !std::isfinite(fp16.loss_scale))
+                  r.fail("'", path, "' must be >= 0 (0 selects dynamic loss scaling)");
+              } else if (key == "initial_scale_power") {
+                fp16.initial_scale_power = r.integer(v, path, 0, 127);
+                fp16.has_dynamic_args = true;
+              } else if (key == "loss_scale_window") {
+                fp16.loss_scale_window = r.integer(v, path, 1, INT64_MAX);
+                fp16.has_dynamic_args = true;
+              } else if (key == "hysteresis") {
+                fp16.hysteresis = r.integer(v, path, 1, INT64_MAX);
+                fp16.has_dynamic_args = true;
+              } else if (key == "min_loss_scale") {
+                fp16.min_loss_scale = r.number(v, path);
+                if (!(fp16.min_loss_scale > 0.0) || !std::isfinite(fp16.min_loss_scale))
+                  r.fail("'", path, "' must be > 0");
+                fp16.has_dynamic_args = true;
+              } else if (key == "consecutive_hysteresis") {
+                fp16.consecutive_hysteresis = r.boolean(v, path);
+                fp16.has_dynamic_args = true;
+              } else if (key == "auto_cast" || key == "fp16_master_weights_and_grads") {
+                r.unsupported(path);
+              } else {
+                r.unknown(path);
+              }
+            });
+}
+
+void parse_bf16(const Reader& r, element value, const std::string& name, bool& enabled) {
+  r.members(r.block(value, name), name,
+            [&](const std::string& key, element v, const std::string& path) {
+              if (key == "enabled") {
+                enabled = r.boolean(v, path);
+              } else if (key == "immediate_grad_update" || key == "check_grad_overflow" ||
+                         key == "bf16_master_weights_and_grads" || key == "bf16_optimizer_states") {
+                r.unsupported(path);
+              } else {
+                r.unknown(path);
+              }
+            });
+}
+
+void parse_zero(const Reader& r, element value, ZeroConfig& zero) {
+  const std::string name = "zero_optimization";
+  r.members(r.block(value, name), name,
+            [&](const std::string& key, element v, const std::string& path) {
+              constexpr int64_t kMax = INT64_MAX;
+              if (key == "stage") {
+                zero.stage = static_cast<int>(r.integer(v, path, 0, 3));
+                if (zero.stage == 3)
+                  r.fail("'", path, "' 3 is not supported yet (stages 0, 1 and 2 are)");
+              } else if (key == "reduce_bucket_size") {
+                zero.reduce_bucket_size = r.integer(v, path, 0, kMax);
+              } else if (key == "allgather_bucket_size") {
+                zero.allgather_bucket_size = r.integer(v, path, 0, kMax);
+              } else if (key == "contiguous_gradients") {
+                zero.contiguous_gradients = r.boolean(v, path);
+              } else if (key == "overlap_comm") {
+                zero.overlap_comm = r.boolean(v, path);
+              } else if (key == "reduce_scatter") {
+                zero.reduce_scatter = r.boolean(v, path);
+              } else if (key == "round_robin_gradients") {
+                zero.round_robin_gradients = r.boolean(v, path);
+              } else if (key == "elastic_checkpoint") {
+                zero.elastic_checkpoint = r.boolean(v, path);
+              } else if (key == "load_from_fp32_weights") {
+                zero.load_from_fp32_weights = r.boolean(v, path);
+              } else if (contains(kUnsupportedZero, key)) {
+                r.unsupported(path);
+              } else {
+                r.unknown(path);
+              }
+            });
+}
+
+void parse_checkpoint(const Reader& r, element value, CheckpointConfig& checkpoint) {
+  r.members(r.block(value, "checkpoint"), "checkpoint",
+            [&](const std::string& key, element v, const std::string& path) {
+              if (key == "load_universal") {
+                checkpoint.load_universal = r.boolean(v, path);
+              } else if (key == "use_node_local_storage") {
+                checkpoint.use_node_local_storage = r.boolean(v, path);
+              } else if (key == "parallel_write") {
+                r.members(r.block(v, path), path,
+                          [&](const std::string& inner, element w, const std::string& inner_path) {
+                            if (inner == "pipeline_stage") {
+                              checkpoint.parallel_write_pipeline_stage = r.boolean(w, inner_path);
+                            } else {
+                              r.unknown(inner_path);
+                            }
+                          });
+              } else if (key == "tag_validation" || key == "writer") {
+                r.unsupported(path);
+              } else {
+                r.unknown(path);
+              }
+            });
+}
+
+void parse_pipeline(const Reader& r, element value, int64_t& interval) {
+  r.members(r.block(value, "pipeline"), "pipeline",
+            [&](const std::string& key, element v, const std::string& path) {
+              if (key == "activation_checkpoint_interval") {
+                interval = r.integer(v, path, 0, INT64_MAX);
+              } else if (key == "stages" || key == "partition" || key == "seed_layers" ||
+                         key == "pipe_partitioned" || key == "grad_partitioned" ||
+                         key == "use_reentrant") {
+                r.unsupported(path, "the pipeline layout comes from Megatron's flags");
+              } else {
+                r.unknown(path);
+              }
+            });
+}
+
+// The three batch keys may be null (DeepSpeed's "unset").
+std::optional<int64_t> optional_positive(const Reader& r, element value, const std::string& path) {
+  if (value.type() == element_type::NULL_VALUE) return std::nullopt;
+  return r.integer(value, path, 1, INT64_MAX);
+}
+
+}  // namespace
+
+std::string_view to_string(CommDataType type) {
+  switch (type) {
+    case CommDataType::kFp32:
+      return "fp32";
+    case CommDataType::kFp16:
+      return "fp16";
+    case CommDataType::kBf16:
+      return "bfp16";
+  }
+  return "fp32";
+}
+
+DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string& source) {
+  DeepSpeedConfig config;
+  config.source = source;
+  config.json_text = std::string(json);
+  simdjson::dom::parser parser;
+  const simdjson::padded_string padded(json);
+  element root;
+  if (const auto error = parser.parse(padded).get(root); error)
+    fail_invalid_json(json, source, simdjson::error_message(error));
+  const Reader r(config.source);
+  if (root.type() != element_type::OBJECT)
+    r.fail("expected a JSON object at the top level, got ", type_name(root.type()));
+
+  r.members(root.get_object().value(), "",
+            [&](const std::string& key, element v, const std::string& path) {
+              if (key == "train_batch_size") {
+                config.train_batch_size = optional_positive(r, v, path);
+              } else if (key == "train_micro_batch_size_per_gpu") {
+                config.train_micro_batch_size_per_gpu = optional_positive(r, v, path);
+              } else if (key == "gradient_accumulation_steps") {
+                config.gradient_accumulation_steps = optional_positive(r, v, path);
+              } else if (key == "gradient_clipping") {
+                config.gradient_clipping = r.number(v, path);
+                if (!(config.gradient_clipping >= 0.0) || !std::isfinite(config.gradient_clipping))
+                  r.fail("'", path, "' must be >= 0 (0 disables clipping)");
+              } else if (key == "zero_optimization") {
+                parse_zero(r, v, config.zero);
+              } else if (key == "fp16") {
+                parse_fp16(r, v, config.fp16);
+              } else if (key == "bf16") {
+                parse_bf16(r, v, path, config.bf16_enabled);
+              } else if (key == "bfloat16") {
+                r.unsupported(path, "use 'bf16'");
+              } else if (key == "communication_data_type") {
+                if (v.type() == element_type::NULL_VALUE) {
+                  config.communication_data_type.reset();
+                  return;
+                }
+                std::string name = r.text(v, path);
+                std::transform(name.begin(), name.end(), name.begin(),
+                               [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+                if (name == "fp32") {
+                  config.communication_data_type = CommDataType::kFp32;
+                } else if (name == "fp16") {
+                  config.communication_data_type = CommDataType::kFp16;
+                } else if (name == "bfp16") {
+                  config.communication_data_type = CommDataType::kBf16;
+                } else {
+                  r.fail("'", path, "' must be one of 'fp16', 'bfp16', 'fp32', got '", name, "'");
+                }
+              } else if (key == "prescale_gradients") {
+                config.prescale_gradients = r.boolean(v, path);
+              } else if (key == "gradient_predivide_factor") {
+                config.gradient_predivide_factor = r.number(v, path);
+                if (!(config.gradient_predivide_factor > 0.0) ||
+                    !std::isfinite(config.gradient_predivide_factor))
+                  r.fail("'", path, "' must be > 0");
+              } else if (key == "steps_per_print") {
+                config.steps_per_print = r.integer(v, path, 1, INT64_MAX);
+              } else if (key == "wall_clock_breakdown") {
+                config.wall_clock_breakdown = r.boolean(v, path);
+              } else if (key == "checkpoint") {
+                parse_checkpoint(r, v, config.checkpoint);
+              } else if (key == "pipeline") {
+                parse_pipeline(r, v, config.pipeline_activation_checkpoint_interval);
+              } else if (key == "zero_allow_untested_optimizer") {
+                config.zero_allow_untested_optimizer = r.boolean(v, path);
+              } else if (key == "optimizer") {
+                r.unsupported(path,
+                              "the optimizer comes from Megatron's flags: --optimizer, --lr, ...");
+              } else if (key == "scheduler") {
+                r.unsupported(
+                    path, "it would replace AnnealingLR; use --lr-decay-style and related flags");
+              } else if (key == "activation_checkpointing") {
+                r.unsupported(path, "use --checkpoint-activations and related flags");
+              } else if (contains(kUnsupportedTopLevel, key)) {
+                r.unsupported(path);
+              } else {
+                r.unknown(path);
+              }
+            });
+
+  if (config.fp16.enabled && config.bf16_enabled) r.fail("fp16 and bf16 cannot both be enabled");
+  if (config.prescale_gradients && config.gradient_predivide_factor != 1.0)
+    r.fail("'gradient_predivide_factor' must be 1.0 when 'prescale_gradients' is true");
+  if (!config.train_batch_size && !config.train_micro_batch_size_per_gpu)
+    r.fail("either 'train_batch_size' or 'train_micro_batch_size_per_gpu' must be given");
+  return config;
+}
+
+DeepSpeedConfig load_deepspeed_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) base::fail_errno(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) base::fail_errno(path);
+  return parse_deepspeed_config(text.str(), path);
+}
+
+BatchSizes resolve_batch_sizes(const DeepSpeedConfig& config, int64_t data_parallel_size) {
+  if (data_parallel_size <= 0)
+    base::fail("data-parallel size must be > 0, got ", data_parallel_size);
+  const int64_t d = data_parallel_size;
+  const auto& train = config.train_batch_size;
+  const auto& micro = config.train_micro_batch_size_per_gpu;
+  const auto& accum = config.gradient_accumulation_steps;
+  BatchSizes sizes;
+  // DeepSpeed's _set_batch_related_parameters, case by case.
+  if (train && micro && accum) {
+    sizes = {*train, *micro, *accum};
+  } else if (train && micro) {
+    sizes = {*train, *micro, *train / *micro / d};
+  } else if (train && accum) {
+    sizes = {*train, *train / d / *accum, *accum};
+  } else if (micro && accum) {
+    sizes = {*micro * *accum * d, *micro, *accum};
+  } else if (train) {
+    sizes = {*train, *train / d, 1};
+  } else if (micro) {
+    sizes = {*micro * d, *micro, 1};
+  } else {
+    base::fail(config.source,
+               ": either 'train_batch_size' or 'train_micro_batch_size_per_gpu' must be given");
+  }
+  if (sizes.micro_batch_size <= 0)
+    base::fail(config.source, ": derived train_micro_batch_size_per_gpu is 0 (train_batch_size ",
+               sizes.train_batch_size, " is too small for ", d, " data-parallel ranks)");
+  if (sizes.gradient_accumulation_steps <= 0)
+    base::fail(config.source, ": derived gradient_accumulation_steps is 0 (train_batch_size ",
+               sizes.train_batch_size, " < train_micro_batch_size_per_gpu ", sizes.micro_batch_size,
+               " * ", d, " data-parallel ranks)");
+  if (sizes.train_batch_size != sizes.micro_batch_size * sizes.gradient_accumulation_steps * d)
+    base::fail(config.source, ": train_batch_size (", sizes.train_batch_size,
+               ") is not equal to train_micro_batch_size_per_gpu (", sizes.micro_batch_size,
+               ") * gradient_accumulation_steps (", sizes.gradient_accumulation_steps,
+               ") * data-parallel size (", d, ")");
+  return sizes;
+}
+
+CommDataType effective_communication_data_type(const DeepSpeedConfig& config) {
+  if (config.communication_data_type) return *config.communication_data_type;
+  if (config.fp16.enabled || config.zero.stage >= 1) return CommDataType::kFp16;
+  if (config.bf16_enabled) return CommDataType::kBf16;
+  return CommDataType::kFp32;
+}
+
+bool effective_overlap_comm(const DeepSpeedConfig& config) {
+  return config.zero.overlap_comm.value_or(config.zero.stage == 3);
+}
+
+void check_precision_matches(const DeepSpeedConfig& config, bool megatron_fp16,
+                             bool megatron_bf16) {
+  if (config.fp16.enabled != megatron_fp16)
+    base::fail(config.source, ": fp16.enabled is ", config.fp16.enabled ? "true" : "false",
+               " but --fp16 is ", megatron_fp16 ? "given" : "not given",
+               " (megatron fp16 config does not match deepspeed)");
+  if (config.bf16_enabled != megatron_bf16)
+    base::fail(config.source, ": bf16.enabled is ", config.bf16_enabled ? "true" : "false",
+               " but --bf16 is ", megatron_bf16 ? "given" : "not given",
+               " (megatron bf16 config does not match deepspeed)");
+}
+
+}  // namespace mds::config
