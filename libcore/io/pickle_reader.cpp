@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/error.h"
 
@@ -68,6 +69,7 @@ class PickleReader {
       : bytes_(bytes), source_(source), copy_budget_(16 * bytes.size() + 65536) {}
 
   Value run() {
+    scan_memo_gets();
     while (true) {
       if (pos_ >= bytes_.size()) error("truncated pickle (no STOP opcode)");
       op_start_ = pos_;
@@ -152,9 +154,89 @@ class PickleReader {
     if (v.depth() > kMaxDepth) error("values nested deeper than ", kMaxDepth, " levels");
   }
 
+  // Python's pickler memoizes nearly every object but fetches few again (classes, some strings).
+  // Keeping only the entries a later BINGET needs lets containers move into their parents instead
+  // of being copied because the memo still references them.
+  void scan_memo_gets() {
+    std::size_t pos = pos_;
+    const auto skip = [&](std::uint64_t n) {
+      pos = n > bytes_.size() - pos ? bytes_.size() : pos + n;
+    };
+    const auto le = [&](std::size_t n) {
+      std::uint64_t v = 0;
+      for (std::size_t i = 0; i < n && pos + i < bytes_.size(); ++i) {
+        v |= std::uint64_t{static_cast<unsigned char>(bytes_[pos + i])} << (8 * i);
+      }
+      skip(n);
+      return v;
+    };
+    while (pos < bytes_.size()) {
+      switch (static_cast<unsigned char>(bytes_[pos++])) {
+        case 0x80:
+        case 'K':
+        case 'q':
+        case 'U':
+        case 'C':
+        case 0x8c:
+        case 0x8a:
+          if (const auto op = static_cast<unsigned char>(bytes_[pos - 1]);
+              op == 'U' || op == 'C' || op == 0x8c || op == 0x8a) {
+            skip(le(1));
+          } else {
+            skip(1);
+          }
+          break;
+        case 'M':
+          skip(2);
+          break;
+        case 'J':
+        case 'r':
+          skip(4);
+          break;
+        case 'X':
+        case 'T':
+        case 'B':
+        case 0x8b:
+          skip(le(4));
+          break;
+        case 0x8d:
+        case 0x8e:
+          skip(le(8));
+          break;
+        case 'G':
+        case 0x95:
+          skip(8);
+          break;
+        case 'h':
+          fetched_.insert(le(1));
+          break;
+        case 'j':
+          fetched_.insert(le(4));
+          break;
+        case 0x94:
+          keep_all_memo_ = true;
+          break;  // MEMOIZE numbers entries by memo size
+        case 'c':
+          for (int line = 0; line < 2; ++line) {
+            const auto end = bytes_.find('\n', pos);
+            pos = end == std::string_view::npos ? bytes_.size() : end + 1;
+          }
+          break;
+        case '.':
+          return;
+        default:
+          break;
+      }
+    }
+  }
+
   void memo_put(std::uint64_t index) {
     if (stack_.size() <= floor()) error("memo put with an empty stack");
-    memo_[index] = stack_.back();
+    if (keep_all_memo_ || fetched_.count(index)) {
+      memo_[index] = stack_.back();
+    } else {
+      memo_.erase(index);  // a later put may reuse an index; a stale entry must not survive
+    }
   }
 
   void memo_get(std::uint64_t index) {
@@ -479,6 +561,8 @@ class PickleReader {
   std::vector<Node> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, Node> memo_;
+  std::unordered_set<std::uint64_t> fetched_;
+  bool keep_all_memo_ = false;
 };
 
 }  // namespace

@@ -1,0 +1,32 @@
+// The optimizer step and the gradient norm over flat fp32 buffers (training.md §5.3, §5.4).
+#pragma once
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+struct AdamWConfig {
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+};
+
+// apex FusedAdam with adam_w_mode = True and bias_correction = True, per element in fp32:
+//   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+//   update = (m/bc1) / (sqrt(v/bc2) + eps) + wd·p;  p = p − lr·update
+// with bc1 = 1 − β1^step, bc2 = 1 − β2^step computed in double and rounded to float as apex's host
+// code does. `step` is the already-incremented step count (≥ 1). All four tensors are fp32 with
+// equal element counts (any shapes: flat partitions or single parameters).
+void adamw_step(tensor::Tensor params, tensor::Tensor grads, tensor::Tensor exp_avg,
+                tensor::Tensor exp_avg_sq, const AdamWConfig& config, std::int64_t step);
+
+// Σ x² of an fp32 tensor, accumulated in double in a fixed blocked order (independent of the
+// thread count), for the global gradient norm: ranks add their partial sums, then take the root.
+double sum_of_squares(tensor::Tensor x);
+// sqrt(sum_of_squares(x)).
+double l2_norm(tensor::Tensor x);
+
+}  // namespace mds::ops

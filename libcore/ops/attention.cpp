@@ -1,0 +1,99 @@
+#include "ops/attention.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "ops/check.h"
+#include "ops/cpu/attention.h"
+
+namespace mds::ops {
+
+using tensor::DType;
+using tensor::Shape;
+using tensor::Tensor;
+
+namespace {
+
+// Dimensions from probs [b, np, s, s] and qkv [s, b, np·3·hn], checked against each other.
+cpu::AttentionDims dims_of(const char* op, const Tensor& probs, const Tensor& qkv) {
+  if (probs.shape().rank() != 4 || probs.dim(2) != probs.dim(3)) {
+    base::fail("ops::", op, ": probs must be [b, np, s, s], got ", probs.shape().to_string());
+  }
+  const std::int64_t b = probs.dim(0), np = probs.dim(1), s = probs.dim(2);
+  if (qkv.shape().rank() != 3 || qkv.dim(0) != s || qkv.dim(1) != b || np == 0 ||
+      qkv.dim(2) % (3 * np) != 0) {
+    base::fail("ops::", op, ": qkv must be [s, b, np*3*hn] = [", s, ", ", b, ", ", np,
+               "*3*hn] to match probs ", probs.shape().to_string(), ", got ",
+               qkv.shape().to_string());
+  }
+  detail::expect_dtype(op, {"probs", probs}, DType::kFloat32);
+  detail::expect_dtype(op, {"qkv", qkv}, DType::kFloat32);
+  return {s, b, np, qkv.dim(2) / (3 * np)};
+}
+
+void check_coeff(const char* op, float coeff) {
+  if (!(coeff >= 1.0f)) base::fail("ops::", op, ": coeff must be >= 1, got ", coeff);
+}
+
+void check_float(const char* op, detail::Arg arg, const Shape& shape) {
+  detail::expect_dtype(op, arg, DType::kFloat32);
+  detail::expect_shape(op, arg, shape);
+}
+
+}  // namespace
+
+float query_key_layer_scaling_coeff(int layer_number, bool apply_query_key_layer_scaling) {
+  return apply_query_key_layer_scaling ? static_cast<float>(std::max(1, layer_number)) : 1.0f;
+}
+
+void attention_probs_forward(Tensor probs, Tensor qkv, float coeff) {
+  constexpr const char* kOp = "attention_probs_forward";
+  detail::require_cpu(kOp, {{"probs", probs}, {"qkv", qkv}});
+  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  check_coeff(kOp, coeff);
+  cpu::attention_probs_forward(probs.data<float>(), qkv.data<float>(), d, coeff);
+}
+
+void attention_context_forward(Tensor ctx, Tensor probs, Tensor qkv) {
+  constexpr const char* kOp = "attention_context_forward";
+  detail::require_cpu(kOp, {{"ctx", ctx}, {"probs", probs}, {"qkv", qkv}});
+  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  check_float(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
+  cpu::attention_context_forward(ctx.data<float>(), probs.data<float>(), qkv.data<float>(), d);
+}
+
+void attention_context_backward(Tensor dprobs, Tensor dqkv, Tensor dctx, Tensor probs, Tensor qkv) {
+  constexpr const char* kOp = "attention_context_backward";
+  detail::require_cpu(
+      kOp, {{"dprobs", dprobs}, {"dqkv", dqkv}, {"dctx", dctx}, {"probs", probs}, {"qkv", qkv}});
+  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  check_float(kOp, {"dprobs", dprobs}, probs.shape());
+  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
+  check_float(kOp, {"dctx", dctx}, {d.s, d.b, d.np * d.hn});
+  cpu::attention_context_backward(dprobs.data<float>(), dqkv.data<float>(), dctx.data<float>(),
+                                  probs.data<float>(), qkv.data<float>(), d);
+}
+
+void attention_probs_backward(Tensor dqkv, Tensor dprobs, Tensor probs, Tensor qkv, float coeff) {
+  constexpr const char* kOp = "attention_probs_backward";
+  detail::require_cpu(kOp, {{"dqkv", dqkv}, {"dprobs", dprobs}, {"probs", probs}, {"qkv", qkv}});
+  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  check_coeff(kOp, coeff);
+  check_float(kOp, {"dprobs", dprobs}, probs.shape());
+  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
+  cpu::attention_probs_backward(dqkv.data<float>(), dprobs.data<float>(), probs.data<float>(),
+                                qkv.data<float>(), d, coeff);
+}
+
+void attention_forward(Tensor ctx, Tensor probs, Tensor qkv, float coeff) {
+  attention_probs_forward(probs, qkv, coeff);
+  attention_context_forward(ctx, probs, qkv);
+}
+
+void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dctx, Tensor probs, Tensor qkv,
+                        float coeff) {
+  attention_context_backward(dprobs, dqkv, dctx, probs, qkv);
+  attention_probs_backward(dqkv, dprobs, probs, qkv, coeff);
+}
+
+}  // namespace mds::ops

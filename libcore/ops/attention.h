@@ -1,0 +1,51 @@
+// Causal self-attention core of ParallelAttention (training.md §1.4), for the heads of one TP rank,
+// between the fused QKV projection and the output projection.
+//
+// Layouts (s sequence, b micro-batch, np heads on this rank, hn head dim):
+//   qkv   [s, b, np·3·hn]  the QKV GEMM output as upstream views it, [s, b, np, 3·hn]: per token
+//                          the heads follow each other and each head holds q, then k, then v
+//                          (feature (head·3 + t)·hn + d, t = 0 q, 1 k, 2 v; checkpoint
+//                          version 3.0).
+//   probs [b, np, s, s]    softmax probabilities, row = query, column = key; zero above the
+//                          diagonal. Caller-owned: the forward writes it, the backward reads it.
+//   ctx   [s, b, np·hn]    context, head-major within a token, ready for the dense projection.
+//
+// Scores are S = α·q·kᵀ with α = 1/(sqrt(hn)·coeff), then the softmax takes coeff·S in fp32 with
+// the causal mask. coeff = 1 is plain 1/sqrt(hn) scaling; `--apply-query-key-layer-scaling` uses
+// coeff = max(1, layer_number) (see query_key_layer_scaling_coeff), the same math up to rounding.
+//
+// Attention dropout sits between the two halves, as upstream: probs_forward → dropout into a
+// second [b, np, s, s] tensor → context_forward(dropped probs); backward in reverse order with the
+// dropout backward applied to dprobs in place.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+// The coefficient upstream multiplies into norm_factor: max(1, layer_number) with layer scaling
+// (GPTModelPipe numbers layers from 0, the native GPTModel from 1; pass the number the model uses),
+// 1 without.
+float query_key_layer_scaling_coeff(int layer_number, bool apply_query_key_layer_scaling);
+
+// probs = causal_softmax(coeff · α · q·kᵀ), written for every (batch, head).
+void attention_probs_forward(tensor::Tensor probs, tensor::Tensor qkv, float coeff);
+// ctx = probs · v (overwrites ctx).
+void attention_context_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor qkv);
+
+// dprobs = dctx · vᵀ (overwritten; a [b, np, s, s] workspace) and the v part of dqkv +=
+// probsᵀ·dctx.
+void attention_context_backward(tensor::Tensor dprobs, tensor::Tensor dqkv, tensor::Tensor dctx,
+                                tensor::Tensor probs, tensor::Tensor qkv);
+// The q and k parts of dqkv += softmax and score backward of dprobs. dprobs is consumed: it is
+// overwritten with the gradient of the scores.
+void attention_probs_backward(tensor::Tensor dqkv, tensor::Tensor dprobs, tensor::Tensor probs,
+                              tensor::Tensor qkv, float coeff);
+
+// Both halves without dropout.
+void attention_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor qkv, float coeff);
+// dqkv += ∂L/∂qkv; dprobs is a [b, np, s, s] workspace.
+void attention_backward(tensor::Tensor dqkv, tensor::Tensor dprobs, tensor::Tensor dctx,
+                        tensor::Tensor probs, tensor::Tensor qkv, float coeff);
+
+}  // namespace mds::ops

@@ -1,0 +1,34 @@
+// Argument checks shared by the public ops: every op validates device, dtype and shape here, so a
+// wrong call fails with the op's name and the tensor's role instead of corrupting memory in a loop.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+
+#include "tensor/tensor.h"
+
+namespace mds::ops::detail {
+
+// A tensor argument with its role in the op, for messages ("x", "weight", ...).
+struct Arg {
+  const char* name;
+  const tensor::Tensor& tensor;
+};
+
+// The device shared by all given tensors (undefined ones are skipped); fails when they differ.
+tensor::DeviceKind common_device(const char* op, std::initializer_list<Arg> args);
+
+// Fails with "<op> has no CUDA backend in this build" when the tensors live on a CUDA device.
+void require_cpu(const char* op, std::initializer_list<Arg> args);
+
+// True for a tensor the caller passed (an optional argument left as tensor::Tensor{} is not).
+inline bool given(const tensor::Tensor& t) {
+  return t.raw() != nullptr || t.shape().rank() > 0;
+}
+
+void expect_dtype(const char* op, Arg arg, tensor::DType dtype);
+void expect_shape(const char* op, Arg arg, const tensor::Shape& shape);
+void expect_numel(const char* op, Arg arg, std::int64_t numel);
+// The number of rows of a tensor whose last dimension must be `cols` (all leading dims flattened).
+std::int64_t rows_with_last_dim(const char* op, Arg arg, std::int64_t cols);
+
+}  // namespace mds::ops::detail

@@ -1,0 +1,21 @@
+// CPU reference of ops/attention.h; arguments are validated by the public functions.
+#pragma once
+#include <cstdint>
+
+namespace mds::ops::cpu {
+
+struct AttentionDims {
+  std::int64_t s;   // sequence length
+  std::int64_t b;   // micro-batch size
+  std::int64_t np;  // heads
+  std::int64_t hn;  // head dim
+};
+
+void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff);
+void attention_context_forward(float* ctx, const float* probs, const float* qkv, AttentionDims d);
+void attention_context_backward(float* dprobs, float* dqkv, const float* dctx, const float* probs,
+                                const float* qkv, AttentionDims d);
+void attention_probs_backward(float* dqkv, float* dprobs, const float* probs, const float* qkv,
+                              AttentionDims d, float coeff);
+
+}  // namespace mds::ops::cpu

@@ -1,0 +1,74 @@
+#include "ops/cpu/cross_entropy.h"
+
+#include <cmath>
+
+namespace mds::ops::cpu {
+
+void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * v;
+    float m = -INFINITY;
+    for (std::int64_t j = 0; j < v; ++j) m = std::fmax(m, row[j]);
+    max[i] = m;
+  }
+}
+
+void cross_entropy_target_logit(float* target_logit, const float* logits,
+                                const std::int64_t* targets, const float* max, std::int64_t n,
+                                std::int64_t v, std::int64_t vocab_start) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t local = targets[i] - vocab_start;
+    // Upstream subtracts the max from the whole row first, so the gathered value is z − max.
+    target_logit[i] = local >= 0 && local < v ? logits[i * v + local] - max[i] : 0.0f;
+  }
+}
+
+void cross_entropy_sum_exp(float* sum_exp, const float* logits, const float* max, std::int64_t n,
+                           std::int64_t v) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * v;
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j < v; ++j) sum += std::exp(row[j] - max[i]);
+    sum_exp[i] = sum;
+  }
+}
+
+void cross_entropy_loss(float* loss, const float* sum_exp, const float* target_logit,
+                        std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) loss[i] = std::log(sum_exp[i]) - target_logit[i];
+}
+
+void cross_entropy_backward(float* dlogits, const float* logits, const std::int64_t* targets,
+                            const float* max, const float* sum_exp, const float* dloss,
+                            std::int64_t n, std::int64_t v, std::int64_t vocab_start) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * v;
+    float* grad = dlogits + i * v;
+    const float inv = 1.0f / sum_exp[i];
+    for (std::int64_t j = 0; j < v; ++j) grad[j] = std::exp(row[j] - max[i]) * inv;
+    const std::int64_t local = targets[i] - vocab_start;
+    if (local >= 0 && local < v) grad[local] -= 1.0f;
+    for (std::int64_t j = 0; j < v; ++j) grad[j] *= dloss[i];
+  }
+}
+
+float masked_mean_loss(const float* loss, const float* mask, std::int64_t n) {
+  double weighted = 0.0, count = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    weighted += static_cast<double>(loss[i] * mask[i]);
+    count += mask[i];
+  }
+  return static_cast<float>(weighted / count);
+}
+
+void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad) {
+  double count = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) count += mask[i];
+  const float scale = static_cast<float>(grad / count);
+  for (std::int64_t i = 0; i < n; ++i) dloss[i] = scale * mask[i];
+}
+
+}  // namespace mds::ops::cpu

@@ -1,0 +1,143 @@
+#include "ops/cross_entropy.h"
+
+#include "base/error.h"
+#include "ops/check.h"
+#include "ops/cpu/cross_entropy.h"
+
+namespace mds::ops {
+
+using tensor::DType;
+using tensor::Tensor;
+
+namespace {
+
+// Token count and vocab shard width of logits [..., V].
+struct Rows {
+  std::int64_t n;
+  std::int64_t v;
+};
+
+Rows logits_rows(const char* op, const Tensor& logits) {
+  detail::expect_dtype(op, {"logits", logits}, DType::kFloat32);
+  if (logits.shape().rank() < 2) {
+    base::fail("ops::", op, ": logits must be [tokens..., vocab], got ",
+               logits.shape().to_string());
+  }
+  const std::int64_t v = logits.dim(logits.shape().rank() - 1);
+  return {v == 0 ? 0 : logits.numel() / v, v};
+}
+
+void per_token(const char* op, detail::Arg arg, std::int64_t n) {
+  detail::expect_dtype(op, arg, DType::kFloat32);
+  detail::expect_numel(op, arg, n);
+}
+
+void check_targets(const char* op, const Tensor& targets, std::int64_t n) {
+  detail::expect_dtype(op, {"targets", targets}, DType::kInt64);
+  detail::expect_numel(op, {"targets", targets}, n);
+  const std::int64_t* ids = targets.data<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0) base::fail("ops::", op, ": negative target id ", ids[i], " at token ", i);
+  }
+}
+
+}  // namespace
+
+void cross_entropy_row_max(Tensor max, Tensor logits) {
+  constexpr const char* kOp = "cross_entropy_row_max";
+  detail::require_cpu(kOp, {{"max", max}, {"logits", logits}});
+  const Rows r = logits_rows(kOp, logits);
+  per_token(kOp, {"max", max}, r.n);
+  cpu::cross_entropy_row_max(max.data<float>(), logits.data<float>(), r.n, r.v);
+}
+
+void cross_entropy_target_logit(Tensor target_logit, Tensor logits, Tensor targets, Tensor max,
+                                std::int64_t vocab_start) {
+  constexpr const char* kOp = "cross_entropy_target_logit";
+  detail::require_cpu(
+      kOp,
+      {{"target_logit", target_logit}, {"logits", logits}, {"targets", targets}, {"max", max}});
+  const Rows r = logits_rows(kOp, logits);
+  per_token(kOp, {"target_logit", target_logit}, r.n);
+  per_token(kOp, {"max", max}, r.n);
+  check_targets(kOp, targets, r.n);
+  cpu::cross_entropy_target_logit(target_logit.data<float>(), logits.data<float>(),
+                                  targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
+                                  vocab_start);
+}
+
+void cross_entropy_sum_exp(Tensor sum_exp, Tensor logits, Tensor max) {
+  constexpr const char* kOp = "cross_entropy_sum_exp";
+  detail::require_cpu(kOp, {{"sum_exp", sum_exp}, {"logits", logits}, {"max", max}});
+  const Rows r = logits_rows(kOp, logits);
+  per_token(kOp, {"sum_exp", sum_exp}, r.n);
+  per_token(kOp, {"max", max}, r.n);
+  cpu::cross_entropy_sum_exp(sum_exp.data<float>(), logits.data<float>(), max.data<float>(), r.n,
+                             r.v);
+}
+
+void cross_entropy_loss(Tensor loss, Tensor sum_exp, Tensor target_logit) {
+  constexpr const char* kOp = "cross_entropy_loss";
+  detail::require_cpu(kOp, {{"loss", loss}, {"sum_exp", sum_exp}, {"target_logit", target_logit}});
+  const std::int64_t n = loss.numel();
+  per_token(kOp, {"loss", loss}, n);
+  per_token(kOp, {"sum_exp", sum_exp}, n);
+  per_token(kOp, {"target_logit", target_logit}, n);
+  cpu::cross_entropy_loss(loss.data<float>(), sum_exp.data<float>(), target_logit.data<float>(), n);
+}
+
+void cross_entropy_forward(Tensor loss, Tensor max, Tensor sum_exp, Tensor logits, Tensor targets) {
+  const Rows r = logits_rows("cross_entropy_forward", logits);
+  check_targets("cross_entropy_forward", targets, r.n);
+  const std::int64_t* ids = targets.data<std::int64_t>();
+  for (std::int64_t i = 0; i < r.n; ++i) {
+    if (ids[i] >= r.v) {
+      base::fail("ops::cross_entropy_forward: target id ", ids[i], " at token ", i,
+                 " is not below the vocabulary size ", r.v);
+    }
+  }
+  cross_entropy_row_max(max, logits);
+  // The loss tensor holds the target logits until the last step overwrites them in place.
+  cross_entropy_target_logit(loss, logits, targets, max, 0);
+  cross_entropy_sum_exp(sum_exp, logits, max);
+  cross_entropy_loss(loss, sum_exp, loss);
+}
+
+void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor max,
+                            Tensor sum_exp, Tensor dloss, std::int64_t vocab_start) {
+  constexpr const char* kOp = "cross_entropy_backward";
+  detail::require_cpu(kOp, {{"dlogits", dlogits},
+                            {"logits", logits},
+                            {"targets", targets},
+                            {"max", max},
+                            {"sum_exp", sum_exp},
+                            {"dloss", dloss}});
+  const Rows r = logits_rows(kOp, logits);
+  detail::expect_dtype(kOp, {"dlogits", dlogits}, DType::kFloat32);
+  detail::expect_shape(kOp, {"dlogits", dlogits}, logits.shape());
+  per_token(kOp, {"max", max}, r.n);
+  per_token(kOp, {"sum_exp", sum_exp}, r.n);
+  per_token(kOp, {"dloss", dloss}, r.n);
+  check_targets(kOp, targets, r.n);
+  cpu::cross_entropy_backward(dlogits.data<float>(), logits.data<float>(),
+                              targets.data<std::int64_t>(), max.data<float>(),
+                              sum_exp.data<float>(), dloss.data<float>(), r.n, r.v, vocab_start);
+}
+
+float masked_mean_loss(Tensor loss, Tensor mask) {
+  constexpr const char* kOp = "masked_mean_loss";
+  detail::require_cpu(kOp, {{"loss", loss}, {"mask", mask}});
+  per_token(kOp, {"loss", loss}, loss.numel());
+  per_token(kOp, {"mask", mask}, loss.numel());
+  return cpu::masked_mean_loss(loss.data<float>(), mask.data<float>(), loss.numel());
+}
+
+void masked_mean_loss_backward(Tensor dloss, Tensor mask, float grad) {
+  constexpr const char* kOp = "masked_mean_loss_backward";
+  detail::require_cpu(kOp, {{"dloss", dloss}, {"mask", mask}});
+  per_token(kOp, {"dloss", dloss}, dloss.numel());
+  per_token(kOp, {"mask", mask}, dloss.numel());
+  cpu::masked_mean_loss_backward(dloss.data<float>(), mask.data<float>(), dloss.numel(), grad);
+}
+
+}  // namespace mds::ops

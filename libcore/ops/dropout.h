@@ -1,0 +1,36 @@
+// Dropout with masks from Philox-4x32-10 (ops/philox.h): element i of a tensor is kept iff
+// philox_uniform(word i) >= p for stream (seed, offset), and kept values are scaled by 1/(1 − p).
+// The caller derives `offset` from (layer, step, micro-batch, TP region) so that every call site
+// draws a distinct stream; the backward recomputes the same mask from the same (seed, offset).
+// p must lie in [0, 1); p = 0 copies.
+#pragma once
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+struct DropoutStream {
+  float p = 0.0f;
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+};
+
+// Whether element `index` of the stream survives (the mask, for tests and other backends).
+bool dropout_keep(const DropoutStream& stream, std::uint64_t index);
+
+// out = x ⊙ mask / (1 − p) (fp32, equal shapes; out may alias x).
+void dropout_forward(tensor::Tensor out, tensor::Tensor x, const DropoutStream& stream);
+// dx = dout ⊙ mask / (1 − p). Writes (does not add) so that it can run in place (dx = dout).
+void dropout_backward(tensor::Tensor dx, tensor::Tensor dout, const DropoutStream& stream);
+
+// Megatron's bias-dropout-add (training.md §1.3.4): out[..., h] = residual + dropout(x + bias[h]).
+void bias_dropout_add_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor bias,
+                              tensor::Tensor residual, const DropoutStream& stream);
+// dx += dout ⊙ mask / (1 − p); dbias[h] += Σ_rows of that; dresidual += dout. dresidual may be
+// tensor::Tensor{} when the caller lets dout itself carry the residual gradient (the usual case
+// in the residual stream); dbias may be {} too.
+void bias_dropout_add_backward(tensor::Tensor dx, tensor::Tensor dbias, tensor::Tensor dresidual,
+                               tensor::Tensor dout, const DropoutStream& stream);
+
+}  // namespace mds::ops

@@ -1,0 +1,20 @@
+// Elementwise helpers of the layer code: residual add, scale, fill and precision casts.
+// Outputs may alias inputs (out = a is an in-place accumulate).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+// out = a + b (fp32, equal shapes). The backward of a residual add is the identity: both inputs
+// receive dout, which callers add with this same op.
+void add(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);
+// out = x · factor (fp32).
+void scale(tensor::Tensor out, tensor::Tensor x, float factor);
+// Every element of out (fp32, bf16 or fp16) = value, rounded to out's dtype.
+void fill(tensor::Tensor out, float value);
+// out = x converted between fp32, bf16 and fp16 (round to nearest even, as PyTorch's .to());
+// equal dtypes copy. Shapes must have equal element counts.
+void cast(tensor::Tensor out, tensor::Tensor x);
+
+}  // namespace mds::ops

@@ -1,0 +1,82 @@
+#include "ops/embedding.h"
+
+#include "base/error.h"
+#include "ops/check.h"
+#include "ops/cpu/embedding.h"
+
+namespace mds::ops {
+
+using tensor::DType;
+using tensor::Tensor;
+
+namespace {
+
+struct Table {
+  std::int64_t rows;
+  std::int64_t h;
+  std::int64_t n;  // tokens
+};
+
+// Checks table [rows, h], ids [...] int64 and a per-token tensor [..., h] of the ids' shape.
+Table check(const char* op, const Tensor& table, const char* table_name, const Tensor& ids,
+            const Tensor& tokens_h, const char* tokens_h_name) {
+  detail::expect_dtype(op, {table_name, table}, DType::kFloat32);
+  detail::expect_dtype(op, {tokens_h_name, tokens_h}, DType::kFloat32);
+  detail::expect_dtype(op, {"ids", ids}, DType::kInt64);
+  if (table.shape().rank() != 2) {
+    base::fail("ops::", op, ": ", table_name, " must be [rows, h], got ",
+               table.shape().to_string());
+  }
+  const Table t{table.dim(0), table.dim(1), ids.numel()};
+  if (detail::rows_with_last_dim(op, {tokens_h_name, tokens_h}, t.h) != t.n) {
+    base::fail("ops::", op, ": ", tokens_h_name, " ", tokens_h.shape().to_string(),
+               " must be the ids' shape ", ids.shape().to_string(), " plus h = ", t.h);
+  }
+  return t;
+}
+
+void check_ids(const char* op, const Tensor& ids, std::int64_t limit) {
+  const std::int64_t* p = ids.data<std::int64_t>();
+  for (std::int64_t i = 0; i < ids.numel(); ++i) {
+    if (p[i] < 0 || p[i] >= limit) {
+      base::fail("ops::", op, ": id ", p[i], " at position ", i, " is outside [0, ", limit, ")");
+    }
+  }
+}
+
+}  // namespace
+
+void embedding_lookup(Tensor out, Tensor ids, Tensor table, std::int64_t vocab_start,
+                      std::int64_t vocab_size) {
+  constexpr const char* kOp = "embedding_lookup";
+  detail::require_cpu(kOp, {{"out", out}, {"ids", ids}, {"table", table}});
+  const Table t = check(kOp, table, "table", ids, out, "out");
+  if (vocab_size < 0) vocab_size = vocab_start + t.rows;
+  check_ids(kOp, ids, vocab_size);
+  cpu::embedding_lookup(out.data<float>(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
+                        t.rows, vocab_start, false);
+}
+
+void embedding_lookup_add(Tensor out, Tensor ids, Tensor table) {
+  constexpr const char* kOp = "embedding_lookup_add";
+  detail::require_cpu(kOp, {{"out", out}, {"ids", ids}, {"table", table}});
+  const Table t = check(kOp, table, "table", ids, out, "out");
+  check_ids(kOp, ids, t.rows);
+  cpu::embedding_lookup(out.data<float>(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
+                        t.rows, 0, true);
+}
+
+void embedding_backward(Tensor dtable, Tensor dout, Tensor ids, std::int64_t vocab_start) {
+  constexpr const char* kOp = "embedding_backward";
+  detail::require_cpu(kOp, {{"dtable", dtable}, {"dout", dout}, {"ids", ids}});
+  const Table t = check(kOp, dtable, "dtable", ids, dout, "dout");
+  cpu::embedding_backward(dtable.data<float>(), dout.data<float>(), ids.data<std::int64_t>(), t.n,
+                          t.h, t.rows, vocab_start);
+}
+
+void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor positions, Tensor wpe) {
+  embedding_lookup(out, tokens, wte);
+  embedding_lookup_add(out, positions, wpe);
+}
+
+}  // namespace mds::ops

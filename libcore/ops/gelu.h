@@ -1,0 +1,33 @@
+// GeLU as upstream's MLP computes it (training.md §1.5).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+enum class GeluKind {
+  // Default (`--bias-gelu-fusion`): 0.5·z·(1 + tanh(0.79788456·z·(1 + 0.044715·z²))) with the
+  // hand-written derivative of megatron/model/fused_bias_gelu.py.
+  kTanhFused,
+  // `--openai-gelu`: the same tanh form with the constant 0.7978845608028654.
+  kTanhOpenAI,
+  // `--no-bias-gelu-fusion`: exact 0.5·z·(1 + erf(z/√2)).
+  kErf,
+};
+
+// out = gelu(x) elementwise; any shape, fp32.
+void gelu_forward(tensor::Tensor out, tensor::Tensor x, GeluKind kind = GeluKind::kTanhFused);
+// dx += gelu'(x)·dout.
+void gelu_backward(tensor::Tensor dx, tensor::Tensor dout, tensor::Tensor x,
+                   GeluKind kind = GeluKind::kTanhFused);
+
+// The fused bias-GeLU: out[..., F] = gelu(x + bias[F]); x is the bias-free GEMM output.
+void bias_gelu_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor bias,
+                       GeluKind kind = GeluKind::kTanhFused);
+// With g = gelu'(x + bias)·dout: dx += g and dbias += Σ_rows g (upstream returns the same g as
+// the gradient of both inputs). dx must not alias dout.
+void bias_gelu_backward(tensor::Tensor dx, tensor::Tensor dbias, tensor::Tensor dout,
+                        tensor::Tensor x, tensor::Tensor bias,
+                        GeluKind kind = GeluKind::kTanhFused);
+
+}  // namespace mds::ops

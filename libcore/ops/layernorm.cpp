@@ -1,0 +1,80 @@
+#include "ops/layernorm.h"
+
+#include "base/error.h"
+#include "ops/check.h"
+#include "ops/cpu/layernorm.h"
+
+namespace mds::ops {
+
+using tensor::DType;
+using tensor::Tensor;
+
+namespace {
+
+// Checks the arguments shared by forward and backward; returns the row count.
+std::int64_t check_common(const char* op, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) {
+  if (weight.shape().rank() != 1) {
+    base::fail("ops::", op, ": weight must be [C], got ", weight.shape().to_string());
+  }
+  const std::int64_t cols = weight.dim(0);
+  const std::int64_t rows = detail::rows_with_last_dim(op, {"x", x}, cols);
+  for (const detail::Arg arg :
+       {detail::Arg{"x", x}, {"weight", weight}, {"mean", mean}, {"rstd", rstd}}) {
+    detail::expect_dtype(op, arg, DType::kFloat32);
+  }
+  detail::expect_numel(op, {"mean", mean}, rows);
+  detail::expect_numel(op, {"rstd", rstd}, rows);
+  return rows;
+}
+
+}  // namespace
+
+void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
+                       float eps) {
+  constexpr const char* kOp = "layernorm_forward";
+  detail::require_cpu(
+      kOp,
+      {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"x", x}, {"weight", weight}, {"bias", bias}});
+  const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
+  detail::expect_shape(kOp, {"out", out}, x.shape());
+  detail::expect_shape(kOp, {"bias", bias}, weight.shape());
+  detail::expect_dtype(kOp, {"out", out}, DType::kFloat32);
+  detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
+  if (!(eps > 0.0f)) base::fail("ops::", kOp, ": eps must be positive, got ", eps);
+  cpu::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(), x.data<float>(),
+                         weight.data<float>(), bias.data<float>(), rows, weight.dim(0), eps);
+}
+
+void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                        Tensor weight, Tensor mean, Tensor rstd) {
+  constexpr const char* kOp = "layernorm_backward";
+  detail::require_cpu(kOp, {{"dx", dx},
+                            {"dweight", dweight},
+                            {"dbias", dbias},
+                            {"dout", dout},
+                            {"x", x},
+                            {"weight", weight},
+                            {"mean", mean},
+                            {"rstd", rstd}});
+  const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
+  detail::expect_shape(kOp, {"dx", dx}, x.shape());
+  detail::expect_shape(kOp, {"dout", dout}, x.shape());
+  detail::expect_dtype(kOp, {"dx", dx}, DType::kFloat32);
+  detail::expect_dtype(kOp, {"dout", dout}, DType::kFloat32);
+  float* dweight_ptr = nullptr;
+  float* dbias_ptr = nullptr;
+  if (detail::given(dweight)) {
+    detail::expect_shape(kOp, {"dweight", dweight}, weight.shape());
+    dweight_ptr = dweight.data<float>();
+  }
+  if (detail::given(dbias)) {
+    detail::expect_shape(kOp, {"dbias", dbias}, weight.shape());
+    dbias_ptr = dbias.data<float>();
+  }
+  cpu::layernorm_backward(dx.data<float>(), dweight_ptr, dbias_ptr, dout.data<float>(),
+                          x.data<float>(), weight.data<float>(), mean.data<float>(),
+                          rstd.data<float>(), rows, weight.dim(0));
+}
+
+}  // namespace mds::ops

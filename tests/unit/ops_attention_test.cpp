@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops_test_util.h"
+
+namespace mds::ops {
+namespace {
+
+using ops_test::expect_close;
+using ops_test::numeric_grad;
+using ops_test::random_floats;
+using ops_test::view;
+using ops_test::weighted_sum;
+
+constexpr std::int64_t kS = 5, kB = 2, kNp = 2, kHn = 3;
+const tensor::Shape kQkv{kS, kB, kNp * 3 * kHn};
+const tensor::Shape kProbs{kB, kNp, kS, kS};
+const tensor::Shape kCtx{kS, kB, kNp* kHn};
+
+// Element t (0 q, 1 k, 2 v), head dim d of token (i, batch) and head, in upstream's layout.
+float at(const std::vector<float>& qkv, int i, int batch, int head, int t, int d) {
+  return qkv[((i * kB + batch) * kNp + head) * 3 * kHn + t * kHn + d];
+}
+
+TEST(OpsAttention, ForwardMatchesNaiveCausalAttention) {
+  auto qkv = random_floats(kQkv.numel(), 1, -2, 2);
+  std::vector<float> ctx(kCtx.numel()), probs(kProbs.numel());
+  attention_forward(view(ctx, kCtx), view(probs, kProbs), view(qkv, kQkv), 1.0f);
+  std::vector<double> want_ctx(ctx.size()), want_probs(probs.size());
+  for (int batch = 0; batch < kB; ++batch) {
+    for (int head = 0; head < kNp; ++head) {
+      for (int i = 0; i < kS; ++i) {
+        std::vector<double> p(kS, 0.0);
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int d = 0; d < kHn; ++d)
+            dot += at(qkv, i, batch, head, 0, d) * at(qkv, j, batch, head, 1, d);
+          p[j] = std::exp(dot / std::sqrt(double{kHn}));
+          sum += p[j];
+        }
+        for (int j = 0; j < kS; ++j) {
+          p[j] /= sum;
+          want_probs[((batch * kNp + head) * kS + i) * kS + j] = p[j];
+        }
+        for (int d = 0; d < kHn; ++d) {
+          double c = 0;
+          for (int j = 0; j <= i; ++j) c += p[j] * at(qkv, j, batch, head, 2, d);
+          want_ctx[((i * kB + batch) * kNp + head) * kHn + d] = c;
+        }
+      }
+    }
+  }
+  expect_close(probs, want_probs, 1e-6, 1e-5, "probs");
+  expect_close(ctx, want_ctx, 1e-6, 1e-5, "ctx");
+}
+
+TEST(OpsAttention, QueryKeyLayerScalingGivesTheSameProbabilities) {
+  EXPECT_EQ(query_key_layer_scaling_coeff(0, true), 1.0f);
+  EXPECT_EQ(query_key_layer_scaling_coeff(1, true), 1.0f);
+  EXPECT_EQ(query_key_layer_scaling_coeff(7, true), 7.0f);
+  EXPECT_EQ(query_key_layer_scaling_coeff(7, false), 1.0f);
+  auto qkv = random_floats(kQkv.numel(), 2, -2, 2);
+  std::vector<float> ctx1(kCtx.numel()), p1(kProbs.numel()), ctx2(ctx1), p2(p1);
+  attention_forward(view(ctx1, kCtx), view(p1, kProbs), view(qkv, kQkv), 1.0f);
+  attention_forward(view(ctx2, kCtx), view(p2, kProbs), view(qkv, kQkv), 23.0f);
+  expect_close(p2, p1, 1e-6, 1e-5, "probs");
+  expect_close(ctx2, ctx1, 1e-6, 1e-5, "ctx");
+}
+
+TEST(OpsAttention, BackwardMatchesFiniteDifferences) {
+  auto qkv = random_floats(kQkv.numel(), 3, -1.5f, 1.5f);
+  auto dctx = random_floats(kCtx.numel(), 4);
+  for (const float coeff : {1.0f, 3.0f}) {
+    std::vector<float> ctx(kCtx.numel()), probs(kProbs.numel());
+    auto loss = [&] {
+      attention_forward(view(ctx, kCtx), view(probs, kProbs), view(qkv, kQkv), coeff);
+      return weighted_sum(ctx, dctx);
+    };
+    loss();
+    std::vector<float> dqkv(qkv.size()), dprobs(probs.size());
+    attention_backward(view(dqkv, kQkv), view(dprobs, kProbs), view(dctx, kCtx),
+                       view(probs, kProbs), view(qkv, kQkv), coeff);
+    expect_close(dqkv, numeric_grad(qkv, loss, 1e-3f), 3e-3, 3e-3, "dqkv");
+  }
+}
+
+TEST(OpsAttention, SplitStepsWithDropoutMatchFiniteDifferences) {
+  auto qkv = random_floats(kQkv.numel(), 5, -1.5f, 1.5f);
+  auto dctx = random_floats(kCtx.numel(), 6);
+  const DropoutStream drop{0.3f, 99, 7};
+  std::vector<float> probs(kProbs.numel()), dropped(kProbs.numel()), ctx(kCtx.numel());
+  auto loss = [&] {
+    attention_probs_forward(view(probs, kProbs), view(qkv, kQkv), 2.0f);
+    dropout_forward(view(dropped, kProbs), view(probs, kProbs), drop);
+    attention_context_forward(view(ctx, kCtx), view(dropped, kProbs), view(qkv, kQkv));
+    return weighted_sum(ctx, dctx);
+  };
+  loss();
+  std::vector<float> dqkv(qkv.size()), dprobs(probs.size());
+  attention_context_backward(view(dprobs, kProbs), view(dqkv, kQkv), view(dctx, kCtx),
+                             view(dropped, kProbs), view(qkv, kQkv));
+  dropout_backward(view(dprobs, kProbs), view(dprobs, kProbs), drop);
+  attention_probs_backward(view(dqkv, kQkv), view(dprobs, kProbs), view(probs, kProbs),
+                           view(qkv, kQkv), 2.0f);
+  expect_close(dqkv, numeric_grad(qkv, loss, 1e-3f), 3e-3, 3e-3, "dqkv");
+}
+
+TEST(OpsAttention, RejectsInconsistentShapes) {
+  std::vector<float> qkv(kQkv.numel()), probs(kProbs.numel());
+  EXPECT_THROW(attention_probs_forward(view(probs, {kB, kNp, kS, kS}),
+                                       view(qkv, {kS, kB * kNp * 3 * kHn / 2, 2}), 1.0f),
+               base::Error);
+  EXPECT_THROW(attention_probs_forward(view(probs, kProbs), view(qkv, kQkv), 0.5f), base::Error);
+}
+
+}  // namespace
+}  // namespace mds::ops
