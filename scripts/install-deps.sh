@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git     # toolchain
   clang libclang-rt-14-dev libomp-dev clang-format      # fuzzers (libFuzzer), sanitizers, OpenMP, formatting
   libgtest-dev libgmock-dev                             # unit tests
-  libcli11-dev libsimdjson-dev                          # flags, DeepSpeed JSON configs
+  libcli11-dev                                          # command-line flags
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip # compressed inputs (+ CLIs for tests)
   libsentencepiece-dev sentencepiece                    # SentencePiece tokenizer
   libopenmpi-dev openmpi-bin libopenblas-dev            # distributed training, CPU GEMM

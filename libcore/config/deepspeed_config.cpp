@@ -1,223 +1,18 @@
 #include "config/deepspeed_config.h"
 
-#include <simdjson.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "base/error.h"
+#include "config/json_document.h"
 
 namespace mds::config {
 namespace {
 
-// --- Locating a syntax error -------------------------------------------------------------------
-// simdjson says what is wrong but not where; this small strict recursive-descent checker runs only
-// after simdjson rejected a document, to name the line and column of the first error.
-class SyntaxLocator {
- public:
-  explicit SyntaxLocator(std::string_view text) : text_(text) {}
-
-  // The byte offset and a description of the first error, if the checker finds one.
-  std::optional<std::pair<size_t, std::string>> run() {
-    skip_ws();
-    if (!value(0)) return error_;
-    skip_ws();
-    if (pos_ != text_.size())
-      return std::make_pair(pos_, std::string("extra data after the value"));
-    return std::nullopt;
-  }
-
- private:
-  bool fail(std::string what) {
-    error_ = std::make_pair(pos_, std::move(what));
-    return false;
-  }
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return text_[pos_]; }
-  void skip_ws() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r'))
-      ++pos_;
-  }
-  bool literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return fail("expected a value");
-    pos_ += word.size();
-    return true;
-  }
-  bool digits() {
-    if (at_end() || peek() < '0' || peek() > '9') return fail("expected a digit");
-    while (!at_end() && peek() >= '0' && peek() <= '9') ++pos_;
-    return true;
-  }
-  bool number() {
-    if (peek() == '-') ++pos_;
-    if (!at_end() && peek() == '0') {
-      ++pos_;
-    } else if (!digits()) {
-      return false;
-    }
-    if (!at_end() && peek() == '.') {
-      ++pos_;
-      if (!digits()) return false;
-    }
-    if (!at_end() && (peek() == 'e' || peek() == 'E')) {
-      ++pos_;
-      if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
-      if (!digits()) return false;
-    }
-    return true;
-  }
-  bool string() {
-    ++pos_;  // opening quote
-    while (true) {
-      if (at_end()) return fail("unterminated string");
-      const auto ch = static_cast<unsigned char>(peek());
-      if (ch == '"') {
-        ++pos_;
-        return true;
-      }
-      if (ch < 0x20) return fail("control character in string");
-      if (ch == '\\') {
-        ++pos_;
-        if (at_end()) return fail("unterminated string");
-        const char e = peek();
-        if (e == 'u') {
-          for (int k = 1; k <= 4; ++k)
-            if (pos_ + k >= text_.size() ||
-                !std::isxdigit(static_cast<unsigned char>(text_[pos_ + k])))
-              return fail("invalid \\u escape");
-          pos_ += 5;
-          continue;
-        }
-        if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos)
-          return fail("invalid escape");
-      }
-      ++pos_;
-    }
-  }
-  bool value(int depth) {
-    if (depth > 512) return fail("nesting too deep");
-    if (at_end()) return fail("expected a value");
-    switch (peek()) {
-      case '{':
-        return object(depth);
-      case '[':
-        return array(depth);
-      case '"':
-        return string();
-      case 't':
-        return literal("true");
-      case 'f':
-        return literal("false");
-      case 'n':
-        return literal("null");
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number();
-        return fail("expected a value");
-    }
-  }
-  bool object(int depth) {
-    ++pos_;
-    skip_ws();
-    if (!at_end() && peek() == '}') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      skip_ws();
-      if (at_end() || peek() != '"') return fail("expected a string key");
-      if (!string()) return false;
-      skip_ws();
-      if (at_end() || peek() != ':') return fail("expected ':'");
-      ++pos_;
-      skip_ws();
-      if (!value(depth + 1)) return false;
-      skip_ws();
-      if (!at_end() && peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (!at_end() && peek() == '}') {
-        ++pos_;
-        return true;
-      }
-      return fail("expected ',' or '}'");
-    }
-  }
-  bool array(int depth) {
-    ++pos_;
-    skip_ws();
-    if (!at_end() && peek() == ']') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      skip_ws();
-      if (!value(depth + 1)) return false;
-      skip_ws();
-      if (!at_end() && peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (!at_end() && peek() == ']') {
-        ++pos_;
-        return true;
-      }
-      return fail("expected ',' or ']'");
-    }
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-  std::optional<std::pair<size_t, std::string>> error_;
-};
-
-[[noreturn]] void fail_invalid_json(std::string_view json, const std::string& source,
-                                    const char* simdjson_message) {
-  const auto located = SyntaxLocator(json).run();
-  if (!located) base::fail(source, ": invalid JSON: ", simdjson_message);
-  size_t line = 1;
-  size_t column = 1;
-  for (size_t i = 0; i < located->first && i < json.size(); ++i) {
-    if (json[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  base::fail(source, ": invalid JSON at line ", line, ", column ", column, ": ", located->second);
-}
-
 // --- Typed access with messages that name the key ------------------------------------------------
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-using simdjson::dom::object;
-
-std::string_view type_name(element_type type) {
-  switch (type) {
-    case element_type::ARRAY:
-      return "an array";
-    case element_type::OBJECT:
-      return "an object";
-    case element_type::INT64:
-    case element_type::UINT64:
-      return "an integer";
-    case element_type::DOUBLE:
-      return "a number";
-    case element_type::STRING:
-      return "a string";
-    case element_type::BOOL:
-      return "a boolean";
-    case element_type::NULL_VALUE:
-      return "null";
-  }
-  return "a value";
-}
-
 class Reader {
  public:
   explicit Reader(const std::string& source) : source_(source) {}
@@ -227,39 +22,31 @@ class Reader {
     base::fail(source_, ": ", parts...);
   }
   [[noreturn]] void wrong_type(const std::string& path, std::string_view wanted,
-                               element value) const {
-    fail("'", path, "' must be ", wanted, ", got ", type_name(value.type()));
+                               const JsonValue& value) const {
+    fail("'", path, "' must be ", wanted, ", got ", json_kind_name(value));
   }
 
-  bool boolean(element value, const std::string& path) const {
-    if (value.type() != element_type::BOOL) wrong_type(path, "a boolean (true or false)", value);
-    return value.get_bool().value();
+  bool boolean(const JsonValue& value, const std::string& path) const {
+    if (!value.is_bool()) wrong_type(path, "a boolean (true or false)", value);
+    return value.as_bool();
   }
-  double number(element value, const std::string& path) const {
-    switch (value.type()) {
-      case element_type::INT64:
-        return static_cast<double>(value.get_int64().value());
-      case element_type::UINT64:
-        return static_cast<double>(value.get_uint64().value());
-      case element_type::DOUBLE:
-        return value.get_double().value();
-      default:
-        wrong_type(path, "a number", value);
-    }
+  double number(const JsonValue& value, const std::string& path) const {
+    if (!value.is_number()) wrong_type(path, "a number", value);
+    return value.as_double();
   }
   // An integer in [low, high]; integral numbers written as 5e8 count (common for bucket sizes).
-  int64_t integer(element value, const std::string& path, int64_t low, int64_t high) const {
+  int64_t integer(const JsonValue& value, const std::string& path, int64_t low,
+                  int64_t high) const {
+    if (!value.is_number()) wrong_type(path, "an integer", value);
     int64_t result = 0;
-    if (value.type() == element_type::INT64) {
-      result = value.get_int64().value();
-    } else if (value.type() == element_type::DOUBLE) {
-      const double d = value.get_double().value();
-      if (d != std::floor(d) || std::fabs(d) > 9.0e18) wrong_type(path, "an integer", value);
-      result = static_cast<int64_t>(d);
-    } else if (value.type() == element_type::UINT64) {
+    if (value.is_int64()) {
+      result = value.as_int64();
+    } else if (value.is_integral_literal()) {
       fail("'", path, "' is out of range");
     } else {
-      wrong_type(path, "an integer", value);
+      const double d = value.as_double();
+      if (d != std::floor(d) || std::fabs(d) > 9.0e18) wrong_type(path, "an integer", value);
+      result = static_cast<int64_t>(d);
     }
     if (result < low || result > high) {
       if (high == INT64_MAX) fail("'", path, "' must be >= ", low, ", got ", result);
@@ -267,24 +54,21 @@ class Reader {
     }
     return result;
   }
-  object block(element value, const std::string& path) const {
-    if (value.type() != element_type::OBJECT) wrong_type(path, "an object", value);
-    return value.get_object().value();
+  const JsonValue& block(const JsonValue& value, const std::string& path) const {
+    if (!value.is_object()) wrong_type(path, "an object", value);
+    return value;
   }
-  std::string text(element value, const std::string& path) const {
-    if (value.type() != element_type::STRING) wrong_type(path, "a string", value);
-    return std::string(value.get_string().value());
+  std::string text(const JsonValue& value, const std::string& path) const {
+    if (!value.is_string()) wrong_type(path, "a string", value);
+    return value.as_string();
   }
 
-  // Calls handle(key, value, path) for each member; rejects duplicate keys as DeepSpeed does.
+  // Calls handle(key, value, path) for each member (parse_json already refused duplicate keys).
   template <typename Handler>
-  void members(object block_object, const std::string& prefix, Handler handle) const {
-    std::set<std::string, std::less<>> seen;
-    for (auto field : block_object) {
-      const std::string key(field.key);
-      const std::string path = prefix.empty() ? key : prefix + "." + key;
-      if (!seen.insert(key).second) fail("duplicate key '", path, "'");
-      handle(key, field.value, path);
+  void members(const JsonValue& block_object, const std::string& prefix, Handler handle) const {
+    for (const JsonMember& field : block_object.members()) {
+      const std::string path = prefix.empty() ? field.key : prefix + "." + field.key;
+      handle(field.key, field.value, path);
     }
   }
   [[noreturn]] void unknown(const std::string& path) const { fail("unknown key '", path, "'"); }
@@ -373,9 +157,9 @@ constexpr std::string_view kUnsupportedZero[] = {
     "log_trace_cache_warnings",
 };
 
-void parse_fp16(const Reader& r, element value, Fp16Config& fp16) {
+void parse_fp16(const Reader& r, const JsonValue& value, Fp16Config& fp16) {
   r.members(r.block(value, "fp16"), "fp16",
-            [&](const std::string& key, element v, const std::string& path) {
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
               if (key == "enabled") {
                 fp16.enabled = r.boolean(v, path);
               } else if (key == "loss_scale") {
@@ -407,9 +191,9 @@ void parse_fp16(const Reader& r, element value, Fp16Config& fp16) {
             });
 }
 
-void parse_bf16(const Reader& r, element value, const std::string& name, bool& enabled) {
+void parse_bf16(const Reader& r, const JsonValue& value, const std::string& name, bool& enabled) {
   r.members(r.block(value, name), name,
-            [&](const std::string& key, element v, const std::string& path) {
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
               if (key == "enabled") {
                 enabled = r.boolean(v, path);
               } else if (key == "immediate_grad_update" || key == "check_grad_overflow" ||
@@ -421,10 +205,10 @@ void parse_bf16(const Reader& r, element value, const std::string& name, bool& e
             });
 }
 
-void parse_zero(const Reader& r, element value, ZeroConfig& zero) {
+void parse_zero(const Reader& r, const JsonValue& value, ZeroConfig& zero) {
   const std::string name = "zero_optimization";
   r.members(r.block(value, name), name,
-            [&](const std::string& key, element v, const std::string& path) {
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
               constexpr int64_t kMax = INT64_MAX;
               if (key == "stage") {
                 zero.stage = static_cast<int>(r.integer(v, path, 0, 3));
@@ -454,16 +238,17 @@ void parse_zero(const Reader& r, element value, ZeroConfig& zero) {
             });
 }
 
-void parse_checkpoint(const Reader& r, element value, CheckpointConfig& checkpoint) {
+void parse_checkpoint(const Reader& r, const JsonValue& value, CheckpointConfig& checkpoint) {
   r.members(r.block(value, "checkpoint"), "checkpoint",
-            [&](const std::string& key, element v, const std::string& path) {
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
               if (key == "load_universal") {
                 checkpoint.load_universal = r.boolean(v, path);
               } else if (key == "use_node_local_storage") {
                 checkpoint.use_node_local_storage = r.boolean(v, path);
               } else if (key == "parallel_write") {
                 r.members(r.block(v, path), path,
-                          [&](const std::string& inner, element w, const std::string& inner_path) {
+                          [&](const std::string& inner, const JsonValue& w,
+                              const std::string& inner_path) {
                             if (inner == "pipeline_stage") {
                               checkpoint.parallel_write_pipeline_stage = r.boolean(w, inner_path);
                             } else {
@@ -478,9 +263,9 @@ void parse_checkpoint(const Reader& r, element value, CheckpointConfig& checkpoi
             });
 }
 
-void parse_pipeline(const Reader& r, element value, int64_t& interval) {
+void parse_pipeline(const Reader& r, const JsonValue& value, int64_t& interval) {
   r.members(r.block(value, "pipeline"), "pipeline",
-            [&](const std::string& key, element v, const std::string& path) {
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
               if (key == "activation_checkpoint_interval") {
                 interval = r.integer(v, path, 0, INT64_MAX);
               } else if (key == "stages" || key == "partition" || key == "seed_layers" ||
@@ -494,8 +279,9 @@ void parse_pipeline(const Reader& r, element value, int64_t& interval) {
 }
 
 // The three batch keys may be null (DeepSpeed's "unset").
-std::optional<int64_t> optional_positive(const Reader& r, element value, const std::string& path) {
-  if (value.type() == element_type::NULL_VALUE) return std::nullopt;
+std::optional<int64_t> optional_positive(const Reader& r, const JsonValue& value,
+                                         const std::string& path) {
+  if (value.is_null()) return std::nullopt;
   return r.integer(value, path, 1, INT64_MAX);
 }
 
@@ -517,83 +303,76 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
   DeepSpeedConfig config;
   config.source = source;
   config.json_text = std::string(json);
-  simdjson::dom::parser parser;
-  const simdjson::padded_string padded(json);
-  element root;
-  if (const auto error = parser.parse(padded).get(root); error)
-    fail_invalid_json(json, source, simdjson::error_message(error));
+  const JsonValue root = parse_json(json, config.source);
   const Reader r(config.source);
-  if (root.type() != element_type::OBJECT)
-    r.fail("expected a JSON object at the top level, got ", type_name(root.type()));
+  if (!root.is_object())
+    r.fail("expected a JSON object at the top level, got ", json_kind_name(root));
 
-  r.members(root.get_object().value(), "",
-            [&](const std::string& key, element v, const std::string& path) {
-              if (key == "train_batch_size") {
-                config.train_batch_size = optional_positive(r, v, path);
-              } else if (key == "train_micro_batch_size_per_gpu") {
-                config.train_micro_batch_size_per_gpu = optional_positive(r, v, path);
-              } else if (key == "gradient_accumulation_steps") {
-                config.gradient_accumulation_steps = optional_positive(r, v, path);
-              } else if (key == "gradient_clipping") {
-                config.gradient_clipping = r.number(v, path);
-                if (!(config.gradient_clipping >= 0.0) || !std::isfinite(config.gradient_clipping))
-                  r.fail("'", path, "' must be >= 0 (0 disables clipping)");
-              } else if (key == "zero_optimization") {
-                parse_zero(r, v, config.zero);
-              } else if (key == "fp16") {
-                parse_fp16(r, v, config.fp16);
-              } else if (key == "bf16") {
-                parse_bf16(r, v, path, config.bf16_enabled);
-              } else if (key == "bfloat16") {
-                r.unsupported(path, "use 'bf16'");
-              } else if (key == "communication_data_type") {
-                if (v.type() == element_type::NULL_VALUE) {
-                  config.communication_data_type.reset();
-                  return;
-                }
-                std::string name = r.text(v, path);
-                std::transform(name.begin(), name.end(), name.begin(),
-                               [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-                if (name == "fp32") {
-                  config.communication_data_type = CommDataType::kFp32;
-                } else if (name == "fp16") {
-                  config.communication_data_type = CommDataType::kFp16;
-                } else if (name == "bfp16") {
-                  config.communication_data_type = CommDataType::kBf16;
-                } else {
-                  r.fail("'", path, "' must be one of 'fp16', 'bfp16', 'fp32', got '", name, "'");
-                }
-              } else if (key == "prescale_gradients") {
-                config.prescale_gradients = r.boolean(v, path);
-              } else if (key == "gradient_predivide_factor") {
-                config.gradient_predivide_factor = r.number(v, path);
-                if (!(config.gradient_predivide_factor > 0.0) ||
-                    !std::isfinite(config.gradient_predivide_factor))
-                  r.fail("'", path, "' must be > 0");
-              } else if (key == "steps_per_print") {
-                config.steps_per_print = r.integer(v, path, 1, INT64_MAX);
-              } else if (key == "wall_clock_breakdown") {
-                config.wall_clock_breakdown = r.boolean(v, path);
-              } else if (key == "checkpoint") {
-                parse_checkpoint(r, v, config.checkpoint);
-              } else if (key == "pipeline") {
-                parse_pipeline(r, v, config.pipeline_activation_checkpoint_interval);
-              } else if (key == "zero_allow_untested_optimizer") {
-                config.zero_allow_untested_optimizer = r.boolean(v, path);
-              } else if (key == "optimizer") {
-                r.unsupported(path,
-                              "the optimizer comes from Megatron's flags: --optimizer, --lr, ...");
-              } else if (key == "scheduler") {
-                r.unsupported(
-                    path, "it would replace AnnealingLR; use --lr-decay-style and related flags");
-              } else if (key == "activation_checkpointing") {
-                r.unsupported(path, "use --checkpoint-activations and related flags");
-              } else if (contains(kUnsupportedTopLevel, key)) {
-                r.unsupported(path);
-              } else {
-                r.unknown(path);
-              }
-            });
+  r.members(root, "", [&](const std::string& key, const JsonValue& v, const std::string& path) {
+    if (key == "train_batch_size") {
+      config.train_batch_size = optional_positive(r, v, path);
+    } else if (key == "train_micro_batch_size_per_gpu") {
+      config.train_micro_batch_size_per_gpu = optional_positive(r, v, path);
+    } else if (key == "gradient_accumulation_steps") {
+      config.gradient_accumulation_steps = optional_positive(r, v, path);
+    } else if (key == "gradient_clipping") {
+      config.gradient_clipping = r.number(v, path);
+      if (!(config.gradient_clipping >= 0.0) || !std::isfinite(config.gradient_clipping))
+        r.fail("'", path, "' must be >= 0 (0 disables clipping)");
+    } else if (key == "zero_optimization") {
+      parse_zero(r, v, config.zero);
+    } else if (key == "fp16") {
+      parse_fp16(r, v, config.fp16);
+    } else if (key == "bf16") {
+      parse_bf16(r, v, path, config.bf16_enabled);
+    } else if (key == "bfloat16") {
+      r.unsupported(path, "use 'bf16'");
+    } else if (key == "communication_data_type") {
+      if (v.is_null()) {
+        config.communication_data_type.reset();
+        return;
+      }
+      std::string name = r.text(v, path);
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (name == "fp32") {
+        config.communication_data_type = CommDataType::kFp32;
+      } else if (name == "fp16") {
+        config.communication_data_type = CommDataType::kFp16;
+      } else if (name == "bfp16") {
+        config.communication_data_type = CommDataType::kBf16;
+      } else {
+        r.fail("'", path, "' must be one of 'fp16', 'bfp16', 'fp32', got '", name, "'");
+      }
+    } else if (key == "prescale_gradients") {
+      config.prescale_gradients = r.boolean(v, path);
+    } else if (key == "gradient_predivide_factor") {
+      config.gradient_predivide_factor = r.number(v, path);
+      if (!(config.gradient_predivide_factor > 0.0) ||
+          !std::isfinite(config.gradient_predivide_factor))
+        r.fail("'", path, "' must be > 0");
+    } else if (key == "steps_per_print") {
+      config.steps_per_print = r.integer(v, path, 1, INT64_MAX);
+    } else if (key == "wall_clock_breakdown") {
+      config.wall_clock_breakdown = r.boolean(v, path);
+    } else if (key == "checkpoint") {
+      parse_checkpoint(r, v, config.checkpoint);
+    } else if (key == "pipeline") {
+      parse_pipeline(r, v, config.pipeline_activation_checkpoint_interval);
+    } else if (key == "zero_allow_untested_optimizer") {
+      config.zero_allow_untested_optimizer = r.boolean(v, path);
+    } else if (key == "optimizer") {
+      r.unsupported(path, "the optimizer comes from Megatron's flags: --optimizer, --lr, ...");
+    } else if (key == "scheduler") {
+      r.unsupported(path, "it would replace AnnealingLR; use --lr-decay-style and related flags");
+    } else if (key == "activation_checkpointing") {
+      r.unsupported(path, "use --checkpoint-activations and related flags");
+    } else if (contains(kUnsupportedTopLevel, key)) {
+      r.unsupported(path);
+    } else {
+      r.unknown(path);
+    }
+  });
 
   if (config.fp16.enabled && config.bf16_enabled) r.fail("fp16 and bf16 cannot both be enabled");
   if (config.prescale_gradients && config.gradient_predivide_factor != 1.0)

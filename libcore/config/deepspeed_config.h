@@ -66,6 +66,9 @@ struct DeepSpeedConfig {
 };
 
 // Parses `json`; `source` names it in every message ("ds_config.json: unknown key 'fp16.foo'").
+// Syntax errors and duplicate keys also name the position, via parse_json:
+// "ds_config.json:3:3: invalid JSON: expected ',' or '}'", "ds_config.json:1:25: duplicate key
+// 'x'".
 DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string& source);
 // Reads and parses the file at `path` (messages name the path as given).
 DeepSpeedConfig load_deepspeed_config(const std::string& path);

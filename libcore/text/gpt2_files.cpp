@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "config/json_document.h"
 #include "text/utf8.h"
 
 namespace mds::text {
@@ -53,190 +54,6 @@ std::string read_whole_file(const char* what, const std::string& path) {
   }
 }
 
-// A strict reader of the one JSON shape vocab.json has: {"string": integer, ...}.
-class VocabJsonParser {
- public:
-  VocabJsonParser(std::string_view json, const std::string& path) : json_(json), path_(path) {}
-
-  std::vector<Gpt2VocabEntry> parse() {
-    std::vector<Gpt2VocabEntry> entries;
-    skip_space();
-    expect('{', "'{' (the vocab must be a JSON object)");
-    skip_space();
-    if (peek() == '}') {
-      ++pos_;
-    } else {
-      for (;;) {
-        skip_space();
-        Gpt2VocabEntry entry;
-        entry.token = parse_string();
-        skip_space();
-        expect(':', "':'");
-        skip_space();
-        entry.id = parse_id();
-        entries.push_back(std::move(entry));
-        skip_space();
-        if (peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        expect('}', "',' or '}'");
-        break;
-      }
-    }
-    skip_space();
-    if (pos_ != json_.size()) error("unexpected text after the JSON object");
-    return entries;
-  }
-
- private:
-  [[noreturn]] void error(std::string_view what) const {
-    std::size_t line = 1;
-    std::size_t column = 1;
-    for (std::size_t i = 0; i < pos_ && i < json_.size(); ++i) {
-      if (json_[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    base::fail("gpt2 vocab file ", path_, " line ", line, " column ", column,
-               ": invalid JSON: ", what);
-  }
-
-  int peek() const { return pos_ < json_.size() ? static_cast<unsigned char>(json_[pos_]) : -1; }
-
-  void expect(char c, std::string_view what) {
-    if (peek() != static_cast<unsigned char>(c)) error(base::cat("expected ", what));
-    ++pos_;
-  }
-
-  void skip_space() {
-    while (pos_ < json_.size()) {
-      const char c = json_[pos_];
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-      ++pos_;
-    }
-  }
-
-  unsigned hex4() {
-    unsigned value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const int c = peek();
-      unsigned digit;
-      if (c >= '0' && c <= '9') {
-        digit = static_cast<unsigned>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        digit = static_cast<unsigned>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        digit = static_cast<unsigned>(c - 'A' + 10);
-      } else {
-        error("bad \\u escape (expected 4 hex digits)");
-      }
-      value = value * 16 + digit;
-      ++pos_;
-    }
-    return value;
-  }
-
-  std::u32string parse_string() {
-    expect('"', "'\"' (keys must be strings)");
-    std::u32string out;
-    for (;;) {
-      const int c = peek();
-      if (c < 0) error("unterminated string");
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c < 0x20) error("control character inside a string");
-      if (c != '\\') {
-        out.push_back(decode_valid_utf8(json_, pos_));
-        continue;
-      }
-      ++pos_;
-      const int escape = peek();
-      ++pos_;
-      switch (escape) {
-        case '"':
-          out.push_back(U'"');
-          break;
-        case '\\':
-          out.push_back(U'\\');
-          break;
-        case '/':
-          out.push_back(U'/');
-          break;
-        case 'b':
-          out.push_back(U'\b');
-          break;
-        case 'f':
-          out.push_back(U'\f');
-          break;
-        case 'n':
-          out.push_back(U'\n');
-          break;
-        case 'r':
-          out.push_back(U'\r');
-          break;
-        case 't':
-          out.push_back(U'\t');
-          break;
-        case 'u': {
-          char32_t cp = hex4();
-          // Python joins a high surrogate with a following \u low surrogate; alone, each is kept.
-          if (cp >= 0xD800 && cp <= 0xDBFF && json_.substr(pos_, 2) == "\\u") {
-            const std::size_t saved = pos_;
-            pos_ += 2;
-            const char32_t low = hex4();
-            if (low >= 0xDC00 && low <= 0xDFFF) {
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-            } else {
-              pos_ = saved;
-            }
-          }
-          out.push_back(cp);
-          break;
-        }
-        default:
-          pos_ -= 2;
-          error("invalid escape in a string");
-      }
-    }
-  }
-
-  std::int32_t parse_id() {
-    const std::size_t start = pos_;
-    const bool negative = peek() == '-';
-    if (negative) ++pos_;
-    if (peek() < '0' || peek() > '9') error("expected an integer id");
-    if (peek() == '0' && pos_ + 1 < json_.size() && json_[pos_ + 1] >= '0' &&
-        json_[pos_ + 1] <= '9') {
-      error("leading zero in a number");
-    }
-    std::int64_t value = 0;
-    while (peek() >= '0' && peek() <= '9') {
-      value = value * 10 + (peek() - '0');
-      if (value > std::numeric_limits<std::int32_t>::max()) {
-        pos_ = start;
-        error("id does not fit in 31 bits");
-      }
-      ++pos_;
-    }
-    if (peek() == '.' || peek() == 'e' || peek() == 'E') error("ids must be integers");
-    if (negative && value != 0) {
-      pos_ = start;
-      error("ids must not be negative");
-    }
-    return static_cast<std::int32_t>(value);
-  }
-
-  std::string_view json_;
-  const std::string& path_;
-  std::size_t pos_ = 0;
-};
-
 // Python's str.isspace(), which str.split() splits on.
 bool python_isspace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
@@ -247,13 +64,39 @@ bool python_isspace(char32_t c) {
 }  // namespace
 
 std::vector<Gpt2VocabEntry> parse_gpt2_vocab(std::string_view json, const std::string& path) {
-  check_utf8(json, "gpt2 vocab file", path);
-  if (json.substr(0, 3) == "\xEF\xBB\xBF") {
-    base::fail("gpt2 vocab file ", path,
-               ": starts with a UTF-8 byte order mark (json.load "
-               "rejects it)");
-  }
-  return VocabJsonParser(json, path).parse();
+  const std::string source = "gpt2 vocab file " + path;
+  if (json.substr(0, 3) == "\xEF\xBB\xBF")
+    base::fail(source, ": starts with a UTF-8 byte order mark (json.load rejects it)");
+  // Python's json.load keeps lone surrogates and lets a repeated key's last id win (the caller
+  // does that), so both are allowed here.
+  config::JsonOptions options;
+  options.allow_duplicate_keys = true;
+  options.allow_lone_surrogates = true;
+  const auto fail_at = [&](const config::JsonValue& value, const auto&... parts) {
+    base::fail(source, ":", value.line(), ":", value.column(), ": ", parts...);
+  };
+  std::vector<Gpt2VocabEntry> entries;
+  entries.reserve(json.size() / 16);  // GPT-2's file averages ~20 bytes an entry
+  const auto add = [&](const config::JsonMember& member) {
+    const config::JsonValue& id = member.value;
+    if (!id.is_number()) fail_at(id, "expected an integer id, got ", config::json_kind_name(id));
+    if (!id.is_integral_literal()) fail_at(id, "ids must be integers");
+    if (id.is_int64() && id.as_int64() < 0) fail_at(id, "ids must not be negative");
+    if (!id.is_int64() || id.as_int64() > std::numeric_limits<std::int32_t>::max())
+      fail_at(id, "id does not fit in 31 bits");
+    Gpt2VocabEntry entry;
+    // Keys are UTF-8, or its generalized form for a lone surrogate: both decode the same way.
+    entry.token.reserve(member.key.size());
+    for (std::size_t pos = 0; pos < member.key.size();)
+      entry.token.push_back(decode_valid_utf8(member.key, pos));
+    entry.id = static_cast<std::int32_t>(id.as_int64());
+    entries.push_back(std::move(entry));
+  };
+  // Streamed: a stored tree of 50k members would double the load time.
+  const config::JsonValue root = config::parse_json(json, source, options, add);
+  if (!root.is_object())
+    fail_at(root, "the vocab must be a JSON object, got ", config::json_kind_name(root));
+  return entries;
 }
 
 std::vector<Gpt2VocabEntry> read_gpt2_vocab(const std::string& path) {

@@ -309,36 +309,30 @@ TEST(DeepSpeedConfig, WholeFileRules) {
             "true");
   // DeepSpeed loads with a hook that rejects duplicate keys.
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "train_batch_size": 16})"),
-            "ds_config.json: duplicate key 'train_batch_size'");
+            "ds_config.json:1:25: duplicate key 'train_batch_size'");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "fp16": {"enabled": true, "enabled": false}})"),
-            "ds_config.json: duplicate key 'fp16.enabled'");
+            "ds_config.json:1:51: duplicate key 'fp16.enabled'");
 }
 
 TEST(DeepSpeedConfig, InvalidJsonNamesThePosition) {
   EXPECT_EQ(error_of("{\n  \"train_batch_size\": 8\n  \"fp16\": {}\n}"),
-            "ds_config.json: invalid JSON at line 3, column 3: expected ',' or '}'");
+            "ds_config.json:3:3: invalid JSON: expected ',' or '}'");
   EXPECT_EQ(error_of("{\"train_batch_size\": 8,}"),
-            "ds_config.json: invalid JSON at line 1, column 24: expected a string key");
-  EXPECT_EQ(error_of(""), "ds_config.json: invalid JSON at line 1, column 1: expected a value");
-  EXPECT_EQ(error_of("{\"a\": tru}"),
-            "ds_config.json: invalid JSON at line 1, column 7: expected a value");
-  EXPECT_EQ(error_of("{\"a\": 01}"),
-            "ds_config.json: invalid JSON at line 1, column 8: expected ',' or '}'");
-  EXPECT_EQ(error_of("{\"a\": \"x}"),
-            "ds_config.json: invalid JSON at line 1, column 10: unterminated string");
+            "ds_config.json:1:24: invalid JSON: expected a string key");
+  EXPECT_EQ(error_of(""), "ds_config.json:1:1: invalid JSON: expected a value");
+  EXPECT_EQ(error_of("{\"a\": tru}"), "ds_config.json:1:7: invalid JSON: expected a value");
+  EXPECT_EQ(error_of("{\"a\": 01}"), "ds_config.json:1:8: invalid JSON: expected ',' or '}'");
+  EXPECT_EQ(error_of("{\"a\": \"x}"), "ds_config.json:1:10: invalid JSON: unterminated string");
   EXPECT_EQ(error_of("{\"a\": 1} x"),
-            "ds_config.json: invalid JSON at line 1, column 10: extra data after the value");
-  EXPECT_EQ(error_of("{\"a\": [1 2]}"),
-            "ds_config.json: invalid JSON at line 1, column 10: expected ',' or ']'");
-  EXPECT_EQ(error_of("{\"a\": \"\\q\"}"),
-            "ds_config.json: invalid JSON at line 1, column 9: invalid escape");
-  EXPECT_EQ(error_of("{\"a\" 1}"),
-            "ds_config.json: invalid JSON at line 1, column 6: expected ':'");
+            "ds_config.json:1:10: invalid JSON: extra data after the value");
+  EXPECT_EQ(error_of("{\"a\": [1 2]}"), "ds_config.json:1:10: invalid JSON: expected ',' or ']'");
+  EXPECT_EQ(error_of("{\"a\": \"\\q\"}"), "ds_config.json:1:9: invalid JSON: invalid escape");
+  EXPECT_EQ(error_of("{\"a\" 1}"), "ds_config.json:1:6: invalid JSON: expected ':'");
   // Comments (accepted by DeepSpeed's hjson) are not JSON.
-  EXPECT_EQ(error_of("{\"a\": 1 // c\n}"),
-            "ds_config.json: invalid JSON at line 1, column 9: expected ',' or '}'");
-  // Invalid UTF-8: simdjson's own message, without a position.
-  EXPECT_EQ(error_of("{\"a\": \"\xff\"}").rfind("ds_config.json: invalid JSON: ", 0), 0u);
+  EXPECT_EQ(error_of("{\"a\": 1 // c\n}"), "ds_config.json:1:9: invalid JSON: expected ',' or '}'");
+  // Invalid UTF-8 is located too.
+  EXPECT_EQ(error_of("{\"a\": \"\xff\"}"),
+            "ds_config.json:1:8: invalid JSON: invalid UTF-8 in string");
 }
 
 TEST(DeepSpeedConfig, LoadFromFile) {

@@ -385,8 +385,7 @@ TEST(Gpt2Bpe, FileErrorsAreOneClearLine) {
 
   const std::string bad_json =
       error_of([] { GPT2BPETokenizer(fixture("bad_vocab.json"), fixture("tiny_merges.txt")); });
-  EXPECT_NE(bad_json.find("bad_vocab.json line 2 column 6: invalid JSON: expected ':'"),
-            std::string::npos)
+  EXPECT_NE(bad_json.find("bad_vocab.json:2:6: invalid JSON: expected ':'"), std::string::npos)
       << bad_json;
 
   const std::string bad_merges =
