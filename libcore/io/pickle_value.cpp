@@ -10,48 +10,32 @@ namespace mds::io {
 
 namespace {
 
-struct DTypeInfo {
-  TorchDType dtype;
-  std::size_t size;
+// torch's storage class for each dtype it stores (torch 1.13 has none for uint16).
+struct StorageClass {
+  tensor::DType dtype;
   std::string_view name;
-  std::string_view storage;
 };
 
-constexpr DTypeInfo kDTypes[] = {
-    {TorchDType::kFloat32, 4, "float32", "FloatStorage"},
-    {TorchDType::kFloat16, 2, "float16", "HalfStorage"},
-    {TorchDType::kBFloat16, 2, "bfloat16", "BFloat16Storage"},
-    {TorchDType::kFloat64, 8, "float64", "DoubleStorage"},
-    {TorchDType::kInt64, 8, "int64", "LongStorage"},
-    {TorchDType::kInt32, 4, "int32", "IntStorage"},
-    {TorchDType::kInt16, 2, "int16", "ShortStorage"},
-    {TorchDType::kInt8, 1, "int8", "CharStorage"},
-    {TorchDType::kUInt8, 1, "uint8", "ByteStorage"},
-    {TorchDType::kBool, 1, "bool", "BoolStorage"},
+constexpr StorageClass kStorageClasses[] = {
+    {tensor::DType::kFloat32, "FloatStorage"},     {tensor::DType::kFloat16, "HalfStorage"},
+    {tensor::DType::kBFloat16, "BFloat16Storage"}, {tensor::DType::kFloat64, "DoubleStorage"},
+    {tensor::DType::kInt64, "LongStorage"},        {tensor::DType::kInt32, "IntStorage"},
+    {tensor::DType::kInt16, "ShortStorage"},       {tensor::DType::kInt8, "CharStorage"},
+    {tensor::DType::kUInt8, "ByteStorage"},        {tensor::DType::kBool, "BoolStorage"},
 };
-
-const DTypeInfo& info(TorchDType dtype) {
-  for (const auto& entry : kDTypes) {
-    if (entry.dtype == dtype) return entry;
-  }
-  base::fail("unknown tensor dtype ", static_cast<int>(dtype));
-}
 
 }  // namespace
 
-std::size_t torch_dtype_size(TorchDType dtype) {
-  return info(dtype).size;
-}
-std::string_view torch_dtype_name(TorchDType dtype) {
-  return info(dtype).name;
-}
-std::string_view storage_class_name(TorchDType dtype) {
-  return info(dtype).storage;
+std::string_view storage_class_name(tensor::DType dtype) {
+  for (const auto& entry : kStorageClasses) {
+    if (entry.dtype == dtype) return entry.name;
+  }
+  base::fail("PyTorch has no storage class for ", tensor::dtype_name(dtype), " tensors");
 }
 
-std::optional<TorchDType> dtype_from_storage_class(std::string_view name) {
-  for (const auto& entry : kDTypes) {
-    if (entry.storage == name) return entry.dtype;
+std::optional<tensor::DType> dtype_from_storage_class(std::string_view name) {
+  for (const auto& entry : kStorageClasses) {
+    if (entry.name == name) return entry.dtype;
   }
   return std::nullopt;
 }

@@ -6,36 +6,22 @@
 #include <string_view>
 #include <vector>
 
+#include "tensor/dtype.h"
+
 // The values a PyTorch/DeepSpeed checkpoint holds, as a plain tree: what pickle_reader builds from
 // a `data.pkl` stream and what pickle_writer turns back into one. Nothing here can run code:
 // classes are kept by name only (Value::kGlobal, Value::kObject).
 namespace mds::io {
 
-// Element types of tensor storages (torch.<Name>Storage).
-enum class TorchDType {
-  kFloat32,
-  kFloat16,
-  kBFloat16,
-  kFloat64,
-  kInt64,
-  kInt32,
-  kInt16,
-  kInt8,
-  kUInt8,
-  kBool
-};
-
-std::size_t torch_dtype_size(TorchDType dtype);
-// "float32", "bfloat16", … (torch's dtype names).
-std::string_view torch_dtype_name(TorchDType dtype);
-// "FloatStorage", "BFloat16Storage", …
-std::string_view storage_class_name(TorchDType dtype);
-std::optional<TorchDType> dtype_from_storage_class(std::string_view name);
+// torch's storage class of a dtype ("FloatStorage", "BFloat16Storage", …); fails for dtypes torch
+// has no storage for (uint16).
+std::string_view storage_class_name(tensor::DType dtype);
+std::optional<tensor::DType> dtype_from_storage_class(std::string_view name);
 
 // A tensor as torch pickles it: a view (shape, strides, offset, all in elements) into a storage
 // that lives in its own record `data/<storage_key>` of the .pt file; several tensors may share one.
 struct TensorRef {
-  TorchDType dtype = TorchDType::kFloat32;
+  tensor::DType dtype = tensor::DType::kFloat32;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;
   std::string storage_key;

@@ -37,21 +37,21 @@ void write_archive(const Value& root, const TorchStorages& storages,
       base::fail("torch file: tensor refers to missing storage '", t->storage_key, "'");
     const TorchStorage& s = it->second;
     if (s.dtype != t->dtype) {
-      base::fail("torch file: storage '", t->storage_key, "' holds ", torch_dtype_name(s.dtype),
-                 " but a tensor reads it as ", torch_dtype_name(t->dtype));
+      base::fail("torch file: storage '", t->storage_key, "' holds ", tensor::dtype_name(s.dtype),
+                 " but a tensor reads it as ", tensor::dtype_name(t->dtype));
     }
-    if (s.bytes.size() % torch_dtype_size(s.dtype) != 0) {
+    if (s.bytes.size() % tensor::dtype_size(s.dtype) != 0) {
       base::fail("torch file: storage '", t->storage_key,
                  "' size is not a multiple of its element size");
     }
-    if (!t->fits_in(static_cast<std::int64_t>(s.bytes.size() / torch_dtype_size(s.dtype)))) {
+    if (!t->fits_in(static_cast<std::int64_t>(s.bytes.size() / tensor::dtype_size(s.dtype)))) {
       base::fail("torch file: a tensor view does not fit in storage '", t->storage_key, "'");
     }
     used.insert(t->storage_key);
   }
   const std::string pickle = write_pickle(root, [&](const TensorRef& t) {
     return static_cast<std::int64_t>(storages.at(t.storage_key).bytes.size() /
-                                     torch_dtype_size(t.dtype));
+                                     tensor::dtype_size(t.dtype));
   });
   ZipWriter zip(sink, options.zip64_threshold);
   zip.add(prefix + "/data.pkl", pickle);
@@ -141,10 +141,10 @@ void TorchFile::check_storages(const Value& value) {
       base::fail(name_, ": storage ", t.storage_key, " is read as two dtypes");
     std::uint64_t expected = 0;
     if (__builtin_mul_overflow(static_cast<std::uint64_t>(t.storage_numel),
-                               torch_dtype_size(t.dtype), &expected) ||
+                               tensor::dtype_size(t.dtype), &expected) ||
         record->second.bytes.size() != expected) {
       base::fail(name_, ": storage ", t.storage_key, " has ", record->second.bytes.size(),
-                 " bytes, expected ", t.storage_numel, " × ", torch_dtype_size(t.dtype));
+                 " bytes, expected ", t.storage_numel, " × ", tensor::dtype_size(t.dtype));
     }
     return;
   }
@@ -162,7 +162,7 @@ std::string_view TorchFile::storage_bytes(const std::string& key) const {
 
 std::string TorchFile::tensor_bytes(const TensorRef& t) const {
   const std::string_view storage = storage_bytes(t.storage_key);
-  const std::size_t element = torch_dtype_size(t.dtype);
+  const std::size_t element = tensor::dtype_size(t.dtype);
   if (!t.fits_in(static_cast<std::int64_t>(storage.size() / element))) {
     base::fail(name_, ": tensor view does not fit in storage ", t.storage_key);
   }

@@ -11,10 +11,10 @@
 // raw little-endian record per tensor storage.
 namespace mds::io {
 
-// One storage to write: `bytes` (kept alive by the caller) holds numel × torch_dtype_size(dtype)
+// One storage to write: `bytes` (kept alive by the caller) holds numel × tensor::dtype_size(dtype)
 // bytes.
 struct TorchStorage {
-  TorchDType dtype = TorchDType::kFloat32;
+  tensor::DType dtype = tensor::DType::kFloat32;
   std::string_view bytes;
 };
 // Keyed by storage key; records are written in this (string) order, as torch.save sorts them.
@@ -65,7 +65,7 @@ class TorchFile {
   std::string_view bytes_;
   std::string prefix_;
   std::map<std::string, Record> records_;  // by path below the prefix
-  std::map<std::string, TorchDType> storage_types_;
+  std::map<std::string, tensor::DType> storage_types_;
   Value root_;
 };
 

@@ -12,8 +12,10 @@ std::size_t dtype_size(DType dtype) {
       return 4;
     case DType::kFloat16:
     case DType::kBFloat16:
+    case DType::kInt16:
     case DType::kUInt16:
       return 2;
+    case DType::kInt8:
     case DType::kUInt8:
     case DType::kBool:
       return 1;
@@ -35,6 +37,10 @@ std::string_view dtype_name(DType dtype) {
       return "int64";
     case DType::kInt32:
       return "int32";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt8:
+      return "int8";
     case DType::kUInt16:
       return "uint16";
     case DType::kUInt8:

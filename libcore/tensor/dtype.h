@@ -6,8 +6,8 @@
 
 namespace mds::tensor {
 
-// Element types of tensors. Floating types are the three training precisions; integer types carry
-// token ids, positions and masks.
+// Element types of tensors, and of the storages in PyTorch checkpoint files. Floating types are the
+// training precisions; integer types carry token ids, positions and masks.
 enum class DType : std::uint8_t {
   kFloat32,
   kFloat16,
@@ -15,6 +15,8 @@ enum class DType : std::uint8_t {
   kFloat64,
   kInt64,
   kInt32,
+  kInt16,
+  kInt8,
   kUInt16,
   kUInt8,
   kBool

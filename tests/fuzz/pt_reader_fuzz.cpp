@@ -52,7 +52,7 @@ void visit_tensors(const mds::io::TorchFile& file, const mds::io::Value& v) {
   if (v.is(mds::io::Value::Kind::kTensor)) {
     const auto& t = v.as_tensor();
     const std::string bytes = file.tensor_bytes(t);  // bounds-checked; ASan catches overreads
-    if (bytes.size() != static_cast<std::size_t>(t.numel()) * mds::io::torch_dtype_size(t.dtype)) {
+    if (bytes.size() != static_cast<std::size_t>(t.numel()) * mds::tensor::dtype_size(t.dtype)) {
       invariant_broken("tensor_bytes size");
     }
     return;

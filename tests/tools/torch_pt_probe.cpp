@@ -18,8 +18,8 @@
 namespace {
 
 using mds::io::TensorRef;
-using mds::io::TorchDType;
 using mds::io::Value;
+using mds::tensor::DType;
 
 std::string hex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -85,7 +85,7 @@ std::string dump(const Value& v, const mds::io::TorchFile& file) {
         shape += std::to_string(t.shape[i]);
       }
       std::string out = t.is_parameter ? "param(" : "tensor(";
-      out += mds::io::torch_dtype_name(t.dtype);
+      out += mds::tensor::dtype_name(t.dtype);
       out += ", [" + shape + "], rg=";
       out += t.requires_grad ? "1, " : "0, ";
       out += hex(file.tensor_bytes(t));
@@ -126,7 +126,7 @@ struct Content {
   std::vector<std::string> buffers;
   mds::io::TorchStorages storages;
 
-  std::string add(TorchDType dtype, std::string bytes) {
+  std::string add(DType dtype, std::string bytes) {
     buffers.push_back(std::move(bytes));
     const std::string key = std::to_string(storages.size());
     storages[key] = {dtype, buffers.back()};
@@ -134,7 +134,7 @@ struct Content {
   }
 };
 
-Value tensor(const std::string& key, TorchDType dtype, std::vector<std::int64_t> shape,
+Value tensor(const std::string& key, DType dtype, std::vector<std::int64_t> shape,
              std::vector<std::int64_t> strides = {}, std::int64_t offset = 0) {
   TensorRef t;
   t.dtype = dtype;
@@ -149,34 +149,32 @@ Value tensors(Content& c) {
   c.buffers.reserve(16);  // the storages map views into these strings
   std::vector<float> grid(12);
   for (int i = 0; i < 12; ++i) grid[i] = static_cast<float>(i) * 0.5f;
-  const auto k_grid = c.add(TorchDType::kFloat32, raw(grid));
+  const auto k_grid = c.add(DType::kFloat32, raw(grid));
   const auto k_half =
-      c.add(TorchDType::kFloat16, raw(std::vector<std::uint16_t>{0x3e00, 0xc000, 0x3400}));
+      c.add(DType::kFloat16, raw(std::vector<std::uint16_t>{0x3e00, 0xc000, 0x3400}));
   const auto k_bf16 =
-      c.add(TorchDType::kBFloat16, raw(std::vector<std::uint16_t>{0x3f80, 0xbf80, 0x4060, 0x0000}));
-  const auto k_f64 = c.add(TorchDType::kFloat64, raw(std::vector<double>{M_PI, M_E}));
+      c.add(DType::kBFloat16, raw(std::vector<std::uint16_t>{0x3f80, 0xbf80, 0x4060, 0x0000}));
+  const auto k_f64 = c.add(DType::kFloat64, raw(std::vector<double>{M_PI, M_E}));
   const auto k_i64 =
-      c.add(TorchDType::kInt64, raw(std::vector<std::int64_t>{-1, std::int64_t{1} << 40}));
-  const auto k_i32 = c.add(TorchDType::kInt32, raw(std::vector<std::int32_t>{7, -7, 0}));
-  const auto k_u8 = c.add(TorchDType::kUInt8, raw(std::vector<std::uint8_t>{0, 127, 255}));
-  const auto k_bool = c.add(TorchDType::kBool, raw(std::vector<std::uint8_t>{1, 0, 1}));
-  const auto k_scalar = c.add(TorchDType::kFloat32, raw(std::vector<float>{42.0f}));
-  const auto k_empty = c.add(TorchDType::kFloat32, "");
+      c.add(DType::kInt64, raw(std::vector<std::int64_t>{-1, std::int64_t{1} << 40}));
+  const auto k_i32 = c.add(DType::kInt32, raw(std::vector<std::int32_t>{7, -7, 0}));
+  const auto k_u8 = c.add(DType::kUInt8, raw(std::vector<std::uint8_t>{0, 127, 255}));
+  const auto k_bool = c.add(DType::kBool, raw(std::vector<std::uint8_t>{1, 0, 1}));
+  const auto k_scalar = c.add(DType::kFloat32, raw(std::vector<float>{42.0f}));
+  const auto k_empty = c.add(DType::kFloat32, "");
   Value model = Value::ordered_dict();
-  model.set("grid", tensor(k_grid, TorchDType::kFloat32, {3, 4}));
-  model.set("rows12",
-            tensor(k_grid, TorchDType::kFloat32, {2, 4}, {}, 4));  // shares storage, offset
-  model.set("transposed",
-            tensor(k_grid, TorchDType::kFloat32, {4, 3}, {1, 4}));  // non-contiguous view
-  model.set("half", tensor(k_half, TorchDType::kFloat16, {3}));
-  model.set("bf16", tensor(k_bf16, TorchDType::kBFloat16, {2, 2}));
-  model.set("f64", tensor(k_f64, TorchDType::kFloat64, {2}));
-  model.set("i64", tensor(k_i64, TorchDType::kInt64, {2}));
-  model.set("i32", tensor(k_i32, TorchDType::kInt32, {3}));
-  model.set("u8", tensor(k_u8, TorchDType::kUInt8, {3}));
-  model.set("flags", tensor(k_bool, TorchDType::kBool, {3}));
-  model.set("scalar", tensor(k_scalar, TorchDType::kFloat32, {}));
-  model.set("empty", tensor(k_empty, TorchDType::kFloat32, {0, 3}));
+  model.set("grid", tensor(k_grid, DType::kFloat32, {3, 4}));
+  model.set("rows12", tensor(k_grid, DType::kFloat32, {2, 4}, {}, 4));  // shares storage, offset
+  model.set("transposed", tensor(k_grid, DType::kFloat32, {4, 3}, {1, 4}));  // non-contiguous view
+  model.set("half", tensor(k_half, DType::kFloat16, {3}));
+  model.set("bf16", tensor(k_bf16, DType::kBFloat16, {2, 2}));
+  model.set("f64", tensor(k_f64, DType::kFloat64, {2}));
+  model.set("i64", tensor(k_i64, DType::kInt64, {2}));
+  model.set("i32", tensor(k_i32, DType::kInt32, {3}));
+  model.set("u8", tensor(k_u8, DType::kUInt8, {3}));
+  model.set("flags", tensor(k_bool, DType::kBool, {3}));
+  model.set("scalar", tensor(k_scalar, DType::kFloat32, {}));
+  model.set("empty", tensor(k_empty, DType::kFloat32, {0, 3}));
   return model;
 }
 

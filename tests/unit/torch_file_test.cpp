@@ -18,7 +18,7 @@ std::uint32_t le32(const std::string& s, std::size_t at) {
   return v;
 }
 
-Value tensor(const std::string& key, TorchDType dtype, std::vector<std::int64_t> shape,
+Value tensor(const std::string& key, tensor::DType dtype, std::vector<std::int64_t> shape,
              std::vector<std::int64_t> strides = {}, std::int64_t offset = 0) {
   TensorRef t;
   t.dtype = dtype;
@@ -33,8 +33,8 @@ const std::string kFloats("\x00\x00\x80\x3f\x00\x00\x00\x40", 8);  // 1.0f, 2.0f
 
 TEST(TorchFile, ReferenceObjectMatchesTorchRecords) {
   Value root = Value::ordered_dict();
-  root.set("w", tensor("0", TorchDType::kFloat32, {2}));
-  const std::string file = torch_file_bytes(root, {{"0", {TorchDType::kFloat32, kFloats}}});
+  root.set("w", tensor("0", tensor::DType::kFloat32, {2}));
+  const std::string file = torch_file_bytes(root, {{"0", {tensor::DType::kFloat32, kFloats}}});
   const auto entries = read_zip_directory(file, "mem");
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0].name, "archive/data.pkl");
@@ -67,22 +67,23 @@ TEST(TorchFile, RoundTripsViewsSharedStoragesAndEveryDtype) {
     const float f = static_cast<float>(i);
     grid.append(reinterpret_cast<const char*>(&f), 4);
   }
-  TorchStorages storages{{"0", {TorchDType::kFloat32, grid}}};
+  TorchStorages storages{{"0", {tensor::DType::kFloat32, grid}}};
   Value root = Value::dict();
-  root.set("grid", tensor("0", TorchDType::kFloat32, {3, 4}));
-  root.set("row2", tensor("0", TorchDType::kFloat32, {4}, {1}, 8));
-  root.set("col1", tensor("0", TorchDType::kFloat32, {3}, {4}, 1));
+  root.set("grid", tensor("0", tensor::DType::kFloat32, {3, 4}));
+  root.set("row2", tensor("0", tensor::DType::kFloat32, {4}, {1}, 8));
+  root.set("col1", tensor("0", tensor::DType::kFloat32, {3}, {4}, 1));
   const std::string payload(24, '\x5a');
-  const TorchDType all[] = {TorchDType::kFloat16, TorchDType::kBFloat16, TorchDType::kFloat64,
-                            TorchDType::kInt64,   TorchDType::kInt32,    TorchDType::kUInt8,
-                            TorchDType::kBool,    TorchDType::kInt8,     TorchDType::kInt16};
+  const tensor::DType all[] = {
+      tensor::DType::kFloat16, tensor::DType::kBFloat16, tensor::DType::kFloat64,
+      tensor::DType::kInt64,   tensor::DType::kInt32,    tensor::DType::kUInt8,
+      tensor::DType::kBool,    tensor::DType::kInt8,     tensor::DType::kInt16};
   int key = 1;
   for (const auto dtype : all) {
     const std::string k = std::to_string(key++);
     storages[k] = {dtype, std::string_view(payload).substr(
-                              0, 24 / torch_dtype_size(dtype) * torch_dtype_size(dtype))};
-    root.set(std::string(torch_dtype_name(dtype)),
-             tensor(k, dtype, {static_cast<std::int64_t>(24 / torch_dtype_size(dtype))}));
+                              0, 24 / tensor::dtype_size(dtype) * tensor::dtype_size(dtype))};
+    root.set(std::string(tensor::dtype_name(dtype)),
+             tensor(k, dtype, {static_cast<std::int64_t>(24 / tensor::dtype_size(dtype))}));
   }
   const std::string path = testing::TempDir() + "/rt_" + std::to_string(getpid()) + ".pt";
   write_torch_file(path, root, storages);
@@ -95,16 +96,16 @@ TEST(TorchFile, RoundTripsViewsSharedStoragesAndEveryDtype) {
   EXPECT_EQ(loaded.tensor_bytes(ref["row2"].as_tensor()), grid.substr(32, 16));
   EXPECT_EQ(loaded.storage_bytes("0").data(),
             loaded.storage_bytes(ref["grid"].as_tensor().storage_key).data());
-  EXPECT_EQ(ref["bfloat16"].as_tensor().dtype, TorchDType::kBFloat16);
+  EXPECT_EQ(ref["bfloat16"].as_tensor().dtype, tensor::DType::kBFloat16);
   EXPECT_EQ(loaded.tensor_bytes(ref["bool"].as_tensor()), payload);
 }
 
 TEST(TorchFile, Zip64RecordsRoundTrip) {
-  Value root = Value::list({tensor("0", TorchDType::kFloat32, {2})});
+  Value root = Value::list({tensor("0", tensor::DType::kFloat32, {2})});
   TorchWriteOptions options;
   options.zip64_threshold = 1;  // every entry and offset takes the ZIP64 path
   const std::string file =
-      torch_file_bytes(root, {{"0", {TorchDType::kFloat32, kFloats}}}, options);
+      torch_file_bytes(root, {{"0", {tensor::DType::kFloat32, kFloats}}}, options);
   const auto entries = read_zip_directory(file, "z64");
   ASSERT_EQ(entries.size(), 3u);
   for (const auto& e : entries) EXPECT_EQ(e.data_offset % 64, 0u);
@@ -113,10 +114,10 @@ TEST(TorchFile, Zip64RecordsRoundTrip) {
 }
 
 TEST(TorchFile, WriterRejectsInconsistentStorages) {
-  Value root = Value::list({tensor("0", TorchDType::kFloat32, {3})});
-  EXPECT_THROW(torch_file_bytes(root, {{"0", {TorchDType::kFloat32, kFloats}}}),
+  Value root = Value::list({tensor("0", tensor::DType::kFloat32, {3})});
+  EXPECT_THROW(torch_file_bytes(root, {{"0", {tensor::DType::kFloat32, kFloats}}}),
                base::Error);  // too small
-  EXPECT_THROW(torch_file_bytes(root, {{"0", {TorchDType::kFloat16, kFloats}}}),
+  EXPECT_THROW(torch_file_bytes(root, {{"0", {tensor::DType::kFloat16, kFloats}}}),
                base::Error);                              // dtype
   EXPECT_THROW(torch_file_bytes(root, {}), base::Error);  // missing
 }
@@ -132,8 +133,8 @@ std::string error_of(std::string bytes) {
 
 TEST(TorchFile, TruncatedAndCorruptFilesFailCleanly) {
   Value root = Value::ordered_dict();
-  root.set("w", tensor("0", TorchDType::kFloat32, {2}));
-  const std::string file = torch_file_bytes(root, {{"0", {TorchDType::kFloat32, kFloats}}});
+  root.set("w", tensor("0", tensor::DType::kFloat32, {2}));
+  const std::string file = torch_file_bytes(root, {{"0", {tensor::DType::kFloat32, kFloats}}});
   for (std::size_t n = 0; n < file.size(); n += 7) EXPECT_NE(error_of(file.substr(0, n)), "") << n;
   // Every single-byte corruption either fails cleanly or loads.
   for (std::size_t i = 0; i < file.size(); ++i) {
