@@ -1,0 +1,103 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/model_options.h"
+#include "tensor/arena.h"
+#include "tensor/tensor.h"
+
+namespace mds::model {
+
+// What one transformer layer's forward keeps for its backward (s sequence, b micro-batch,
+// h hidden, F ffn, n heads; token-major [s, b, ...] as upstream's layers).
+struct LayerActivations {
+  tensor::Tensor ln1, ln1_mean, ln1_rstd;  // input_layernorm: [s, b, h], [s, b], [s, b]
+  tensor::Tensor qkv;                      // [s, b, 3h], bias included
+  tensor::Tensor probs;                    // [b, n, s, s] softmax before attention dropout
+  tensor::Tensor context;                  // [s, b, h]
+  tensor::Tensor attention_out;            // [s, b, h] residual stream after attention
+  tensor::Tensor ln2, ln2_mean, ln2_rstd;  // post_attention_layernorm
+  tensor::Tensor fc;                       // [s, b, F] dense_h_to_4h output, bias not added
+  tensor::Tensor gelu;                     // [s, b, F] gelu(fc + bias)
+};
+
+// The micro-batch in the token-major order of the layers ([s, b]).
+struct InputActivations {
+  tensor::Tensor tokens, positions, labels;  // int64
+  tensor::Tensor loss_mask;                  // fp32
+};
+
+// Final LayerNorm, tied logits and the loss.
+struct HeadActivations {
+  tensor::Tensor input;                 // [s, b, h] the last layer's output
+  tensor::Tensor ln, ln_mean, ln_rstd;  // final LayerNorm
+  tensor::Tensor logits;                // [s, b, Vp]; the backward overwrites it with its gradient
+  tensor::Tensor max, sum_exp, loss;    // cross entropy, per token [s, b]
+  tensor::Tensor dloss;                 // [s, b]
+};
+
+// Scratch shared by all layers: forward temporaries and backward gradients. `grad` carries the
+// gradient of the residual stream from the head down to the embedding.
+struct Workspace {
+  tensor::Tensor grad;                // [s, b, h]
+  tensor::Tensor hidden_a, hidden_b;  // [s, b, h]
+  tensor::Tensor ffn_a, ffn_b;        // [s, b, F]
+  tensor::Tensor qkv;                 // [s, b, 3h]
+  tensor::Tensor probs_a, probs_b;    // [b, n, s, s]
+};
+
+// A run of consecutive layers [first, end). A recomputed chunk keeps only its input during the
+// forward and runs its forward again inside its backward.
+struct LayerChunk {
+  std::int64_t first = 0;
+  std::int64_t end = 0;
+  bool recompute = false;
+};
+
+// DeepSpeed's rule for GPTModelPipe (training.md §6): the stage's specs are cut into chunks of
+// checkpoint_num_layers specs counted from the stage's first spec, and a chunk is recomputed only
+// if every spec in it is a transformer layer. Layers outside recomputed chunks come one per chunk.
+std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options);
+
+// Every activation of a micro-batch in one arena planned from the options: training allocates
+// nothing per step. Layers of a recomputed chunk share one set of activation tensors per position
+// in the chunk, so memory grows with the number of chunks instead of layers.
+class Activations {
+ public:
+  // Fails with the bytes needed when the arena cannot be allocated.
+  explicit Activations(const ModelOptions& options);
+  // The bytes the arena for these options needs, without allocating it.
+  static std::size_t planned_bytes(const ModelOptions& options);
+
+  std::size_t bytes() const { return arena_.bytes(); }
+  const std::vector<LayerChunk>& chunks() const { return chunks_; }
+  const InputActivations& inputs() const { return views_.inputs; }
+  // The tensor layer `layer` reads its input from; its output goes to layer_output(layer).
+  const tensor::Tensor& layer_input(std::int64_t layer) const;
+  const tensor::Tensor& layer_output(std::int64_t layer) const;
+  const LayerActivations& layer(std::int64_t layer) const;
+  const HeadActivations& head() const { return views_.head; }
+  const Workspace& workspace() const { return views_.workspace; }
+
+ private:
+  // The views into the arena; laid out by one walk over the options (activation_plan.cpp).
+  struct Views {
+    InputActivations inputs;
+    std::vector<tensor::Tensor> layer_inputs;  // layer count + 1: the last is the head's input
+    std::vector<LayerActivations> sets;
+    std::vector<std::size_t> set_of_layer;
+    HeadActivations head;
+    Workspace workspace;
+  };
+  template <typename Visit>
+  static void lay_out(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
+                      Views& views, Visit&& visit);
+  static tensor::ArenaPlan plan(const ModelOptions& options, const std::vector<LayerChunk>& chunks);
+
+  std::vector<LayerChunk> chunks_;
+  tensor::Arena arena_;
+  Views views_;
+};
+
+}  // namespace mds::model

@@ -1,0 +1,23 @@
+#include "model/embedding_layer.h"
+
+#include "ops/embedding.h"
+
+namespace mds::model {
+
+using tensor::Tensor;
+
+void embedding_layer_forward(Tensor out, const InputActivations& inputs, Tensor word,
+                             Tensor position, const ops::DropoutStream& dropout) {
+  ops::embedding_lookup(out, inputs.tokens, word);
+  ops::embedding_lookup_add(out, inputs.positions, position);
+  ops::dropout_forward(out, out, dropout);
+}
+
+void embedding_layer_backward(Tensor dword, Tensor dposition, Tensor dout,
+                              const InputActivations& inputs, const ops::DropoutStream& dropout) {
+  ops::dropout_backward(dout, dout, dropout);
+  ops::embedding_backward(dword, dout, inputs.tokens);
+  ops::embedding_backward(dposition, dout, inputs.positions);
+}
+
+}  // namespace mds::model

@@ -1,0 +1,35 @@
+#include "model/lm_head.h"
+
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+
+namespace mds::model {
+
+using tensor::Tensor;
+
+float lm_head_forward(const HeadActivations& head, const InputActivations& inputs, Tensor ln_weight,
+                      Tensor ln_bias, Tensor word, float layernorm_epsilon) {
+  ops::layernorm_forward(head.ln, head.ln_mean, head.ln_rstd, head.input, ln_weight, ln_bias,
+                         layernorm_epsilon);
+  ops::linear_forward(head.logits, head.ln, word);
+  ops::cross_entropy_forward(head.loss, head.max, head.sum_exp, head.logits, inputs.labels);
+  return ops::masked_mean_loss(head.loss, inputs.loss_mask);
+}
+
+void lm_head_backward(const HeadActivations& head, const InputActivations& inputs,
+                      const Workspace& ws, Tensor ln_weight, Tensor word, Tensor dln_weight,
+                      Tensor dln_bias, Tensor dword, float loss_scale) {
+  ops::masked_mean_loss_backward(head.dloss, inputs.loss_mask, loss_scale);
+  ops::cross_entropy_backward(head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
+                              head.dloss);
+  const Tensor dln = ws.hidden_a;
+  ops::fill(dln, 0.0f);
+  ops::linear_backward(dln, dword, {}, head.logits, head.ln, word);
+  ops::fill(ws.grad, 0.0f);
+  ops::layernorm_backward(ws.grad, dln_weight, dln_bias, dln, head.input, ln_weight, head.ln_mean,
+                          head.ln_rstd);
+}
+
+}  // namespace mds::model

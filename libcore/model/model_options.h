@@ -1,0 +1,29 @@
+#pragma once
+#include <cstdint>
+
+#include "model/gpt_config.h"
+#include "ops/gelu.h"
+
+namespace mds::model {
+
+// Everything besides the parameter shapes that decides what one micro-batch computes: the
+// upstream flags of training.md §1.3–§1.6 and §6, with their upstream defaults.
+struct ModelOptions {
+  GptConfig config;  // whole model on this rank for now (T = 1, P = 1)
+  float layernorm_epsilon = 1e-5f;
+  ops::GeluKind gelu = ops::GeluKind::kTanhFused;
+  bool apply_query_key_layer_scaling =
+      true;  // coeff = max(1, layer_number), 0-based (GPTModelPipe)
+  bool apply_residual_connection_post_layernorm = false;
+  float hidden_dropout = 0.1f;  // embedding dropout and both residual-branch dropouts
+  float attention_dropout = 0.1f;
+  bool checkpoint_activations = false;  // --checkpoint-activations: keep only each chunk's input,
+  std::int64_t checkpoint_num_layers = 1;  // recompute the chunk's forward inside its backward
+  std::int64_t micro_batch_size = 1;       // b; sequence length is config.seq_length
+};
+
+// Fails with the offending field when the options are invalid, or name a feature the model does
+// not implement yet (rotary/ALiBi positions, embedding LayerNorm, GLU, T > 1, a partial stage).
+void validate(const ModelOptions& options);
+
+}  // namespace mds::model

@@ -1,0 +1,135 @@
+#include "model/transformer_layer.h"
+
+#include "model/gpt_config.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+
+namespace mds::model {
+
+using tensor::Tensor;
+
+LayerParamIndex LayerParamIndex::find(const ParamTable& table, std::int64_t layer) {
+  const std::int64_t spec = GptConfig::layer_spec(layer);
+  const auto at = [&](const char* name) { return table.index_of(spec, name); };
+  LayerParamIndex i{};
+  i.ln1_weight = at("input_layernorm.weight");
+  i.ln1_bias = at("input_layernorm.bias");
+  i.qkv_weight = at("self_attention.query_key_value.weight");
+  i.qkv_bias = at("self_attention.query_key_value.bias");
+  i.dense_weight = at("self_attention.dense.weight");
+  i.dense_bias = at("self_attention.dense.bias");
+  i.ln2_weight = at("post_attention_layernorm.weight");
+  i.ln2_bias = at("post_attention_layernorm.bias");
+  i.fc1_weight = at("mlp.dense_h_to_4h.weight");
+  i.fc1_bias = at("mlp.dense_h_to_4h.bias");
+  i.fc2_weight = at("mlp.dense_4h_to_h.weight");
+  i.fc2_bias = at("mlp.dense_4h_to_h.bias");
+  return i;
+}
+
+LayerWeights LayerWeights::view(const ParamBuffer& buffer, const LayerParamIndex& i) {
+  LayerWeights w;
+  w.ln1_weight = buffer.view(i.ln1_weight);
+  w.ln1_bias = buffer.view(i.ln1_bias);
+  w.qkv_weight = buffer.view(i.qkv_weight);
+  w.qkv_bias = buffer.view(i.qkv_bias);
+  w.dense_weight = buffer.view(i.dense_weight);
+  w.dense_bias = buffer.view(i.dense_bias);
+  w.ln2_weight = buffer.view(i.ln2_weight);
+  w.ln2_bias = buffer.view(i.ln2_bias);
+  w.fc1_weight = buffer.view(i.fc1_weight);
+  w.fc1_bias = buffer.view(i.fc1_bias);
+  w.fc2_weight = buffer.view(i.fc2_weight);
+  w.fc2_bias = buffer.view(i.fc2_bias);
+  return w;
+}
+
+namespace {
+
+// The probabilities the context product used: the saved softmax itself without attention
+// dropout, else its dropped copy, recomputed into `scratch` from the counter-based mask.
+Tensor dropped_probs(const LayerSetup& setup, const LayerActivations& act, Tensor scratch) {
+  if (setup.attention_probs.p == 0.0f) return act.probs;
+  ops::dropout_forward(scratch, act.probs, setup.attention_probs);
+  return scratch;
+}
+
+// Backward of a LayerNorm whose output also fed a residual add (post-LN residual): the residual
+// gradient in `grad` joins the branch gradient before the LayerNorm backward overwrites `grad`.
+void layernorm_input_backward(const LayerSetup& setup, Tensor grad, Tensor dweight, Tensor dbias,
+                              Tensor dln, Tensor x, Tensor weight, Tensor mean, Tensor rstd) {
+  if (setup.post_layernorm_residual) {
+    ops::add(dln, dln, grad);
+    ops::fill(grad, 0.0f);
+  }
+  // Otherwise `grad` already holds the residual's gradient of x and the LayerNorm adds to it.
+  ops::layernorm_backward(grad, dweight, dbias, dln, x, weight, mean, rstd);
+}
+
+}  // namespace
+
+void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
+                               const LayerActivations& act, const Workspace& ws, Tensor input,
+                               Tensor output) {
+  const float eps = setup.layernorm_epsilon;
+  // Attention block.
+  ops::layernorm_forward(act.ln1, act.ln1_mean, act.ln1_rstd, input, w.ln1_weight, w.ln1_bias, eps);
+  ops::linear_forward(act.qkv, act.ln1, w.qkv_weight, w.qkv_bias);
+  ops::attention_probs_forward(act.probs, act.qkv, setup.coeff);
+  ops::attention_context_forward(act.context, dropped_probs(setup, act, ws.probs_a), act.qkv);
+  // The dense bias is returned separately upstream and added inside bias-dropout-add.
+  ops::linear_forward(ws.hidden_a, act.context, w.dense_weight);
+  ops::bias_dropout_add_forward(act.attention_out, ws.hidden_a, w.dense_bias,
+                                setup.post_layernorm_residual ? act.ln1 : input,
+                                setup.attention_residual);
+  // MLP block.
+  ops::layernorm_forward(act.ln2, act.ln2_mean, act.ln2_rstd, act.attention_out, w.ln2_weight,
+                         w.ln2_bias, eps);
+  ops::linear_forward(act.fc, act.ln2, w.fc1_weight);
+  ops::bias_gelu_forward(act.gelu, act.fc, w.fc1_bias, setup.gelu);
+  ops::linear_forward(ws.hidden_a, act.gelu, w.fc2_weight);
+  ops::bias_dropout_add_forward(output, ws.hidden_a, w.fc2_bias,
+                                setup.post_layernorm_residual ? act.ln2 : act.attention_out,
+                                setup.mlp_residual);
+}
+
+void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
+                                const LayerWeights& g, const LayerActivations& act,
+                                const Workspace& ws, Tensor input) {
+  // The ops add into every gradient they produce, so each scratch gradient starts at zero.
+  // MLP block: ws.grad = ∂L/∂out.
+  const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
+  ops::fill(dmlp, 0.0f);
+  ops::bias_dropout_add_backward(dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual);
+  ops::fill(dgelu, 0.0f);
+  ops::linear_backward(dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight);
+  ops::fill(dfc, 0.0f);
+  ops::bias_gelu_backward(dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu);
+  ops::fill(dln2, 0.0f);
+  ops::linear_backward(dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight);
+  layernorm_input_backward(setup, ws.grad, g.ln2_weight, g.ln2_bias, dln2, act.attention_out,
+                           w.ln2_weight, act.ln2_mean, act.ln2_rstd);
+
+  // Attention block: ws.grad = ∂L/∂attention_out.
+  const Tensor ddense = ws.hidden_a, dcontext = ws.hidden_b, dqkv = ws.qkv, dprobs = ws.probs_b;
+  ops::fill(ddense, 0.0f);
+  ops::bias_dropout_add_backward(ddense, g.dense_bias, {}, ws.grad, setup.attention_residual);
+  ops::fill(dcontext, 0.0f);
+  ops::linear_backward(dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight);
+  ops::fill(dqkv, 0.0f);
+  ops::attention_context_backward(dprobs, dqkv, dcontext, dropped_probs(setup, act, ws.probs_a),
+                                  act.qkv);
+  if (setup.attention_probs.p != 0.0f) {
+    ops::dropout_backward(dprobs, dprobs, setup.attention_probs);
+  }
+  ops::attention_probs_backward(dqkv, dprobs, act.probs, act.qkv, setup.coeff);
+  const Tensor dln1 = ws.hidden_a;
+  ops::fill(dln1, 0.0f);
+  ops::linear_backward(dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight);
+  layernorm_input_backward(setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
+                           act.ln1_mean, act.ln1_rstd);
+}
+
+}  // namespace mds::model

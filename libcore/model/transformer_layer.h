@@ -1,0 +1,55 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "model/activation_plan.h"
+#include "model/param_buffer.h"
+#include "model/param_table.h"
+#include "ops/dropout.h"
+#include "ops/gelu.h"
+#include "tensor/tensor.h"
+
+namespace mds::model {
+
+// Table indices of one transformer layer's parameters.
+struct LayerParamIndex {
+  std::size_t ln1_weight, ln1_bias, qkv_weight, qkv_bias, dense_weight, dense_bias;
+  std::size_t ln2_weight, ln2_bias, fc1_weight, fc1_bias, fc2_weight, fc2_bias;
+
+  // Fails naming the missing parameter of transformer layer `layer` (0-based).
+  static LayerParamIndex find(const ParamTable& table, std::int64_t layer);
+};
+
+// Views of one layer's parameters, or of their gradients, in a ParamBuffer.
+struct LayerWeights {
+  tensor::Tensor ln1_weight, ln1_bias, qkv_weight, qkv_bias, dense_weight, dense_bias;
+  tensor::Tensor ln2_weight, ln2_bias, fc1_weight, fc1_bias, fc2_weight, fc2_bias;
+
+  static LayerWeights view(const ParamBuffer& buffer, const LayerParamIndex& index);
+};
+
+// What differs between layers and micro-batches besides the weights.
+struct LayerSetup {
+  float layernorm_epsilon = 1e-5f;
+  ops::GeluKind gelu = ops::GeluKind::kTanhFused;
+  float coeff = 1.0f;  // query-key layer scaling coefficient (ops::query_key_layer_scaling_coeff)
+  bool post_layernorm_residual = false;
+  ops::DropoutStream attention_probs, attention_residual, mlp_residual;
+};
+
+// ParallelTransformerLayer at T = 1 (training.md §1.3–§1.5), input and output [s, b, h]:
+//   y   = r1 + dropout(dense(attention(LN1(x))) + dense.bias)          r1 = x or LN1(x)
+//   out = r2 + dropout(fc2(gelu(fc1(LN2(y)) + fc1.bias)) + fc2.bias)    r2 = y or LN2(y)
+// The forward fills `act` (everything the backward reads) and uses the workspace's hidden_a and
+// probs_a as scratch. `output` must not alias `input`.
+void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
+                               const LayerActivations& act, const Workspace& ws,
+                               tensor::Tensor input, tensor::Tensor output);
+
+// On entry ws.grad holds ∂L/∂output, on return ∂L/∂input; parameter gradients are added to
+// `grads`. Reads the activations of the forward that ran with the same setup and input.
+void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
+                                const LayerWeights& grads, const LayerActivations& act,
+                                const Workspace& ws, tensor::Tensor input);
+
+}  // namespace mds::model
