@@ -1,0 +1,25 @@
+// Gradient accumulation with the rounding of upstream's gradient dtypes (training.md §3.6, §4.4,
+// §4.5). On CPU the model computes a micro-batch's gradient in fp32; these loops apply the
+// roundings a GPU run performs when that gradient is produced in bf16/fp16 and added up.
+#pragma once
+
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace mds::train {
+
+// accumulator[i] = A(accumulator[i] + G(micro[i])) where G rounds to `grad_dtype` (the dtype the
+// model's backward produces) and A to the accumulator's dtype (fp32 or fp16), both round to
+// nearest even. bf16: `hp_grad += lp.grad.float()` (BF16_Optimizer); fp16: `.grad += g` in fp16;
+// fp32: plain add. `micro` is fp32 with the accumulator's element count.
+void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro,
+                         tensor::DType grad_dtype);
+
+// Every element of `grads` (fp32 or fp16) rounded to `dtype` and back: what an all-reduce in the
+// communication dtype does to the gradients when the data-parallel group has one rank.
+void round_through(tensor::Tensor grads, tensor::DType dtype);
+
+// Whether any element of `x` (fp32, bf16 or fp16) is inf or NaN.
+bool has_inf_or_nan(tensor::Tensor x);
+
+}  // namespace mds::train

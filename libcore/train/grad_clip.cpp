@@ -1,0 +1,79 @@
+#include "train/grad_clip.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "ops/adam.h"
+#include "ops/elementwise.h"
+
+namespace mds::train {
+namespace {
+
+// The one-element FloatTensor upstream keeps the sum in, then `.item() ** (1. / 2)` (C pow).
+double root_through_fp32(double sum_of_squares) {
+  return std::pow(static_cast<double>(static_cast<float>(sum_of_squares)), 0.5);
+}
+
+double finite_or_minus_one(double norm) {
+  return std::isfinite(norm) ? norm : -1.0;
+}
+
+double params_sum_of_squares(const model::ParamTable& table, tensor::Tensor grads, int group,
+                             bool skip_tied_replica) {
+  double sum = 0.0;
+  for (const model::ParamSpec& param : table.params()) {
+    if (group >= 0 && static_cast<int>(param.group) != group) continue;
+    if (skip_tied_replica && param.tied_replica) continue;
+    sum += ops::sum_of_squares(grads.narrow(param.offset, param.local_numel()));
+  }
+  return sum;
+}
+
+}  // namespace
+
+double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule) {
+  if (grads.dtype() != tensor::DType::kFloat32 || grads.numel() != table.buffer_numel()) {
+    base::fail("global_grad_norm: gradients must be an fp32 buffer of ", table.buffer_numel(),
+               " elements, got ", tensor::dtype_name(grads.dtype()), " of ", grads.numel());
+  }
+  switch (rule) {
+    case NormRule::kFp32Engine: {
+      const double norm = root_through_fp32(params_sum_of_squares(table, grads, -1, false));
+      // `total_norm / dp_world_size` goes through another FloatTensor for the DP all-reduce.
+      return static_cast<double>(static_cast<float>(norm));
+    }
+    case NormRule::kFp16Optimizer:
+      return finite_or_minus_one(root_through_fp32(params_sum_of_squares(table, grads, -1, false)));
+    case NormRule::kZero: {
+      double total = 0.0;
+      for (int g = 0; g < model::kNumDecayGroups; ++g) {
+        const double group_norm =
+            finite_or_minus_one(root_through_fp32(params_sum_of_squares(table, grads, g, true)));
+        total += group_norm * group_norm;
+      }
+      return std::sqrt(total);
+    }
+    case NormRule::kBf16:
+      return finite_or_minus_one(root_through_fp32(params_sum_of_squares(table, grads, -1, true)));
+  }
+  return -1.0;
+}
+
+double clip_coefficient(double max_norm, double norm) {
+  return max_norm / (norm + 1e-6);
+}
+
+double combined_unscale_factor(double loss_scale, double scaled_norm, double max_norm) {
+  double combined = loss_scale;
+  if (max_norm > 0.0) {
+    const double clip = ((scaled_norm / loss_scale) + 1e-6) / max_norm;
+    if (clip > 1.0) combined = clip * loss_scale;
+  }
+  return combined;
+}
+
+void scale_gradients(tensor::Tensor grads, double factor) {
+  ops::scale(grads, grads, static_cast<float>(factor));
+}
+
+}  // namespace mds::train

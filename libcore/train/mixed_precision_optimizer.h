@@ -1,0 +1,156 @@
+// The optimizer DeepSpeed wraps around apex FusedAdam in a single-process run (data-parallel size
+// 1), over flat buffers laid out by a ParamTable (training.md §4.1, §4.3–§4.5, §5.1–§5.4):
+//   fp32          the base optimizer directly, the engine's clip_fp32_gradients before it;
+//   bf16, ZeRO 0  BF16_Optimizer;
+//   fp16, ZeRO 0  FP16_Optimizer;   fp16, ZeRO 1  DeepSpeedZeroOptimizer.
+// On CPU the model computes in fp32 (architecture.md §4): it reads the fp32 `compute` copy and adds
+// each micro-batch's gradient, in fp32, into `micro_grads`; accumulate_micro_batch() then rounds
+// it as the 16-bit gradient upstream would have been.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "model/param_buffer.h"
+#include "model/param_table.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+#include "train/grad_clip.h"
+#include "train/loss_scaler.h"
+
+namespace mds::config {
+struct DeepSpeedConfig;
+}
+
+namespace mds::train {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+std::string_view to_string(Precision precision);
+
+// Megatron's --adam-beta1, --adam-beta2, --adam-eps, --weight-decay (the no-decay group uses 0).
+struct AdamHyperParams {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+struct OptimizerOptions {
+  Precision precision = Precision::kFp32;
+  int zero_stage = 0;              // 0, or 1 with fp16
+  double gradient_clipping = 0.0;  // JSON gradient_clipping; 0 disables clipping
+  AdamHyperParams adam;
+  // The dtype gradients are all-reduced in; with one rank only its rounding remains (bf16: the
+  // fp32-accumulated gradients are rounded to bf16 once per step).
+  tensor::DType communication_dtype = tensor::DType::kFloat32;
+  LossScaler loss_scaler = LossScaler::none();
+};
+
+// The options DeepSpeed derives from its JSON (precision, ZeRO stage, clipping, communication
+// dtype, loss scaler) with Megatron's Adam flags. Combinations upstream rejects or mds does not
+// implement (bf16 with ZeRO 1, ZeRO 2/3, fp32 with ZeRO) are Errors.
+OptimizerOptions optimizer_options_from_config(const config::DeepSpeedConfig& config,
+                                               const AdamHyperParams& adam);
+
+struct StepResult {
+  bool skipped = false;  // fp16 overflow: weights, Adam state and step count untouched
+  // What engine.get_global_grad_norm() returns: the pre-clip norm of the unscaled gradients;
+  // the previous step's value (0 before any) on an fp16 overflow; none for fp32, whose engine
+  // never stores one.
+  std::optional<double> grad_norm;
+  double loss_scale = 1.0;  // after this step's scaler update
+  bool clipped = false;     // the clipping factor was applied
+  std::int64_t adam_step = 0;
+};
+
+// How restore_from_checkpoint() reconciles params and master after a checkpoint was written into
+// the buffers' views.
+enum class RestoreSource {
+  kAsLoaded,          // both were loaded (DeepSpeed's load_from_fp32_weights, the default)
+  kParamsFromMaster,  // params = master rounded (universal checkpoints load only fp32 weights)
+  kMasterFromParams,  // master = params widened (load_from_fp32_weights = false)
+};
+
+class MixedPrecisionOptimizer {
+ public:
+  // `table` must outlive the optimizer. Buffers start zeroed; call initialize() or load a
+  // checkpoint and call restore_from_checkpoint() before the first step.
+  MixedPrecisionOptimizer(const model::ParamTable& table, OptimizerOptions options);
+
+  // Sets the weights from fp32 initial values (a flat buffer laid out by the table; padding is
+  // ignored): params = rounded, master = compute = params widened, as DeepSpeed's `module.half()`
+  // / `.bfloat16()` before copying masters. The 16-bit wrappers then take their construction
+  // step with all-zero gradients (training.md §4.3 item 6): step count 1, masters of the decay
+  // groups × (1 − lr₀·wd), where lr₀ is the LR the scheduler's constructor set. Like upstream,
+  // that step touches only the masters; params see it at the first real step. fp32 takes none.
+  void initialize(tensor::Tensor initial_params, double initial_lr);
+
+  const OptimizerOptions& options() const { return options_; }
+  const model::ParamTable& table() const { return *table_; }
+
+  // The fp32 weights the model reads.
+  const model::ParamBuffer& compute() const;
+  // Where the model adds one micro-batch's (loss-scaled) fp32 gradient. Zero between micro-batches.
+  const model::ParamBuffer& micro_grads() const { return micro_grads_; }
+  // The factor the micro-batch loss is multiplied by before backward (1 unless fp16).
+  double loss_scale() const { return options_.loss_scaler.scale(); }
+
+  // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it.
+  void accumulate_micro_batch();
+
+  // ReduceGrads (one rank) and OptimizerStep at a gradient-accumulation boundary with this step's
+  // LR; the accumulator is zeroed afterwards. `iteration` only names the step in errors: bf16 fails
+  // where upstream asserts the norm is positive.
+  StepResult step(double lr, std::int64_t iteration);
+
+  // Checkpoint state. Each is a flat buffer laid out by the table; for fp32, params, master and
+  // compute are one buffer.
+  const model::ParamBuffer& params() const { return params_; }  // fp32, bf16 or fp16
+  const model::ParamBuffer& master() const;                     // fp32
+  const model::ParamBuffer& exp_avg() const { return exp_avg_; }
+  const model::ParamBuffer& exp_avg_sq() const { return exp_avg_sq_; }
+  // fp32 (fp32, bf16) or fp16 (fp16); zero at every step boundary.
+  const model::ParamBuffer& grad_accumulator() const { return grad_accumulator_; }
+
+  // Adam's per-group `step` (equal in every group).
+  std::int64_t adam_step() const { return adam_step_; }
+  void set_adam_step(std::int64_t step);
+  const LossScaler& loss_scaler() const { return options_.loss_scaler; }
+  void load_loss_scaler_state(const LossScalerState& state);
+  // The wrapper's `_global_grad_norm` (not checkpointed upstream: 0 after a resume).
+  double last_grad_norm() const { return last_grad_norm_; }
+  void set_last_grad_norm(double norm) { last_grad_norm_ = norm; }
+
+  // Call after writing a checkpoint into the views above: reconciles params and master per
+  // `source`, then refreshes the compute copy. Continuing then gives the same numbers, bit for
+  // bit, as never having stopped.
+  void restore_from_checkpoint(RestoreSource source);
+
+ private:
+  bool is_16bit() const { return options_.precision != Precision::kFp32; }
+  NormRule norm_rule() const;
+  // One FusedAdam step over every non-empty group of `weights` with its weight decay.
+  void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr);
+  // params = master rounded, compute = params widened.
+  void publish_master();
+  StepResult step_fp32(double lr);
+  StepResult step_bf16(double lr, std::int64_t iteration);
+  StepResult step_fp16(double lr);
+
+  const model::ParamTable* table_;
+  OptimizerOptions options_;
+  model::ParamBuffer params_;
+  std::optional<model::ParamBuffer> master_;   // 16-bit only
+  std::optional<model::ParamBuffer> compute_;  // 16-bit only
+  model::ParamBuffer exp_avg_;
+  model::ParamBuffer exp_avg_sq_;
+  model::ParamBuffer grad_accumulator_;
+  // Also the fp32 gradient scratch of the fp16 step, which leaves it zeroed.
+  model::ParamBuffer micro_grads_;
+  std::int64_t adam_step_ = 0;
+  double last_grad_norm_ = 0.0;
+  bool initialized_ = false;
+};
+
+}  // namespace mds::train
