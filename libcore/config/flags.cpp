@@ -28,6 +28,7 @@ FlagSet::FlagSet(std::string program, std::string description)
 void FlagSet::add_rejected(const std::string& name, const std::string& reason, bool takes_value) {
   CLI::Option* option = app_.add_option(name)->description("not supported: " + reason);
   option->expected(takes_value ? 1 : 0, takes_value ? CLI::detail::expected_max_vector_size : 0);
+  option->allow_extra_args(takes_value);  // so that every value of an nargs flag is consumed
   option->group("Upstream flags this program refuses");
   rejected_.emplace_back(name, reason);
 }
