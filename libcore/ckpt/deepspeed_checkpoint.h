@@ -1,0 +1,30 @@
+// DeepSpeed pipeline checkpoints of a single-rank run (T = P = D = 1), file for file and key for
+// key as the fork's Megatron + DeepSpeed 0.8.3 write them (checkpoints.md §2), so that upstream
+// tools and a resumed upstream run can use them, and so that mds resumes bit for bit.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ckpt/training_state.h"
+
+namespace mds::ckpt {
+
+// Writes <dir>/global_step<global_steps>/ (layer files, mp_rank_00_model_states.pt and the
+// layout's optimizer file) under a temporary name, renames it into place (replacing a folder of
+// the same tag), then writes <dir>/latest ("global_stepN", no newline) atomically, last.
+void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& state,
+                               const SaveOptions& options = {});
+
+// The tag in <dir>/latest, or nullopt when there is no such file (start from scratch).
+std::optional<std::string> read_latest_tag(const std::string& dir);
+
+// Reads <dir>/<tag> into the state's buffers and counters. Every file's zip CRCs are verified and
+// every expected tensor must be present with the expected name, shape and dtype; all checks pass
+// before anything is written, so on an Error (one line naming the file and key, e.g.
+// ".../layer_03-model_00-model_states.pt: self_attention.dense.weight: expected shape [16, 16],
+// found [16, 8]") the state is unchanged.
+LoadedCheckpoint load_deepspeed_checkpoint(const std::string& dir, const std::string& tag,
+                                           TrainingState& state, const LoadOptions& options = {});
+
+}  // namespace mds::ckpt

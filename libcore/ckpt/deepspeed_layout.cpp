@@ -1,0 +1,61 @@
+#include "ckpt/deepspeed_layout.h"
+
+#include <cstring>
+
+namespace mds::ckpt {
+
+namespace {
+// NCCL's 4-byte alignment in 16-bit elements, times the DP size (1).
+constexpr std::int64_t kFlatAlignment = 2;
+}  // namespace
+
+std::string tag_for_step(std::int64_t global_steps) {
+  return "global_step" + std::to_string(global_steps);
+}
+
+std::string zero_file_name(OptimizerLayout layout) {
+  switch (layout) {
+    case OptimizerLayout::kFp16Zero1:
+      return "zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    case OptimizerLayout::kBf16:
+      return "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    default:
+      return "";
+  }
+}
+
+std::vector<OptimizerGroup> optimizer_groups(const model::ParamTable& table) {
+  std::vector<OptimizerGroup> groups;
+  for (int g = 0; g < model::kNumDecayGroups; ++g) {
+    OptimizerGroup group{static_cast<model::DecayGroup>(g), {}, 0, 0};
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      if (table[i].group != group.group) continue;
+      group.params.push_back(i);
+      group.numel += table[i].local_numel();
+    }
+    if (group.params.empty()) continue;
+    group.aligned_numel = (group.numel + kFlatAlignment - 1) / kFlatAlignment * kFlatAlignment;
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+void pack_group(const model::ParamTable& table, const OptimizerGroup& group,
+                const float* table_flat, float* packed) {
+  for (const std::size_t i : group.params) {
+    const auto n = static_cast<std::size_t>(table[i].local_numel());
+    std::memcpy(packed, table_flat + table[i].offset, n * sizeof(float));
+    packed += n;
+  }
+}
+
+void unpack_group(const model::ParamTable& table, const OptimizerGroup& group, const float* packed,
+                  float* table_flat) {
+  for (const std::size_t i : group.params) {
+    const auto n = static_cast<std::size_t>(table[i].local_numel());
+    std::memcpy(table_flat + table[i].offset, packed, n * sizeof(float));
+    packed += n;
+  }
+}
+
+}  // namespace mds::ckpt

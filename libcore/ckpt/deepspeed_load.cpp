@@ -1,0 +1,495 @@
+// Reading side of deepspeed_checkpoint.h. Everything is checked and planned first (files stay
+// mapped, copies are recorded as byte ranges); the state is written only once all files passed.
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "ckpt/deepspeed_checkpoint.h"
+#include "ckpt/deepspeed_layout.h"
+#include "ckpt/deepspeed_objects.h"
+#include "ckpt/megatron_rng.h"
+#include "io/torch_file.h"
+
+namespace mds::ckpt {
+
+using io::Value;
+using io::ValueRef;
+
+namespace {
+
+constexpr const char* kRotaryKey = "self_attention.rotary_emb.inv_freq";
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+std::vector<std::int64_t> dims_of(const tensor::Shape& shape) {
+  return {shape.begin(), shape.end()};
+}
+
+bool is_contiguous(const io::TensorRef& t) {
+  return t.strides == io::TensorRef::contiguous_strides(t.shape);
+}
+
+// Runs `body` on an opened file; errors from it are prefixed with the file's path once.
+template <typename Body>
+void within_file(const std::string& path, Body&& body) {
+  try {
+    body();
+  } catch (const base::Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    base::fail(path, ": ", what);
+  }
+}
+
+class Loader {
+ public:
+  Loader(std::string folder, TrainingState& state, const LoadOptions& options)
+      : folder_(std::move(folder)), state_(state), options_(options), next_(state) {}
+
+  LoadedCheckpoint run() {
+    load_layer_files();
+    load_model_states();
+    if (has_zero_file(state_.layout)) load_zero_file();
+    commit();
+    return std::move(loaded_);
+  }
+
+ private:
+  struct Copy {
+    std::string_view from;
+    void* to;
+  };
+
+  // The opened and CRC-checked file, or null when it is absent and not `required`.
+  const io::TorchFile* open(const std::string& name, bool required = true) {
+    const std::string path = folder_ + "/" + name;
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) {
+      if (!required) return nullptr;
+      base::fail(path,
+                 ": missing from the checkpoint (written with another precision or ZeRO "
+                 "stage, or without its optimizer state?)");
+    }
+    files_.push_back(std::make_unique<io::TorchFile>(io::TorchFile::open(path)));
+    files_.back()->verify_checksums();
+    return files_.back().get();
+  }
+
+  // The bytes of a tensor after checking its dtype and shape; no copy for contiguous views.
+  std::string_view tensor_data(const io::TorchFile& file, const ValueRef& ref, tensor::DType dtype,
+                               const std::vector<std::int64_t>& shape) {
+    const io::TensorRef& t = ref.as_tensor();
+    if (t.dtype != dtype) {
+      base::fail(ref.path(), ": expected dtype ", tensor::dtype_name(dtype), ", found ",
+                 tensor::dtype_name(t.dtype));
+    }
+    if (t.shape != shape) {
+      base::fail(ref.path(), ": expected shape ", dims_text(shape), ", found ", dims_text(t.shape));
+    }
+    const std::size_t size = tensor::dtype_size(dtype);
+    if (!is_contiguous(t)) {
+      scratch_.push_back(file.tensor_bytes(t));
+      return scratch_.back();
+    }
+    return file.storage_bytes(t.storage_key)
+        .substr(static_cast<std::size_t>(t.storage_offset) * size,
+                static_cast<std::size_t>(t.numel()) * size);
+  }
+
+  char* param_address(const tensor::Tensor& flat, const model::ParamSpec& param) const {
+    return static_cast<char*>(flat.raw()) +
+           static_cast<std::size_t>(param.offset) * tensor::dtype_size(flat.dtype());
+  }
+
+  // A packed fp32 group (parameters back to back) scattered into a table-layout buffer.
+  void plan_unpack(std::string_view packed, const OptimizerGroup& group,
+                   const tensor::Tensor& flat) {
+    std::size_t at = 0;
+    for (const std::size_t i : group.params) {
+      const model::ParamSpec& param = table()[i];
+      const std::size_t n = static_cast<std::size_t>(param.local_numel()) * sizeof(float);
+      copies_.push_back({packed.substr(at, n), param_address(flat, param)});
+      at += n;
+    }
+  }
+
+  const model::ParamTable& table() const { return *state_.table; }
+
+  // --- layer files ----------------------------------------------------------------------
+
+  void load_layer_files() {
+    for (const std::int64_t layer : table().saved_layers()) {
+      const std::string name = model::layer_file_name(layer, 0);
+      const io::TorchFile& file = *open(name);
+      within_file(file.name(), [&] { load_layer_file(file, layer); });
+    }
+  }
+
+  void load_layer_file(const io::TorchFile& file, std::int64_t layer) {
+    const ValueRef root = file.root_ref();
+    root.dict_size();
+    std::set<std::string> expected;
+    const tensor::DType dtype = state_.params.dtype();
+    for (const model::ParamSpec& param : table().params()) {
+      if (param.layer != layer || param.tied_replica) continue;
+      expected.insert(param.name);
+      copies_.push_back({tensor_data(file, root[param.name], dtype, dims_of(param.local_shape)),
+                         param_address(state_.params, param)});
+    }
+    if (state_.rotary_head_dim > 0 && expected.count("self_attention.dense.bias")) {
+      expected.insert(kRotaryKey);
+      tensor_data(file, root[kRotaryKey], dtype, {state_.rotary_head_dim / 2});  // derived
+    }
+    for (const Value& key : root.value().keys()) {
+      if (!key.is(Value::Kind::kString) || !expected.count(key.as_string())) {
+        base::fail("unexpected key ",
+                   key.is(Value::Kind::kString) ? "'" + key.as_string() + "'" : "(not a str)",
+                   " (a different model configuration?)");
+      }
+    }
+  }
+
+  // --- mp_rank_00_model_states.pt ---------------------------------------------------------
+
+  void load_model_states() {
+    const io::TorchFile& file = *open(std::string(kModelStatesFile));
+    within_file(file.name(), [&] { load_model_states(file); });
+  }
+
+  void load_model_states(const io::TorchFile& file) {
+    const ValueRef root = file.root_ref();
+    for (const char* key : {"dp_world_size", "mp_world_size"}) {
+      const std::int64_t size = root[key].as_int();
+      if (size != 1) {
+        base::fail(key, " is ", size, ": only single-rank (T = P = D = 1) checkpoints load here");
+      }
+    }
+    const double version = root["checkpoint_version"].as_float();
+    // Versions 0 and 1 order the fused QKV rows differently (checkpoints.md §1.3).
+    if (version != 2.0 && version != 3.0) {
+      base::fail("checkpoint_version ", version, " is not supported (QKV layout of 2.0/3.0 only)");
+    }
+    next_.global_steps = read_integer(root["global_steps"]);
+    next_.skipped_steps = read_integer(root["skipped_steps"]);
+    next_.global_samples = read_integer(root["global_samples"]);
+    next_.lr_scheduler = read_lr_scheduler_dict(root["lr_scheduler"]);
+
+    const ValueRef args = root["args"];
+    if (!args.value().is(Value::Kind::kObject) ||
+        args.value().qualified_name() != "argparse.Namespace") {
+      args.fail_expected("an argparse.Namespace");
+    }
+    const ValueRef fields = args.object_state();
+    const auto counter = [&](std::string_view name) -> std::int64_t {
+      const auto found = fields.get(name);
+      return found ? read_integer(*found) : 0;  // Megatron: getattr(args, name, 0)
+    };
+    next_.consumed_train_samples = counter("consumed_train_samples");
+    next_.consumed_valid_samples = counter("consumed_valid_samples");
+    const std::int64_t iteration = read_integer(root["iteration"]);
+    const auto tokens = root.get("tokens");
+    if (!options_.finetune) {
+      next_.iteration = iteration;
+      if (tokens) next_.consumed_train_tokens = read_integer(*tokens);
+    } else {
+      next_.iteration = 0;
+    }
+    if (options_.load_rng && !options_.finetune) check_megatron_rng_states(root);
+    loaded_.args = args.value();
+    loaded_.ds_config = root["ds_config"].value();
+    if (const auto v = root.get("ds_version")) loaded_.ds_version = v->as_string();
+
+    const ValueRef optimizer = root["optimizer"];
+    if (state_.layout == OptimizerLayout::kFp32 && options_.load_optimizer) {
+      if (optimizer.is_none()) fail_no_optimizer();
+      load_per_param_adam(file, optimizer);
+    } else if (state_.layout == OptimizerLayout::kFp16) {
+      if (options_.load_optimizer) {
+        if (optimizer.is_none()) fail_no_optimizer();
+        load_fp16_optimizer(file, optimizer);
+      } else {
+        derive_master_ = true;
+      }
+    }
+    if (has_zero_file(state_.layout)) check_param_shapes(root["param_shapes"]);
+  }
+
+  [[noreturn]] void fail_no_optimizer() const {
+    base::fail("optimizer: none saved (load with --no-load-optim)");
+  }
+
+  void load_per_param_adam(const io::TorchFile& file, const ValueRef& optimizer) {
+    const ValueRef state = optimizer["state"];
+    const ValueRef param_groups = optimizer["param_groups"];
+    if (param_groups.list_size() != groups_.size()) {
+      base::fail(param_groups.path(), ": ", param_groups.list_size(), " groups, expected ",
+                 groups_.size());
+    }
+    std::int64_t k = 0;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      std::vector<std::int64_t> ids;
+      for (const std::size_t i : groups_[g].params) {
+        const model::ParamSpec& param = table()[i];
+        const ValueRef moments = state.at_int_key(k);
+        for (const auto& [key, flat] :
+             {std::pair{"exp_avg", &state_.exp_avg}, std::pair{"exp_avg_sq", &state_.exp_avg_sq}}) {
+          copies_.push_back(
+              {tensor_data(file, moments[key], tensor::DType::kFloat32, dims_of(param.local_shape)),
+               param_address(*flat, param)});
+        }
+        ids.push_back(k++);
+      }
+      read_group(param_groups[g], groups_[g], ids);
+    }
+    if (state.dict_size() != static_cast<std::size_t>(k)) {
+      base::fail(state.path(), ": ", state.dict_size(), " entries, expected ", k);
+    }
+  }
+
+  // Hyperparameters come from the groups; every group must agree on the step.
+  void read_group(const ValueRef& ref, const OptimizerGroup& group,
+                  const std::vector<std::int64_t>& ids) {
+    std::int64_t step = 0;
+    read_adam_param_group(ref, group.decay(), ids, next_.adam, step);
+    if (!step_seen_) {
+      next_.adam_step = step;
+      step_seen_ = true;
+    } else if (step != next_.adam_step) {
+      base::fail(ref.path(), ".step: ", step, " differs from the first group's ", next_.adam_step);
+    }
+  }
+
+  // apex FusedAdam over one flat tensor per group; the moments hold `length(g)` elements.
+  template <typename Length>
+  void load_flat_adam(const io::TorchFile& file, const ValueRef& base, Length length) {
+    const ValueRef state = base["state"];
+    const ValueRef param_groups = base["param_groups"];
+    if (param_groups.list_size() != groups_.size() || state.dict_size() != groups_.size()) {
+      base::fail(base.path(), ": ", param_groups.list_size(), " param groups and ",
+                 state.dict_size(), " states, expected ", groups_.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const auto index = static_cast<std::int64_t>(g);
+      const ValueRef moments = state.at_int_key(index);
+      for (const auto& [key, flat] :
+           {std::pair{"exp_avg", &state_.exp_avg}, std::pair{"exp_avg_sq", &state_.exp_avg_sq}}) {
+        plan_unpack(tensor_data(file, moments[key], tensor::DType::kFloat32, {length(groups_[g])}),
+                    groups_[g], *flat);
+      }
+      read_group(param_groups[g], groups_[g], {index});
+    }
+  }
+
+  // A list of fp32 master groups, each `length(g)` long, of which the first numel count.
+  template <typename Length>
+  void load_masters(const io::TorchFile& file, const ValueRef& list, Length length) {
+    if (list.list_size() != groups_.size()) {
+      base::fail(list.path(), ": ", list.list_size(), " groups, expected ", groups_.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      plan_unpack(tensor_data(file, list[g], tensor::DType::kFloat32, {length(groups_[g])}),
+                  groups_[g], state_.master);
+    }
+  }
+
+  void load_fp16_optimizer(const io::TorchFile& file, const ValueRef& optimizer) {
+    train::LossScalerState& scaler = next_.loss_scaler;
+    scaler.dynamic = optimizer["dynamic_loss_scale"].as_bool();
+    scaler.cur_scale = optimizer["cur_scale"].as_float();
+    scaler.cur_iter = read_integer(optimizer["cur_iter"]);
+    if (scaler.dynamic) {
+      scaler.last_overflow_iter = read_integer(optimizer["last_overflow_iter"]);
+      scaler.scale_factor = optimizer["scale_factor"].as_float();
+      scaler.scale_window = read_integer(optimizer["scale_window"]);
+    }
+    const auto unpadded = [](const OptimizerGroup& g) { return g.numel; };
+    load_flat_adam(file, optimizer["optimizer_state_dict"], unpadded);
+    load_masters(file, optimizer["fp32_groups_flat"], unpadded);
+    next_.clip_grad = optimizer["clip_grad"].as_float();
+  }
+
+  void check_param_shapes(const ValueRef& list) {
+    if (list.list_size() != groups_.size()) {
+      base::fail(list.path(), ": ", list.list_size(), " groups, expected ", groups_.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const ValueRef shapes = list[g];
+      if (shapes.dict_size() != groups_[g].params.size()) {
+        base::fail(shapes.path(), ": ", shapes.dict_size(), " parameters, expected ",
+                   groups_[g].params.size());
+      }
+      for (std::size_t j = 0; j < groups_[g].params.size(); ++j) {
+        const model::ParamSpec& param = table()[groups_[g].params[j]];
+        const Value& key = shapes.value().keys()[j];
+        if (!key.is(Value::Kind::kString) || key.as_string() != param.engine_name()) {
+          base::fail(shapes.path(), ": parameter ", j, " is not ", param.engine_name());
+        }
+        const ValueRef size = shapes[param.engine_name()];
+        const tensor::Shape found = read_torch_size(size);
+        if (!(found == param.local_shape)) {
+          base::fail(size.path(), ": expected shape ", param.local_shape.to_string(), ", found ",
+                     found.to_string());
+        }
+      }
+    }
+  }
+
+  // --- zero_pp_rank / bf16_zero_pp_rank file ----------------------------------------------
+
+  void load_zero_file() {
+    // DeepSpeed restores the fp32 masters from this file even without the optimizer state
+    // (load_from_fp32_weights); without the file they are re-derived from the 16-bit weights.
+    const io::TorchFile* file = open(zero_file_name(state_.layout), options_.load_optimizer);
+    if (file == nullptr) {
+      derive_master_ = true;
+      return;
+    }
+    within_file(file->name(),
+                [&] { load_zero_state(*file, file->root_ref()["optimizer_state_dict"]); });
+  }
+
+  void load_zero_state(const io::TorchFile& file, const ValueRef& sd) {
+    const bool zero = state_.layout == OptimizerLayout::kFp16Zero1;
+    const std::string paddings_key = sd.get("group_paddings") ? "group_paddings" : "groups_padding";
+    const ValueRef paddings = sd[paddings_key];
+    const ValueRef counts = sd["partition_count"];
+    if (paddings.list_size() != groups_.size() || counts.list_size() != groups_.size()) {
+      base::fail(paddings.path(), ": ", paddings.list_size(), " groups, expected ", groups_.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      if (counts[g].as_int() != 1) base::fail(counts[g].path(), ": written with D > 1");
+      if (paddings[g].as_int() != groups_[g].aligned_numel - groups_[g].numel) {
+        base::fail(paddings[g].path(), ": ", paddings[g].as_int(), ", expected ",
+                   groups_[g].aligned_numel - groups_[g].numel);
+      }
+    }
+    if (const auto mappings = sd.get("param_slice_mappings")) check_slice_mappings(*mappings);
+    // ZeRO drops the padding from its partitions; BF16_Optimizer keeps it.
+    load_masters(file, sd["single_partition_of_fp32_groups"],
+                 [zero](const OptimizerGroup& g) { return zero ? g.numel : g.aligned_numel; });
+    if (zero) {
+      read_loss_scaler_object(sd["loss_scaler"], next_.loss_scaler);
+      const std::int64_t stage = read_zero_stage(sd["zero_stage"]);
+      if (stage != 1 && stage != 2) base::fail("zero_stage: ", stage, " is not ZeRO 1 or 2");
+    }
+    next_.clip_grad = sd["clip_grad"].as_float();
+    if (!options_.load_optimizer) return;
+    const ValueRef base = sd["base_optimizer_state"];
+    if (!base.value().is_dict_like()) {
+      base.fail_expected("a rigid state dict (elastic_checkpoint files are not supported)");
+    }
+    load_flat_adam(file, base, [](const OptimizerGroup& g) { return g.aligned_numel; });
+  }
+
+  static std::int64_t read_zero_stage(const ValueRef& ref) {
+    const Value& v = ref.value();
+    if (v.is(Value::Kind::kInt)) return v.as_int();
+    if (v.is(Value::Kind::kObject)) {
+      const std::vector<Value>& args = v.args();
+      // Python < 3.11 pickles ZeroStageEnum(1); newer ones getattr(ZeroStageEnum, "name").
+      if (v.name() == "ZeroStageEnum" && args.size() == 1 && args[0].is(Value::Kind::kInt)) {
+        return args[0].as_int();
+      }
+      if (v.name() == "getattr" && args.size() == 2 && args[0].is(Value::Kind::kGlobal) &&
+          args[0].name() == "ZeroStageEnum" && args[1].is(Value::Kind::kString)) {
+        if (args[1].as_string() == "optimizer_states") return 1;
+        if (args[1].as_string() == "gradients") return 2;
+      }
+    }
+    ref.fail_expected("a ZeroStageEnum of stage 1 or 2");
+  }
+
+  void check_slice_mappings(const ValueRef& list) {
+    if (list.list_size() != groups_.size()) {
+      base::fail(list.path(), ": ", list.list_size(), " groups, expected ", groups_.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      std::int64_t start = 0;
+      for (const std::size_t i : groups_[g].params) {
+        const model::ParamSpec& param = table()[i];
+        std::int64_t numel = 0;
+        std::int64_t found_start = 0;
+        const ValueRef address = list[g][param.engine_name()];
+        read_fragment_address(address, numel, found_start);
+        if (numel != param.local_numel() || found_start != start) {
+          base::fail(address.path(), ": fragment (numel ", numel, ", start ", found_start,
+                     "), expected (", param.local_numel(), ", ", start, ")");
+        }
+        start += numel;
+      }
+    }
+  }
+
+  // --- commit ---------------------------------------------------------------------------
+
+  void commit() {
+    for (const Copy& copy : copies_) std::memcpy(copy.to, copy.from.data(), copy.from.size());
+    if (derive_master_) upcast_params_to_master();
+    TrainingState& s = state_;
+    s.iteration = next_.iteration;
+    s.global_steps = next_.global_steps;
+    s.global_samples = next_.global_samples;
+    s.skipped_steps = next_.skipped_steps;
+    s.consumed_train_samples = next_.consumed_train_samples;
+    s.consumed_valid_samples = next_.consumed_valid_samples;
+    s.consumed_train_tokens = next_.consumed_train_tokens;
+    s.lr_scheduler = next_.lr_scheduler;
+    s.clip_grad = next_.clip_grad;
+    s.loss_scaler = next_.loss_scaler;
+    if (options_.load_optimizer) {
+      s.adam = next_.adam;
+      s.adam_step = next_.adam_step;
+    }
+  }
+
+  void upcast_params_to_master() {
+    float* master = static_cast<float*>(state_.master.raw());
+    const std::int64_t n = state_.params.numel();
+    if (state_.params.dtype() == tensor::DType::kBFloat16) {
+      const auto* p = static_cast<const tensor::BFloat16*>(state_.params.raw());
+      for (std::int64_t i = 0; i < n; ++i) master[i] = tensor::to_float(p[i]);
+    } else {
+      const auto* p = static_cast<const tensor::Float16*>(state_.params.raw());
+      for (std::int64_t i = 0; i < n; ++i) master[i] = tensor::to_float(p[i]);
+    }
+  }
+
+  std::string folder_;
+  TrainingState& state_;
+  LoadOptions options_;
+  TrainingState next_;  // scalars as they will be after commit (buffers are state_'s)
+  std::vector<OptimizerGroup> groups_ = optimizer_groups(*state_.table);
+  std::vector<std::unique_ptr<io::TorchFile>> files_;
+  std::deque<std::string> scratch_;  // copies of non-contiguous tensors
+  std::vector<Copy> copies_;
+  bool derive_master_ = false;
+  bool step_seen_ = false;
+  LoadedCheckpoint loaded_;
+};
+
+}  // namespace
+
+LoadedCheckpoint load_deepspeed_checkpoint(const std::string& dir, const std::string& tag,
+                                           TrainingState& state, const LoadOptions& options) {
+  check_state_buffers(state, true, options.load_optimizer, "loading checkpoint");
+  if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..") {
+    base::fail(dir, "/latest: '", tag, "' is not a checkpoint tag");
+  }
+  const std::string folder = dir + "/" + tag;
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error)) {
+    base::fail(folder, ": no such checkpoint folder");
+  }
+  return Loader(folder, state, options).run();
+}
+
+}  // namespace mds::ckpt

@@ -1,0 +1,101 @@
+// What a training checkpoint holds, as views into the trainer's own buffers: saving reads them,
+// loading writes into them. One rank of a T = P = D = 1 run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "io/pickle_value.h"
+#include "model/param_table.h"
+#include "tensor/tensor.h"
+#include "train/loss_scaler.h"
+#include "train/lr_schedule.h"
+
+namespace mds::ckpt {
+
+// Which optimizer wrapper DeepSpeed would have used (training.md §4.1); it decides the files.
+enum class OptimizerLayout {
+  kFp32,       // fp32, ZeRO 0: base FusedAdam state_dict in mp_rank_00's "optimizer" (per-param)
+  kFp16,       // fp16, ZeRO 0: FP16_Optimizer state in mp_rank_00's "optimizer" (§2.6)
+  kFp16Zero1,  // fp16, ZeRO 1: zero_pp_rank_0_mp_rank_00_optim_states.pt (DeepSpeedZeroOptimizer)
+  kBf16,       // bf16, ZeRO 0: bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt (BF16_Optimizer)
+};
+
+std::string_view layout_name(OptimizerLayout layout);  // "fp32", "fp16", "fp16-zero1", "bf16"
+// The dtype of the 16-bit (or fp32) model weights the layout implies.
+tensor::DType params_dtype(OptimizerLayout layout);
+// Whether the optimizer state lives in a zero_pp_rank file (ZeRO 1 or BF16_Optimizer).
+bool has_zero_file(OptimizerLayout layout);
+
+// apex FusedAdam's per-group hyperparameters (one value for every group but weight_decay).
+struct AdamHyper {
+  double lr = 0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  // of the decay groups; the no-decay group saves 0.0
+};
+
+struct TrainingState {
+  const model::ParamTable* table = nullptr;
+  tensor::Tensor params;      // flat, table layout, params dtype (fp32 / fp16 / bf16)
+  tensor::Tensor master;      // flat fp32 master weights (table layout); unused for kFp32
+  tensor::Tensor exp_avg;     // flat fp32, table layout
+  tensor::Tensor exp_avg_sq;  // flat fp32, table layout
+  OptimizerLayout layout = OptimizerLayout::kFp32;
+  // Rotary models carry the persistent `self_attention.rotary_emb.inv_freq` buffer ([hn/2]) in
+  // every transformer layer file; set this to hn for them, leave 0 otherwise.
+  std::int64_t rotary_head_dim = 0;
+
+  std::int64_t adam_step = 0;  // apex keeps `step` per param group, equal in every group
+  AdamHyper adam;              // lr = the current LR
+  double clip_grad = 0;
+  train::LossScalerState loss_scaler;  // fp16 layouts only
+  train::LrSchedulerState lr_scheduler;
+
+  std::int64_t iteration = 0;
+  std::int64_t global_steps = 0;  // names the tag: global_step<global_steps>
+  std::int64_t global_samples = 0;
+  std::int64_t skipped_steps = 0;
+  std::int64_t consumed_train_samples = 0;
+  std::int64_t consumed_valid_samples = 0;
+  std::int64_t consumed_train_tokens = 0;
+  std::int64_t padded_vocab_size = 0;
+  std::int64_t original_vocab_size = 0;
+  std::uint64_t seed = 1234;  // --seed: the saved RNG states are the freshly seeded ones
+
+  // argparse.Namespace built by the caller (none: an empty one). The writer sets its iteration,
+  // consumed_train_samples, consumed_valid_samples and consumed_train_tokens.
+  io::Value args;
+  io::Value ds_config;  // the DeepSpeed JSON config as a dict
+};
+
+struct SaveOptions {
+  bool save_optimizer = true;  // false: no optimizer state at all (a weights-only checkpoint)
+  bool save_rng = true;
+  // Where torch.load would put the tensors without map_location; upstream files say "cuda:N",
+  // which a machine without CUDA cannot load without one.
+  std::string storage_location = "cpu";
+};
+
+struct LoadOptions {
+  bool load_optimizer = true;  // --no-load-optim: keep the caller's moments, step, scaler
+  bool load_rng = true;        // --no-load-rng
+  bool finetune = false;       // --finetune: iteration 0, tokens and RNG not restored
+};
+
+// What the checkpoint says about the run that wrote it, for the caller's consistency checks.
+struct LoadedCheckpoint {
+  io::Value args;       // the saved argparse.Namespace
+  io::Value ds_config;  // the saved DeepSpeed config dict
+  std::string ds_version;
+};
+
+// Fails naming the buffer unless the table is set and params (and master, exp_avg, exp_avg_sq
+// where asked for) are host tensors of the table's buffer size and the layout's dtypes. `who`
+// starts the message ("saving checkpoint", ...).
+void check_state_buffers(const TrainingState& state, bool need_master, bool need_moments,
+                         std::string_view who);
+
+}  // namespace mds::ckpt
