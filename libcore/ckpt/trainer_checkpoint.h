@@ -1,0 +1,48 @@
+// Saving and resuming a Trainer through the DeepSpeed checkpoint layout: the mapping between the
+// trainer's buffers and counters and a ckpt::TrainingState, and upstream's log lines around it.
+#pragma once
+#include <string>
+
+#include "base/log.h"
+#include "ckpt/training_state.h"
+#include "config/pretrain_args.h"
+#include "train/trainer.h"
+
+namespace mds::ckpt {
+
+// What a checkpoint records about the run beyond the trainer itself.
+struct RunDescription {
+  const config::PretrainArgs* args = nullptr;
+  std::int64_t padded_vocab_size = 0;
+  std::int64_t original_vocab_size = 0;
+  io::Value ds_config;  // the DeepSpeed JSON as a dict
+};
+
+// The layout DeepSpeed's wrapper for this precision and ZeRO stage writes.
+OptimizerLayout optimizer_layout(const train::OptimizerOptions& options);
+
+// Views of the trainer's buffers and its counters, with the Megatron args namespace.
+TrainingState trainer_state(const train::Trainer& trainer, const RunDescription& run);
+
+// Writes a checkpoint into --save at each save point of the training loop.
+class TrainerCheckpointSaver : public train::CheckpointSaver {
+ public:
+  TrainerCheckpointSaver(std::string dir, RunDescription run, SaveOptions options,
+                         const base::Log& log)
+      : dir_(std::move(dir)), run_(std::move(run)), options_(options), log_(&log) {}
+  void save(const train::Trainer& trainer) override;
+
+ private:
+  std::string dir_;
+  RunDescription run_;
+  SaveOptions options_;
+  const base::Log* log_;
+};
+
+// --load: restores the checkpoint named by <dir>/latest into the trainer (weights, optimizer,
+// scheduler, loss scaler and counters as the flags allow). Without a `latest` file it says so and
+// returns false, as DeepSpeed does: training starts from the initial weights.
+bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
+                             const RunDescription& run, const base::Log& log);
+
+}  // namespace mds::ckpt

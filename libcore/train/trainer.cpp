@@ -1,0 +1,306 @@
+#include "train/trainer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "base/error.h"
+#include "base/stop_signal.h"
+#include "model/init.h"
+#include "ops/adam.h"
+
+namespace mds::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+FlopsModel flops_model(const TrainerOptions& options) {
+  FlopsModel flops;
+  const model::GptConfig& config = options.model.config;
+  flops.seq_length = config.seq_length;
+  flops.num_layers = config.num_layers;
+  flops.hidden_size = config.hidden_size;
+  flops.padded_vocab_size = config.padded_vocab_size;
+  flops.checkpoint_activations = options.model.checkpoint_activations;
+  flops.glu_activation = config.glu;
+  return flops;
+}
+
+// The parameters upstream's get_parameters_in_billions(exclude_embeddings=True) counts: all but
+// the word and position embedding tables.
+double non_embedding_parameters_in_billions(const model::ParamTable& table) {
+  std::int64_t count = 0;
+  for (const model::ParamSpec& spec : table.params()) {
+    if (spec.tied_replica) continue;
+    if (spec.layer == model::GptConfig::kEmbeddingSpec) continue;
+    count += spec.full_numel();
+  }
+  return static_cast<double>(count) / 1e9;
+}
+
+// Views of a loader's arrays in the model's layout.
+model::MicroBatch view_of(data::MicroBatchArrays& arrays) {
+  const tensor::Shape shape{arrays.batch_size, arrays.seq_length};
+  model::MicroBatch batch;
+  batch.tokens = tensor::Tensor(arrays.tokens.data(), tensor::DType::kInt64, shape);
+  batch.labels = tensor::Tensor(arrays.labels.data(), tensor::DType::kInt64, shape);
+  batch.loss_mask = tensor::Tensor(arrays.loss_mask.data(), tensor::DType::kFloat32, shape);
+  batch.position_ids = tensor::Tensor(arrays.position_ids.data(), tensor::DType::kInt64, shape);
+  return batch;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
+                 data::TrainValidTestDatasets data, TrainingOutputs outputs)
+    : options_(std::move(options)),
+      table_(table),
+      data_(std::move(data)),
+      outputs_(std::move(outputs)),
+      model_(options_.model, table_),
+      optimizer_(table_, options_.optimizer),
+      lr_scheduler_(options_.lr_schedule),
+      batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size, 1,
+                      options_.rampup),
+      flops_(flops_model(options_)) {}
+
+void Trainer::initialize_parameters() {
+  model::ParamBuffer initial(table_, tensor::DType::kFloat32);
+  model::initialize_parameters(initial, options_.seed);
+  optimizer_.initialize(initial.flat(), lr_scheduler_.lr());
+}
+
+Trainer::IterationResult Trainer::train_iteration(data::BatchLoader& loader) {
+  IterationResult result;
+  result.global_batch = batch_schedule_.global_batch_at(progress_.consumed_train_samples);
+  const std::int64_t micro_batches =
+      batch_schedule_.num_microbatches_at(progress_.consumed_train_samples);
+  // The engine divides each micro-batch loss by M before backward (training.md §3.6) and the
+  // fp16 scaler multiplies it by the loss scale.
+  const float loss_scale =
+      static_cast<float>(optimizer_.loss_scale() / static_cast<double>(micro_batches));
+  double loss_sum = 0.0;
+  for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
+    data::MicroBatchArrays arrays = loader.next();
+    model::DropoutContext dropout;
+    dropout.seed = options_.seed;
+    dropout.iteration = static_cast<std::uint64_t>(progress_.iteration);
+    dropout.micro_batch = static_cast<std::uint64_t>(mb);
+    dropout.training = true;
+    loss_sum += model_.forward_backward(optimizer_.compute(), optimizer_.micro_grads(),
+                                        view_of(arrays), dropout, loss_scale);
+    optimizer_.accumulate_micro_batch();
+  }
+  result.loss = loss_sum / static_cast<double>(micro_batches);
+  result.step = optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1);
+  return result;
+}
+
+EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
+  const std::int64_t start = is_test ? 0 : progress_.consumed_valid_samples;
+  data::BatchLoader loader(source, options_.model.micro_batch_size,
+                           options_.model.config.seq_length, start, options_.batches);
+  const std::int64_t micro_batches =
+      batch_schedule_.num_microbatches_at(progress_.consumed_train_samples);
+  double total = 0.0;
+  for (std::int64_t it = 0; it < options_.eval_iters; ++it) {
+    for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
+      data::MicroBatchArrays arrays = loader.next();
+      model::DropoutContext no_dropout;
+      no_dropout.training = false;
+      total += model_.forward_loss(optimizer_.compute(), view_of(arrays), no_dropout);
+    }
+    progress_.consumed_valid_samples += options_.model.micro_batch_size * micro_batches;
+  }
+  EvalResult result;
+  result.lm_loss = total / static_cast<double>(options_.eval_iters * micro_batches);
+  result.ppl = std::exp(std::min(20.0, result.lm_loss));
+  return result;
+}
+
+void Trainer::evaluate_and_print(const data::SampleSource& source, const std::string& prefix,
+                                 bool is_test) {
+  const EvalResult result = evaluate(source, is_test);
+  // Upstream always passes a group name ("valid" / "test" in the --data-path mode).
+  std::string line = source.name + " loss at " + prefix + " | ";
+  line += "lm loss value: " + python_format_e(result.lm_loss, 6) + " | ";
+  line += "lm loss PPL: " + python_format_e(result.ppl, 6) + " | ";
+  const std::string rule(line.size() + 1, '-');
+  outputs_.log->info(rule);
+  outputs_.log->info(line);
+  outputs_.log->info(rule);
+  EvalRecord record;
+  record.split = is_test ? "test" : "valid";
+  record.group = source.name;
+  record.iteration = is_test ? 0 : progress_.iteration;
+  record.lm_loss = result.lm_loss;
+  record.ppl = result.ppl;
+  record.consumed_train_samples = progress_.consumed_train_samples;
+  record.consumed_train_tokens = progress_.consumed_train_tokens;
+  record.gigaflos_no_embeds = progress_.gigaflos_no_embeds;
+  outputs_.record_eval(record);
+}
+
+void Trainer::log_iteration(const IterationResult& result, double elapsed_seconds) {
+  if (!result.step.skipped) {
+    loss_sum_ += result.loss;
+    ++loss_count_;
+  } else {
+    ++skipped_since_log_;
+  }
+  ++iterations_since_log_;
+  seconds_since_log_ += elapsed_seconds;
+
+  const double flops = flops_per_iteration(flops_, result.global_batch);
+  TrainRecord record;
+  record.iteration = progress_.iteration;
+  record.consumed_samples = progress_.consumed_train_samples;
+  record.consumed_tokens = progress_.consumed_train_tokens;
+  record.lm_loss = result.loss;
+  record.lr = lr_scheduler_.lr();
+  record.global_batch_size = result.global_batch;
+  record.grad_norm = result.step.grad_norm;
+  record.num_zeros = 0.0;
+  if (optimizer_.options().precision == Precision::kFp16)
+    record.loss_scale = optimizer_.loss_scale();
+  record.skipped = result.step.skipped;
+  record.elapsed_seconds = elapsed_seconds;
+  record.samples_per_second = static_cast<double>(result.global_batch) / elapsed_seconds;
+  record.tflops = tflops(flops, elapsed_seconds, 1);
+  record.gigaflos_no_embeds = progress_.gigaflos_no_embeds;
+  outputs_.record_train(record);
+
+  seconds_since_steps_print_ += elapsed_seconds;
+  if (progress_.global_steps % options_.steps_per_print == 0) {
+    // DeepSpeed's PipelineEngine line on rank 0.
+    const double iter_time =
+        seconds_since_steps_print_ / static_cast<double>(options_.steps_per_print);
+    outputs_.log->info(
+        format_deepspeed_steps_line(progress_.global_steps, result.loss, iter_time,
+                                    static_cast<double>(result.global_batch) / iter_time));
+    seconds_since_steps_print_ = 0.0;
+  }
+
+  if (progress_.iteration % options_.log_interval != 0) return;
+  const double per_iteration = seconds_since_log_ / static_cast<double>(iterations_since_log_);
+  TrainingLogFields fields;
+  fields.iteration = progress_.iteration;
+  fields.train_iters = options_.train_iters;
+  fields.consumed_samples = progress_.consumed_train_samples;
+  fields.consumed_tokens = progress_.consumed_train_tokens;
+  fields.elapsed_per_iteration = per_iteration;
+  fields.learning_rate = lr_scheduler_.lr();
+  fields.global_batch_size = result.global_batch;
+  if (loss_count_ > 0) fields.losses.emplace_back("lm loss", loss_sum_ / loss_count_);
+  if (record.loss_scale) fields.loss_scale = record.loss_scale;
+  fields.grad_norm = result.step.grad_norm;
+  if (options_.log_params_norm) {
+    // calc_params_l2_norm: the model's (16-bit) weights, widened; alignment padding is zero.
+    fields.params_norm = ops::l2_norm(optimizer_.compute().flat());
+  }
+  // DeepSpeed mode reports skipped and num-zeros as 0 (training.md §5.7 step 4).
+  fields.num_zeros = 0.0;
+  fields.skipped_iterations = 0;
+  fields.nan_iterations = 0;
+  fields.samples_per_second = static_cast<double>(result.global_batch) / per_iteration;
+  fields.tflops = tflops(flops, per_iteration, 1);
+  outputs_.log->info(format_training_log_line(fields));
+  ThroughputRecord throughput;
+  throughput.iteration = progress_.iteration;
+  throughput.consumed_samples = progress_.consumed_train_samples;
+  throughput.consumed_tokens = progress_.consumed_train_tokens;
+  throughput.elapsed_per_iteration = per_iteration;
+  throughput.samples_per_second = fields.samples_per_second;
+  throughput.seq_length = options_.model.config.seq_length;
+  throughput.tflops = fields.tflops;
+  outputs_.record_throughput(throughput);
+  loss_sum_ = 0.0;
+  loss_count_ = 0;
+  skipped_since_log_ = 0;
+  iterations_since_log_ = 0;
+  seconds_since_log_ = 0.0;
+}
+
+bool Trainer::kill_switch_found() const {
+  return options_.kill_switch_path && std::filesystem::exists(*options_.kill_switch_path);
+}
+
+bool Trainer::save_if(CheckpointSaver* saver, bool condition) {
+  if (saver == nullptr || !condition || last_saved_iteration_ == progress_.iteration) return false;
+  saver->save(*this);
+  last_saved_iteration_ = progress_.iteration;
+  return true;
+}
+
+StopReason Trainer::train(CheckpointSaver* saver) {
+  const Clock::time_point start = Clock::now();
+  const double params_billions = non_embedding_parameters_in_billions(table_);
+  if (!data_.train) base::fail("pretrain: there is no training data (the split gives it none)");
+  data::BatchLoader loader(*data_.train, options_.model.micro_batch_size,
+                           options_.model.config.seq_length, progress_.consumed_train_samples,
+                           options_.batches);
+  while (progress_.iteration < options_.train_iters) {
+    if (kill_switch_found()) {
+      save_if(saver, true);
+      outputs_.log->info("Detected kill switch at " + *options_.kill_switch_path + ". Exiting");
+      return StopReason::kKillSwitch;
+    }
+    const Clock::time_point iteration_start = Clock::now();
+    const IterationResult result = train_iteration(loader);
+    ++progress_.global_steps;
+    if (result.step.skipped) {
+      ++progress_.skipped_steps;
+    } else {
+      // Skipped fp16 steps do not advance the schedule (training.md §5.5).
+      lr_scheduler_.step(result.global_batch, progress_.consumed_train_tokens);
+    }
+    ++progress_.iteration;
+    progress_.consumed_train_samples += result.global_batch;
+    progress_.consumed_train_tokens += result.global_batch * options_.model.config.seq_length;
+    progress_.gigaflos_no_embeds += 6.0 * static_cast<double>(result.global_batch) *
+                                    static_cast<double>(options_.model.config.seq_length) *
+                                    params_billions;
+    log_iteration(result, seconds_since(iteration_start));
+
+    if (options_.eval_interval > 0 && progress_.iteration % options_.eval_interval == 0 &&
+        has_valid_data()) {
+      for (const data::SampleSource& valid : data_.valid) {
+        evaluate_and_print(valid, "iteration " + std::to_string(progress_.iteration), false);
+      }
+    }
+    if (options_.save_interval) {
+      save_if(saver, progress_.iteration % *options_.save_interval == 0);
+    }
+    if (options_.exit_duration_in_mins &&
+        seconds_since(start) / 60.0 > *options_.exit_duration_in_mins) {
+      save_if(saver, true);
+      outputs_.log->info("exiting program after " + std::to_string(seconds_since(start) / 60.0) +
+                         " minutes");
+      return StopReason::kExitDuration;
+    }
+    if (options_.exit_interval && progress_.iteration % *options_.exit_interval == 0) {
+      save_if(saver, true);
+      outputs_.log->info("exiting program at iteration " + std::to_string(progress_.iteration));
+      return StopReason::kExitInterval;
+    }
+    if (base::stop_signal_received() != 0) {
+      save_if(saver, true);
+      return StopReason::kSignal;
+    }
+  }
+  for (const data::SampleSource& valid : data_.valid) {
+    evaluate_and_print(valid, "the end of training for val data", false);
+  }
+  save_if(saver, progress_.iteration != 0);
+  for (const data::SampleSource& test : data_.test) {
+    evaluate_and_print(test, "the end of training for test data", true);
+  }
+  return StopReason::kFinished;
+}
+
+}  // namespace mds::train

@@ -1,0 +1,132 @@
+// The training loop of megatron/training.py (DeepSpeed branch, training.md §5.7–§5.9) on one
+// process: batch ramp-up, gradient accumulation over micro-batches, the optimizer step with loss
+// scaling and clipping, the LR schedule, periodic logs, evaluation, checkpoints and the exit
+// conditions. Checkpoint files are not written here: a CheckpointSaver (ckpt/) is called at the
+// save points.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/batch_loader.h"
+#include "data/train_datasets.h"
+#include "model/gpt_model.h"
+#include "model/param_buffer.h"
+#include "model/param_table.h"
+#include "train/batch_rampup.h"
+#include "train/lr_schedule.h"
+#include "train/metrics_log.h"
+#include "train/mixed_precision_optimizer.h"
+#include "train/throughput.h"
+
+namespace mds::train {
+
+struct TrainerOptions {
+  model::ModelOptions model;
+  OptimizerOptions optimizer;
+  LrScheduleConfig lr_schedule;
+  std::int64_t global_batch_size = 0;  // G (final, after any ramp-up)
+  std::optional<RampupBatchSize> rampup;
+  std::int64_t train_iters = 0;
+  std::int64_t log_interval = 100;
+  std::int64_t eval_interval = 1000;
+  std::int64_t eval_iters = 100;
+  std::optional<std::int64_t> save_interval;  // set when --save is given
+  std::optional<std::int64_t> exit_interval;
+  std::optional<double> exit_duration_in_mins;
+  std::uint64_t seed = 1234;
+  std::int64_t steps_per_print = 10;            // DeepSpeed's own progress line
+  std::optional<std::string> kill_switch_path;  // save and exit once this file exists
+  bool log_params_norm = false;                 // "params norm" in the log line
+  data::BatchOptions batches;                   // EOD masking and position resets
+};
+
+// Everything that advances with training and is saved in checkpoints besides the tensors.
+struct TrainingProgress {
+  std::int64_t iteration = 0;
+  std::int64_t global_steps = 0;   // DeepSpeed's count: every optimizer step, skipped ones too
+  std::int64_t skipped_steps = 0;  // fp16 overflow steps
+  std::int64_t consumed_train_samples = 0;
+  std::int64_t consumed_valid_samples = 0;
+  std::int64_t consumed_train_tokens = 0;
+  double gigaflos_no_embeds = 0.0;  // upstream's running x-axis for TensorBoard
+};
+
+class Trainer;
+class CheckpointSaver {
+ public:
+  virtual ~CheckpointSaver() = default;
+  virtual void save(const Trainer& trainer) = 0;
+};
+
+enum class StopReason { kFinished, kExitInterval, kExitDuration, kSignal, kKillSwitch };
+
+struct EvalResult {
+  double lm_loss = 0.0;
+  double ppl = 0.0;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainerOptions options, const model::ParamTable& table, data::TrainValidTestDatasets data,
+          TrainingOutputs outputs);
+
+  // Fresh start: model::initialize_parameters with the seed, then the optimizer's set-up step.
+  void initialize_parameters();
+
+  // Runs until train_iters or an exit condition; evaluates and saves as upstream does.
+  StopReason train(CheckpointSaver* saver);
+  // `eval_iters` global batches of `source` without dropout. Like upstream's evaluate(), every
+  // call advances consumed_valid_samples; validation data are read from that position on, test
+  // data from the start.
+  EvalResult evaluate(const data::SampleSource& source, bool is_test);
+  // Evaluates and prints upstream's framed "<group> loss at <prefix> | …" line.
+  void evaluate_and_print(const data::SampleSource& source, const std::string& prefix,
+                          bool is_test);
+
+  const TrainerOptions& options() const { return options_; }
+  const model::ParamTable& table() const { return table_; }
+  TrainingProgress& progress() { return progress_; }
+  const TrainingProgress& progress() const { return progress_; }
+  MixedPrecisionOptimizer& optimizer() { return optimizer_; }
+  const MixedPrecisionOptimizer& optimizer() const { return optimizer_; }
+  AnnealingLR& lr_scheduler() { return lr_scheduler_; }
+  const AnnealingLR& lr_scheduler() const { return lr_scheduler_; }
+  bool has_valid_data() const { return !data_.valid.empty(); }
+
+ private:
+  struct IterationResult {
+    double loss = 0.0;
+    StepResult step;
+    std::int64_t global_batch = 0;
+  };
+  IterationResult train_iteration(data::BatchLoader& loader);
+  void log_iteration(const IterationResult& result, double elapsed_seconds);
+  bool save_if(CheckpointSaver* saver, bool condition);
+  bool kill_switch_found() const;
+
+  TrainerOptions options_;
+  const model::ParamTable& table_;
+  data::TrainValidTestDatasets data_;
+  TrainingOutputs outputs_;
+  model::GptModel model_;
+  MixedPrecisionOptimizer optimizer_;
+  AnnealingLR lr_scheduler_;
+  GlobalBatchSchedule batch_schedule_;
+  FlopsModel flops_;
+  TrainingProgress progress_;
+
+  // Averages since the last log line (training.md §5.9).
+  double loss_sum_ = 0.0;
+  std::int64_t loss_count_ = 0;
+  std::int64_t skipped_since_log_ = 0;
+  std::int64_t iterations_since_log_ = 0;
+  double seconds_since_log_ = 0.0;
+  double seconds_since_steps_print_ = 0.0;
+  std::int64_t last_saved_iteration_ = -1;
+};
+
+}  // namespace mds::train

@@ -1,0 +1,271 @@
+// pretrain: GPT-2 pretraining with upstream's flags, logs and DeepSpeed checkpoints
+// (pretrain_gpt.py + the DeepSpeed engine; training.md).
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/program.h"
+#include "base/stop_signal.h"
+#include "ckpt/deepspeed_checkpoint.h"
+#include "ckpt/json_value.h"
+#include "ckpt/trainer_checkpoint.h"
+#include "config/json_document.h"
+#include "config/pretrain_args.h"
+#include "data/blending.h"
+#include "data/gpt_dataset.h"
+#include "data/train_datasets.h"
+#include "io/indexed_dataset.h"
+#include "io/tensorboard_writer.h"
+#include "model/param_table.h"
+#include "text/tokenizer_factory.h"
+#include "train/batch_rampup.h"
+#include "train/trainer.h"
+
+namespace {
+
+using namespace mds;
+
+model::GptConfig gpt_config(const config::PretrainArgs& args, std::int64_t padded_vocab) {
+  model::GptConfig config;
+  config.num_layers = args.num_layers;
+  config.hidden_size = args.hidden_size;
+  config.num_attention_heads = args.num_attention_heads;
+  config.ffn_hidden_size = args.ffn_hidden_size.value_or(4 * args.hidden_size);
+  config.seq_length = *args.seq_length;
+  config.max_position_embeddings = args.max_position_embeddings.value_or(*args.seq_length);
+  config.padded_vocab_size = padded_vocab;
+  config.init_method_std = args.init_method_std;
+  return config;
+}
+
+model::ModelOptions model_options(const config::PretrainArgs& args, std::int64_t padded_vocab) {
+  model::ModelOptions options;
+  options.config = gpt_config(args, padded_vocab);
+  options.layernorm_epsilon = static_cast<float>(args.layernorm_epsilon);
+  options.gelu = args.openai_gelu        ? ops::GeluKind::kTanhOpenAI
+                 : args.bias_gelu_fusion ? ops::GeluKind::kTanhFused
+                                         : ops::GeluKind::kErf;
+  options.apply_query_key_layer_scaling = args.apply_query_key_layer_scaling;
+  options.hidden_dropout = static_cast<float>(args.hidden_dropout);
+  options.attention_dropout = static_cast<float>(args.attention_dropout);
+  options.checkpoint_activations = args.checkpoint_activations;
+  options.checkpoint_num_layers = args.checkpoint_num_layers;
+  const std::int64_t ds_interval =
+      args.deepspeed_configuration->pipeline_activation_checkpoint_interval;
+  if (ds_interval > 0) options.checkpoint_num_layers = ds_interval;
+  options.micro_batch_size = args.micro_batch_size;
+  return options;
+}
+
+train::LrFlags lr_flags(const config::PretrainArgs& args, std::int64_t global_batch) {
+  train::LrFlags flags;
+  flags.lr = args.lr;
+  flags.min_lr = args.min_lr;
+  flags.decay_style = train::parse_lr_decay_style(args.lr_decay_style);
+  flags.train_iters = args.train_iters;
+  flags.train_samples = args.train_samples;
+  flags.lr_decay_iters = args.lr_decay_iters;
+  flags.lr_decay_samples = args.lr_decay_samples;
+  flags.lr_decay_tokens = args.lr_decay_tokens;
+  flags.lr_warmup_fraction = args.lr_warmup_fraction;
+  flags.lr_warmup_iters = args.lr_warmup_iters;
+  flags.lr_warmup_samples = args.lr_warmup_samples;
+  flags.global_batch_size = global_batch;
+  flags.rampup = args.rampup_batch_size.has_value();
+  flags.override_lr_scheduler = args.override_lr_scheduler;
+  flags.use_checkpoint_lr_scheduler = args.use_checkpoint_lr_scheduler;
+  return flags;
+}
+
+// A dataset preprocessed for another vocabulary stores ids of the other width: upstream picks
+// uint16 below 65500 tokens and int32 above (legacy TNTIDX files are always int32).
+void check_dataset_vocabulary(const std::vector<std::string>& data_path, std::int64_t vocab) {
+  const data::WeightedPrefixes prefixes = data::parse_weighted_prefixes(data_path);
+  for (const std::string& prefix : prefixes.prefixes) {
+    const io::IndexedDataset dataset = io::IndexedDataset::open(prefix);
+    if (dataset.index().impl != io::DatasetImpl::kMmap) continue;
+    const io::DType expected = io::best_fitting_dtype(vocab);
+    if (dataset.index().dtype != expected) {
+      base::fail("dataset ", prefix, " stores ", io::dtype_name(dataset.index().dtype),
+                 " token ids, which preprocess writes for a vocabulary of ",
+                 expected == io::DType::kUInt16 ? "65500 tokens or more" : "under 65500 tokens",
+                 ", but the tokenizer has ", vocab, ": it was made with another tokenizer");
+    }
+  }
+}
+
+train::TrainingOutputs training_outputs(const config::PretrainArgs& args, const base::Log& log) {
+  train::TrainingOutputs outputs;
+  outputs.log = &log;
+  if (args.metrics_file) outputs.metrics = std::make_unique<train::MetricsLog>(*args.metrics_file);
+  if (args.tensorboard_dir) {
+    outputs.tensorboard = std::make_unique<io::TensorboardWriter>(*args.tensorboard_dir);
+    train::TensorboardOptions& tb = outputs.tensorboard_options;
+    tb.log_interval = args.tensorboard_log_interval;
+    tb.log_learning_rate = args.log_learning_rate_to_tensorboard;
+    tb.log_loss_scale = args.log_loss_scale_to_tensorboard;
+    tb.log_batch_size = args.log_batch_size_to_tensorboard;
+    tb.log_validation_ppl = args.log_validation_ppl_to_tensorboard;
+    tb.log_timers = args.log_timers_to_tensorboard;
+  }
+  return outputs;
+}
+
+// megatron/arguments.py _print_args: "  name ..... value" lines sorted case-insensitively, also
+// written to <--log-path>/args_<time>.txt when that flag is given.
+void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
+  std::vector<std::string> lines;
+  std::istringstream resolved(args.resolved_arguments);
+  for (std::string line; std::getline(resolved, line);) {
+    const std::size_t equals = line.find('=');
+    if (equals == std::string::npos) continue;
+    std::string name = line.substr(0, equals);
+    std::replace(name.begin(), name.end(), '-', '_');
+    const std::size_t dots = name.size() < 48 ? 48 - name.size() : 0;
+    lines.push_back("  " + name + " " + std::string(dots, '.') + " " + line.substr(equals + 1));
+  }
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+      return std::tolower(x) < std::tolower(y);
+    });
+  });
+  log.info("------------------------ arguments ------------------------");
+  for (const std::string& line : lines) log.info(line);
+  log.info("-------------------- end of arguments ---------------------");
+  if (args.log_path) {
+    char stamp[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", std::localtime(&now));
+    std::string text;
+    for (const std::string& line : lines) text += line + "\n";
+    base::AtomicFile file(*args.log_path + "/args_" + stamp + ".txt");
+    file.write(text.data(), text.size());
+    file.commit();
+  }
+}
+
+int run(int argc, char** argv) {
+  base::Log log("pretrain");
+  config::PretrainArgs args = config::parse_pretrain_args(argc, argv);
+  int status = 0;
+  status = base::run_program("pretrain", [&] {
+    base::install_stop_signal_handlers();
+    config::validate_pretrain_args(args);
+    for (const std::string& note : args.notes) log.note(note);
+    print_arguments(args, log);
+
+    const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.tokenizer);
+    const std::int64_t vocab = tokenizer->vocab_size();
+    const std::int64_t padded_vocab =
+        text::padded_vocab_size(vocab, args.tokenizer, args.tensor_model_parallel_size);
+    log.info(" > padded vocab (size: " + std::to_string(vocab) + ") with " +
+             std::to_string(padded_vocab - vocab) +
+             " dummy tokens (new size: " + std::to_string(padded_vocab) + ")");
+
+    train::TrainerOptions options;
+    options.model = model_options(args, padded_vocab);
+    const model::ParamTable table = model::ParamTable::build(options.model.config);
+    log.info(" > number of parameters: " + std::to_string(table.full_numel()));
+
+    const std::int64_t global_batch = *args.global_batch_size;
+    if (args.rampup_batch_size) {
+      options.rampup = train::parse_rampup_batch_size(*args.rampup_batch_size);
+    }
+    const train::GlobalBatchSchedule schedule(global_batch, args.micro_batch_size,
+                                              args.data_parallel_size, options.rampup);
+    options.train_iters = args.train_iters
+                              ? *args.train_iters
+                              : train::train_iters_for_samples(schedule, *args.train_samples);
+    options.global_batch_size = global_batch;
+    options.lr_schedule = train::resolve_lr_schedule(lr_flags(args, global_batch));
+    const config::DeepSpeedConfig& ds_config = *args.deepspeed_configuration;
+    train::AdamHyperParams adam;
+    adam.beta1 = args.adam_beta1;
+    adam.beta2 = args.adam_beta2;
+    adam.eps = args.adam_eps;
+    adam.weight_decay = args.weight_decay;
+    options.optimizer = train::optimizer_options_from_config(ds_config, adam);
+    options.log_interval = args.log_interval;
+    options.eval_interval = args.eval_interval;
+    options.eval_iters = args.eval_iters;
+    if (args.save) options.save_interval = args.save_interval;
+    options.exit_interval = args.exit_interval;
+    if (args.exit_duration_in_mins) {
+      options.exit_duration_in_mins = static_cast<double>(*args.exit_duration_in_mins);
+    }
+    options.seed = static_cast<std::uint64_t>(args.seed);
+    options.steps_per_print = ds_config.steps_per_print;
+    options.kill_switch_path = args.kill_switch_path;
+    options.log_params_norm = args.log_params_norm;
+    if (args.universal_checkpoint) {
+      base::fail(
+          "--universal-checkpoint: loading universal checkpoints is not supported yet "
+          "(convert-to-universal-checkpoint comes with the checkpoint tools)");
+    }
+    if (args.kill_switch_path && std::filesystem::exists(*args.kill_switch_path)) {
+      log.info("Detected kill switch at " + *args.kill_switch_path + ". Exiting");
+      return;
+    }
+    if (tokenizer->eod()) options.batches.eod_token = *tokenizer->eod();
+    options.batches.eod_mask_loss = args.eod_mask_loss;
+    options.batches.reset_position_ids = args.reset_position_ids;
+
+    if (args.data_path) check_dataset_vocabulary(*args.data_path, vocab);
+    data::TrainDatasetsArgs datasets_args;
+    if (args.data_path) datasets_args.data_path = *args.data_path;
+    datasets_args.split = args.split;
+    data::SampleCountArgs counts;
+    if (args.train_iters) counts.train_iters = options.train_iters;
+    if (args.train_samples) counts.train_samples = args.train_samples;
+    counts.global_batch_size = global_batch;
+    counts.eval_interval = args.eval_interval;
+    counts.eval_iters = args.eval_iters;
+    datasets_args.num_samples = data::train_valid_test_num_samples(counts);
+    datasets_args.seq_length = *args.seq_length;
+    datasets_args.seed = args.seed;
+    data::TrainValidTestDatasets datasets = data::build_train_valid_test_datasets(
+        datasets_args, [&log](const std::string& line) { log.info(line); });
+
+    ckpt::RunDescription run_description;
+    run_description.args = &args;
+    run_description.padded_vocab_size = padded_vocab;
+    run_description.original_vocab_size = vocab;
+    run_description.ds_config =
+        ckpt::json_to_value(config::parse_json(ds_config.json_text, ds_config.source));
+
+    train::Trainer trainer(options, table, std::move(datasets), training_outputs(args, log));
+    trainer.initialize_parameters();
+    if (args.load) ckpt::load_trainer_checkpoint(*args.load, trainer, run_description, log);
+
+    std::unique_ptr<ckpt::TrainerCheckpointSaver> saver;
+    if (args.save) {
+      ckpt::SaveOptions save_options;
+      save_options.save_optimizer = !args.no_save_optim;
+      save_options.save_rng = !args.no_save_rng;
+      saver = std::make_unique<ckpt::TrainerCheckpointSaver>(*args.save, run_description,
+                                                             save_options, log);
+    }
+    const train::StopReason reason = trainer.train(saver.get());
+    if (reason == train::StopReason::kSignal) {
+      log.note("stopped by signal " + std::to_string(base::stop_signal_received()) +
+               " after iteration " + std::to_string(trainer.progress().iteration) +
+               (saver ? " (checkpoint saved)" : " (no --save: nothing saved)"));
+    }
+  });
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run(argc, argv);
+}
