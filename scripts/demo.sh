@@ -49,8 +49,8 @@ cat > "$out/ds_config.json" <<JSON
 JSON
 "$bin/pretrain" --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
   --max-position-embeddings 128 --micro-batch-size 8 --global-batch-size 16 \
-  --train-iters "${MDS_DEMO_ITERS:-150}" --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine \
-  --lr-warmup-iters 15 --weight-decay 0.1 --clip-grad 1.0 \
+  --train-iters "${MDS_DEMO_ITERS:-100}" --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine \
+  --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
   --data-path "$out/shakespeare_text_document" "${tokenizer[@]}" --split 949,50,1 \
   --eval-interval 50 --eval-iters 5 --log-interval 10 \
   --save "$out/checkpoints" --save-interval 1000 --metrics-file "$out/metrics.jsonl" \
