@@ -7,18 +7,12 @@
 
 #include "config/tokenizer_args.h"
 
+#include "test_support.h"
+
 namespace mds::config {
 namespace {
 
-struct Argv {
-  explicit Argv(std::vector<std::string> args) : storage(std::move(args)) {
-    for (std::string& arg : storage) pointers.push_back(arg.data());
-  }
-  int argc() { return static_cast<int>(pointers.size()); }
-  char** argv() { return pointers.data(); }
-  std::vector<std::string> storage;
-  std::vector<char*> pointers;
-};
+using testing_support::Argv;
 
 TEST(Flags, AcceptsUniquePrefixesLikeArgparse) {
   FlagSet flags("prog", "test");

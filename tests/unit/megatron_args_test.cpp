@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "io/torch_file.h"
+#include "pretrain_command_line.h"
 #include "test_support.h"
 
 namespace mds::ckpt {
@@ -235,15 +236,7 @@ const std::vector<std::string> kRunAttributes = {"padded_vocab_size",
                                                  "do_valid",
                                                  "do_test"};
 
-struct Argv {
-  explicit Argv(std::vector<std::string> args) : storage(std::move(args)) {
-    for (std::string& arg : storage) pointers.push_back(arg.data());
-  }
-  int argc() { return static_cast<int>(pointers.size()); }
-  char** argv() { return pointers.data(); }
-  std::vector<std::string> storage;
-  std::vector<char*> pointers;
-};
+using testing_support::Argv;
 
 class MegatronArgsTest : public ::testing::Test {
  protected:
@@ -254,59 +247,8 @@ class MegatronArgsTest : public ::testing::Test {
                                                   "gradient_clipping": 1.0})") {
     const std::string config = dir_.file("cfg.json");
     write_file(config, json);
-    std::vector<std::string> line = {"pretrain",
-                                     "--num-layers",
-                                     "4",
-                                     "--hidden-size",
-                                     "256",
-                                     "--num-attention-heads",
-                                     "4",
-                                     "--seq-length",
-                                     "256",
-                                     "--max-position-embeddings",
-                                     "256",
-                                     "--micro-batch-size",
-                                     "4",
-                                     "--global-batch-size",
-                                     "8",
-                                     "--train-iters",
-                                     "2000",
-                                     "--lr",
-                                     "6e-4",
-                                     "--min-lr",
-                                     "6e-5",
-                                     "--lr-decay-style",
-                                     "cosine",
-                                     "--lr-warmup-iters",
-                                     "100",
-                                     "--weight-decay",
-                                     "0.1",
-                                     "--clip-grad",
-                                     "1.0",
-                                     "--data-path",
-                                     "1.0",
-                                     "data/x_text_document",
-                                     "--vocab-file",
-                                     "vocab.json",
-                                     "--merge-file",
-                                     "merges.txt",
-                                     "--split",
-                                     "969,30,1",
-                                     "--eval-interval",
-                                     "200",
-                                     "--eval-iters",
-                                     "10",
-                                     "--log-interval",
-                                     "10",
-                                     "--save",
-                                     "ckpt",
-                                     "--save-interval",
-                                     "500",
-                                     "--load",
-                                     "ckpt",
-                                     "--deepspeed",
-                                     "--deepspeed_config",
-                                     config};
+    std::vector<std::string> line =
+        testing_support::issue_command_line(config, "vocab.json", "merges.txt");
     line.insert(line.end(), extra.begin(), extra.end());
     Argv argv(line);
     PretrainArgs a = config::parse_pretrain_args(argv.argc(), argv.argv());

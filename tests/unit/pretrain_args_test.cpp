@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "config/flags.h"
+#include "pretrain_command_line.h"
 #include "test_support.h"
 
 namespace mds::config {
@@ -17,15 +18,7 @@ namespace {
 using testing_support::ScratchDir;
 using testing_support::write_file;
 
-struct Argv {
-  explicit Argv(std::vector<std::string> args) : storage(std::move(args)) {
-    for (std::string& arg : storage) pointers.push_back(arg.data());
-  }
-  int argc() { return static_cast<int>(pointers.size()); }
-  char** argv() { return pointers.data(); }
-  std::vector<std::string> storage;
-  std::vector<char*> pointers;
-};
+using testing_support::Argv;
 
 constexpr const char* kConfig = R"({
   "train_micro_batch_size_per_gpu": 4,
@@ -38,59 +31,8 @@ constexpr const char* kConfig = R"({
 
 // The command line of the issue (one process, fp32, DeepSpeed ZeRO-0).
 std::vector<std::string> issue_command_line(const std::string& config_path) {
-  return {"pretrain",
-          "--num-layers",
-          "4",
-          "--hidden-size",
-          "256",
-          "--num-attention-heads",
-          "4",
-          "--seq-length",
-          "256",
-          "--max-position-embeddings",
-          "256",
-          "--micro-batch-size",
-          "4",
-          "--global-batch-size",
-          "8",
-          "--train-iters",
-          "2000",
-          "--lr",
-          "6e-4",
-          "--min-lr",
-          "6e-5",
-          "--lr-decay-style",
-          "cosine",
-          "--lr-warmup-iters",
-          "100",
-          "--weight-decay",
-          "0.1",
-          "--clip-grad",
-          "1.0",
-          "--data-path",
-          "1.0",
-          "data/x_text_document",
-          "--vocab-file",
-          "data/gpt2/vocab.json",
-          "--merge-file",
-          "data/gpt2/merges.txt",
-          "--split",
-          "969,30,1",
-          "--eval-interval",
-          "200",
-          "--eval-iters",
-          "10",
-          "--log-interval",
-          "10",
-          "--save",
-          "ckpt",
-          "--save-interval",
-          "500",
-          "--load",
-          "ckpt",
-          "--deepspeed",
-          "--deepspeed_config",
-          config_path};
+  return testing_support::issue_command_line(config_path, "data/gpt2/vocab.json",
+                                             "data/gpt2/merges.txt");
 }
 
 PretrainArgs parse(std::vector<std::string> line) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mds::testing_support {
@@ -24,6 +25,17 @@ std::string unhex(std::string_view hex);
 // A fresh, empty folder under testing::TempDir() named after the running test suite and test (and
 // the process, so that concurrent runs do not meet), removed with everything in it on destruction.
 // Made outside a test (in SetUpTestSuite) it is named after the suite alone.
+// An argv for programs' parsers built from strings (which it owns).
+struct Argv {
+  explicit Argv(std::vector<std::string> args) : storage(std::move(args)) {
+    for (std::string& arg : storage) pointers.push_back(arg.data());
+  }
+  int argc() { return static_cast<int>(pointers.size()); }
+  char** argv() { return pointers.data(); }
+  std::vector<std::string> storage;
+  std::vector<char*> pointers;
+};
+
 class ScratchDir {
  public:
   ScratchDir();
