@@ -50,7 +50,6 @@ tensor::Shape read_torch_size(const ValueRef& ref) {
       !v.args()[0].is(Value::Kind::kTuple) || v.args()[0].size() > tensor::Shape::kMaxRank) {
     ref.fail_expected("a torch.Size");
   }
-  tensor::Shape shape;
   std::vector<std::int64_t> dims;
   for (const Value& d : v.args()[0].items()) {
     if (!d.is(Value::Kind::kInt)) ref.fail_expected("a torch.Size of ints");
