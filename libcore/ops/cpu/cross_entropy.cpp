@@ -1,5 +1,6 @@
 #include "ops/cpu/cross_entropy.h"
 
+#include <array>
 #include <cmath>
 
 namespace mds::ops::cpu {
@@ -8,8 +9,23 @@ void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std:
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * v;
+    // `x > m ? x : m` skips NaNs as fmax does, and unlike the fmax call it vectorizes; max is
+    // exact in any order, so independent lanes give fmax's value (at most the sign of a zero max
+    // can differ, which no result below depends on: x − (±0) rounds the same for x ≠ ±0).
+    constexpr std::int64_t kLanes = 16;
+    std::array<float, kLanes> lanes;
+    lanes.fill(-INFINITY);
+    std::int64_t j = 0;
+    for (; j + kLanes <= v; j += kLanes) {
+      for (std::int64_t l = 0; l < kLanes; ++l) {
+        const float x = row[j + l];
+        float& m = lanes[static_cast<std::size_t>(l)];
+        m = x > m ? x : m;
+      }
+    }
     float m = -INFINITY;
-    for (std::int64_t j = 0; j < v; ++j) m = std::fmax(m, row[j]);
+    for (const float lane : lanes) m = lane > m ? lane : m;
+    for (; j < v; ++j) m = row[j] > m ? row[j] : m;
     max[i] = m;
   }
 }
@@ -47,11 +63,14 @@ void cross_entropy_backward(float* dlogits, const float* logits, const std::int6
   for (std::int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * v;
     float* grad = dlogits + i * v;
-    const float inv = 1.0f / sum_exp[i];
-    for (std::int64_t j = 0; j < v; ++j) grad[j] = std::exp(row[j] - max[i]) * inv;
+    const float inv = 1.0f / sum_exp[i], row_max = max[i], scale = dloss[i];
     const std::int64_t local = targets[i] - vocab_start;
-    if (local >= 0 && local < v) grad[local] -= 1.0f;
-    for (std::int64_t j = 0; j < v; ++j) grad[j] *= dloss[i];
+    // One pass, each element rounded as softmax − onehot, then × dloss.
+    for (std::int64_t j = 0; j < v; ++j) {
+      float g = std::exp(row[j] - row_max) * inv;
+      if (j == local) g -= 1.0f;
+      grad[j] = g * scale;
+    }
   }
 }
 

@@ -47,6 +47,13 @@ void scale(float* out, const float* x, float factor, std::int64_t n) {
 }
 
 void fill(void* out, DType dtype, float value, std::int64_t n) {
+  if (dtype == DType::kFloat32) {
+    // The common case (gradients, workspaces) as a plain store loop the compiler vectorizes.
+    float* y = static_cast<float*>(out);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = value;
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) store(out, dtype, i, value);
 }

@@ -1,5 +1,7 @@
 #include "ops/cpu/gelu.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace mds::ops::cpu {
@@ -64,24 +66,35 @@ void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64
 
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, GeluKind kind) {
-  if (dbias != nullptr) {
-    // Columns outermost, rows in order: the bias sum does not depend on the thread count.
+  if (dbias == nullptr) {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t c = 0; c < cols; ++c) {
-      float sum = 0.0f;
-      for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
         const std::int64_t i = r * cols + c;
-        sum += gelu_derivative(x[i] + bias[c], kind) * dout[i];
+        dx[i] += gelu_derivative(x[i] + bias[c], kind) * dout[i];
       }
-      dbias[c] += sum;
     }
+    return;
   }
+  // Each element's gradient is computed once and feeds both dx and its column's bias sum. Blocks
+  // of columns per thread, rows in order inside: every bias sum adds its rows in order, so it
+  // does not depend on the thread count.
+  constexpr std::int64_t kBlock = 64;
+  const std::int64_t blocks = (cols + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const std::int64_t i = r * cols + c;
-      dx[i] += gelu_derivative(x[i] + bias[c], kind) * dout[i];
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t begin = blk * kBlock, end = std::min(cols, begin + kBlock);
+    std::array<float, kBlock> sums{};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = begin; c < end; ++c) {
+        const std::int64_t i = r * cols + c;
+        const float g = gelu_derivative(x[i] + bias[c], kind) * dout[i];
+        sums[static_cast<std::size_t>(c - begin)] += g;
+        dx[i] += g;
+      }
     }
+    for (std::int64_t c = begin; c < end; ++c)
+      dbias[c] += sums[static_cast<std::size_t>(c - begin)];
   }
 }
 
