@@ -32,9 +32,10 @@ struct InputActivations {
 struct HeadActivations {
   tensor::Tensor input;                 // [s, b, h] the last layer's output
   tensor::Tensor ln, ln_mean, ln_rstd;  // final LayerNorm
-  tensor::Tensor logits;                // [s, b, Vp]; the backward overwrites it with its gradient
-  tensor::Tensor max, sum_exp, loss;    // cross entropy, per token [s, b]
-  tensor::Tensor dloss;                 // [s, b]
+  // [s, b, Vp]: the logits; the loss leaves exp(logit − max) here, the backward the gradient.
+  tensor::Tensor logits;
+  tensor::Tensor max, sum_exp, loss;  // cross entropy, per token [s, b]
+  tensor::Tensor dloss;               // [s, b]
 };
 
 // Scratch shared by all layers: forward temporaries and backward gradients. `grad` carries the

@@ -22,8 +22,8 @@ void lm_head_backward(const HeadActivations& head, const InputActivations& input
                       const Workspace& ws, Tensor ln_weight, Tensor word, Tensor dln_weight,
                       Tensor dln_bias, Tensor dword, float loss_scale) {
   ops::masked_mean_loss_backward(head.dloss, inputs.loss_mask, loss_scale);
-  ops::cross_entropy_backward(head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
-                              head.dloss);
+  // The forward left exp(logits − max) in head.logits; the gradient overwrites it.
+  ops::cross_entropy_backward(head.logits, head.logits, inputs.labels, head.sum_exp, head.dloss);
   const Tensor dln = ws.hidden_a;
   ops::fill(dln, 0.0f);
   ops::linear_backward(dln, dword, {}, head.logits, head.ln, word);

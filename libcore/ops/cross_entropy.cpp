@@ -66,13 +66,13 @@ void cross_entropy_target_logit(Tensor target_logit, Tensor logits, Tensor targe
                                   vocab_start);
 }
 
-void cross_entropy_sum_exp(Tensor sum_exp, Tensor logits, Tensor max) {
-  constexpr const char* kOp = "cross_entropy_sum_exp";
+void cross_entropy_exp_sum(Tensor sum_exp, Tensor logits, Tensor max) {
+  constexpr const char* kOp = "cross_entropy_exp_sum";
   detail::require_cpu(kOp, {{"sum_exp", sum_exp}, {"logits", logits}, {"max", max}});
   const Rows r = logits_rows(kOp, logits);
   per_token(kOp, {"sum_exp", sum_exp}, r.n);
   per_token(kOp, {"max", max}, r.n);
-  cpu::cross_entropy_sum_exp(sum_exp.data<float>(), logits.data<float>(), max.data<float>(), r.n,
+  cpu::cross_entropy_exp_sum(sum_exp.data<float>(), logits.data<float>(), max.data<float>(), r.n,
                              r.v);
 }
 
@@ -99,29 +99,27 @@ void cross_entropy_forward(Tensor loss, Tensor max, Tensor sum_exp, Tensor logit
   cross_entropy_row_max(max, logits);
   // The loss tensor holds the target logits until the last step overwrites them in place.
   cross_entropy_target_logit(loss, logits, targets, max, 0);
-  cross_entropy_sum_exp(sum_exp, logits, max);
+  cross_entropy_exp_sum(sum_exp, logits, max);
   cross_entropy_loss(loss, sum_exp, loss);
 }
 
-void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor max,
-                            Tensor sum_exp, Tensor dloss, std::int64_t vocab_start) {
+void cross_entropy_backward(Tensor dlogits, Tensor exp_logits, Tensor targets, Tensor sum_exp,
+                            Tensor dloss, std::int64_t vocab_start) {
   constexpr const char* kOp = "cross_entropy_backward";
   detail::require_cpu(kOp, {{"dlogits", dlogits},
-                            {"logits", logits},
+                            {"exp_logits", exp_logits},
                             {"targets", targets},
-                            {"max", max},
                             {"sum_exp", sum_exp},
                             {"dloss", dloss}});
-  const Rows r = logits_rows(kOp, logits);
+  const Rows r = logits_rows(kOp, exp_logits);
   detail::expect_dtype(kOp, {"dlogits", dlogits}, DType::kFloat32);
-  detail::expect_shape(kOp, {"dlogits", dlogits}, logits.shape());
-  per_token(kOp, {"max", max}, r.n);
+  detail::expect_shape(kOp, {"dlogits", dlogits}, exp_logits.shape());
   per_token(kOp, {"sum_exp", sum_exp}, r.n);
   per_token(kOp, {"dloss", dloss}, r.n);
   check_targets(kOp, targets, r.n);
-  cpu::cross_entropy_backward(dlogits.data<float>(), logits.data<float>(),
-                              targets.data<std::int64_t>(), max.data<float>(),
-                              sum_exp.data<float>(), dloss.data<float>(), r.n, r.v, vocab_start);
+  cpu::cross_entropy_backward(dlogits.data<float>(), exp_logits.data<float>(),
+                              targets.data<std::int64_t>(), sum_exp.data<float>(),
+                              dloss.data<float>(), r.n, r.v, vocab_start);
 }
 
 float masked_mean_loss(Tensor loss, Tensor mask) {

@@ -18,8 +18,9 @@ TEST(OpsCrossEntropy, ForwardMatchesLogSoftmax) {
   auto logits = random_floats(kN * kV, 1, -5, 5);
   std::vector<std::int64_t> targets{0, 3, 10, 5, 5, 7};
   std::vector<float> loss(kN), max(kN), sum(kN);
+  auto exps = logits;
   cross_entropy_forward(view(loss, {2, 3}), view(max, {kN}), view(sum, {kN}),
-                        view(logits, {2, 3, kV}), view(targets, {2, 3}));
+                        view(exps, {2, 3, kV}), view(targets, {2, 3}));
   for (int n = 0; n < kN; ++n) {
     double z = 0;
     for (int j = 0; j < kV; ++j) z += std::exp(static_cast<double>(logits[n * kV + j]));
@@ -32,7 +33,8 @@ TEST(OpsCrossEntropy, VocabShardsReproduceTheFullLoss) {
   auto logits = random_floats(kN * kV, 2, -5, 5);
   std::vector<std::int64_t> targets{0, 3, 10, 5, 6, 7};
   std::vector<float> loss(kN), max(kN), sum(kN);
-  cross_entropy_forward(view(loss, {kN}), view(max, {kN}), view(sum, {kN}), view(logits, {kN, kV}),
+  auto exps = logits;
+  cross_entropy_forward(view(loss, {kN}), view(max, {kN}), view(sum, {kN}), view(exps, {kN, kV}),
                         view(targets, {kN}));
   constexpr std::int64_t kSplit = 6;
   std::vector<float> shard[2];
@@ -54,7 +56,7 @@ TEST(OpsCrossEntropy, VocabShardsReproduceTheFullLoss) {
     s[r].resize(kN);
     cross_entropy_target_logit(view(t[r], {kN}), view(shard[r], {kN, width[r]}),
                                view(targets, {kN}), view(gmax, {kN}), start[r]);
-    cross_entropy_sum_exp(view(s[r], {kN}), view(shard[r], {kN, width[r]}), view(gmax, {kN}));
+    cross_entropy_exp_sum(view(s[r], {kN}), view(shard[r], {kN, width[r]}), view(gmax, {kN}));
     for (int n = 0; n < kN; ++n) {
       gt[n] += t[r][n];
       gs[n] += s[r][n];
@@ -66,11 +68,10 @@ TEST(OpsCrossEntropy, VocabShardsReproduceTheFullLoss) {
   // The sharded backward is the matching slice of the full one.
   auto dloss = random_floats(kN, 3);
   std::vector<float> full(kN * kV), part(kN * width[1]);
-  cross_entropy_backward(view(full, {kN, kV}), view(logits, {kN, kV}), view(targets, {kN}),
-                         view(max, {kN}), view(sum, {kN}), view(dloss, {kN}));
+  cross_entropy_backward(view(full, {kN, kV}), view(exps, {kN, kV}), view(targets, {kN}),
+                         view(sum, {kN}), view(dloss, {kN}));
   cross_entropy_backward(view(part, {kN, width[1]}), view(shard[1], {kN, width[1]}),
-                         view(targets, {kN}), view(gmax, {kN}), view(gs, {kN}), view(dloss, {kN}),
-                         start[1]);
+                         view(targets, {kN}), view(gs, {kN}), view(dloss, {kN}), start[1]);
   for (int n = 0; n < kN; ++n) {
     for (int j = 0; j < width[1]; ++j) {
       EXPECT_NEAR(part[n * width[1] + j], full[n * kV + kSplit + j], 1e-6);
@@ -82,21 +83,28 @@ TEST(OpsCrossEntropy, BackwardMatchesFiniteDifferencesAndMayRunInPlace) {
   auto logits = random_floats(kN * kV, 4, -3, 3);
   std::vector<std::int64_t> targets{1, 2, 3, 4, 5, 10};
   auto dloss = random_floats(kN, 5);
-  std::vector<float> loss(kN), max(kN), sum(kN);
+  std::vector<float> loss(kN), max(kN), sum(kN), exps;
+  // The forward overwrites its input with exp(logits − max): run it on a copy.
   auto objective = [&] {
-    cross_entropy_forward(view(loss, {kN}), view(max, {kN}), view(sum, {kN}),
-                          view(logits, {kN, kV}), view(targets, {kN}));
+    exps = logits;
+    cross_entropy_forward(view(loss, {kN}), view(max, {kN}), view(sum, {kN}), view(exps, {kN, kV}),
+                          view(targets, {kN}));
     return ops_test::weighted_sum(loss, dloss);
   };
+  const auto numeric = numeric_grad(logits, objective, 1e-3f);
   objective();
+  for (int n = 0; n < kN; ++n) {
+    for (int j = 0; j < kV; ++j) {
+      EXPECT_NEAR(exps[n * kV + j], std::exp(logits[n * kV + j] - max[n]), 1e-6) << n << "," << j;
+    }
+  }
   std::vector<float> dlogits(logits.size(), 5.0f);
-  cross_entropy_backward(view(dlogits, {kN, kV}), view(logits, {kN, kV}), view(targets, {kN}),
-                         view(max, {kN}), view(sum, {kN}), view(dloss, {kN}));
-  expect_close(dlogits, numeric_grad(logits, objective, 1e-3f), 2e-3, 2e-3, "dlogits");
-  objective();  // numeric_grad left max and sum of a perturbed input behind
-  auto in_place = logits;
+  cross_entropy_backward(view(dlogits, {kN, kV}), view(exps, {kN, kV}), view(targets, {kN}),
+                         view(sum, {kN}), view(dloss, {kN}));
+  expect_close(dlogits, numeric, 2e-3, 2e-3, "dlogits");
+  auto in_place = exps;
   cross_entropy_backward(view(in_place, {kN, kV}), view(in_place, {kN, kV}), view(targets, {kN}),
-                         view(max, {kN}), view(sum, {kN}), view(dloss, {kN}));
+                         view(sum, {kN}), view(dloss, {kN}));
   expect_close(in_place, dlogits, 0, 0, "in place");
 }
 

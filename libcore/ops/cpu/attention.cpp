@@ -1,16 +1,14 @@
 #include "ops/cpu/attention.h"
 
-#include <cblas.h>
-
+#include <array>
 #include <cmath>
+
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/vector_math.h"
 
 namespace mds::ops::cpu {
 
 namespace {
-
-blasint to_blas(std::int64_t v) {
-  return static_cast<blasint>(v);
-}
 
 // α = 1/norm_factor as upstream computes it: in double (Python floats), handed to the fp32 GEMM.
 float score_alpha(const AttentionDims& d, float coeff) {
@@ -30,98 +28,130 @@ Slice slice(const AttentionDims& d, std::int64_t bh) {
   return {(batch * d.np + head) * 3 * d.hn, (batch * d.np + head) * d.hn, bh * d.s * d.s};
 }
 
-blasint qkv_ld(const AttentionDims& d) {
-  return to_blas(d.b * d.np * 3 * d.hn);
+std::int64_t qkv_ld(const AttentionDims& d) {
+  return d.b * d.np * 3 * d.hn;
 }
-blasint ctx_ld(const AttentionDims& d) {
-  return to_blas(d.b * d.np * d.hn);
+std::int64_t ctx_ld(const AttentionDims& d) {
+  return d.b * d.np * d.hn;
+}
+
+// Softmax in fp32 over key positions 0..i of score row i (the causal mask); masked entries become
+// exact zeros, as exp(finfo.min − max) and the fused kernel's −inf both do. The max and the sum
+// run in kLanes independent lanes combined in a fixed order, so that the loops vectorize and the
+// result does not depend on the thread count.
+constexpr std::int64_t kLanes = 8;
+
+void causal_softmax_row(float* p, std::int64_t i, std::int64_t s, float coeff) {
+  const std::int64_t n = i + 1, vector_end = n - n % kLanes;
+  std::array<float, kLanes> lane_max;
+  lane_max.fill(-INFINITY);
+  for (std::int64_t j = 0; j < vector_end; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const float z = p[j + l] * coeff;
+      p[j + l] = z;
+      float& m = lane_max[static_cast<std::size_t>(l)];
+      m = z > m ? z : m;
+    }
+  }
+  float max = -INFINITY;
+  for (const float m : lane_max) max = m > max ? m : max;
+  for (std::int64_t j = vector_end; j < n; ++j) {
+    p[j] *= coeff;
+    max = p[j] > max ? p[j] : max;
+  }
+  std::array<float, kLanes> lane_sum{};
+  for (std::int64_t j = 0; j < vector_end; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const float e = vector_exp(p[j + l] - max);
+      p[j + l] = e;
+      lane_sum[static_cast<std::size_t>(l)] += e;
+    }
+  }
+  float sum = 0.0f;
+  for (std::int64_t j = vector_end; j < n; ++j) {
+    p[j] = vector_exp(p[j] - max);
+    sum += p[j];
+  }
+  for (const float partial : lane_sum) sum += partial;
+  const float inv = 1.0f / sum;
+  for (std::int64_t j = 0; j < n; ++j) p[j] *= inv;
+  for (std::int64_t j = n; j < s; ++j) p[j] = 0.0f;
+}
+
+// Softmax backward of z = coeff·S for one row: dS = coeff · p ⊙ (dp − Σ_j p_j·dp_j), zero where
+// masked.
+void causal_softmax_backward_row(float* g, const float* p, std::int64_t i, std::int64_t s,
+                                 float coeff) {
+  const std::int64_t n = i + 1, vector_end = n - n % kLanes;
+  std::array<float, kLanes> lane_dot{};
+  for (std::int64_t j = 0; j < vector_end; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l)
+      lane_dot[static_cast<std::size_t>(l)] += p[j + l] * g[j + l];
+  }
+  float dot = 0.0f;
+  for (std::int64_t j = vector_end; j < n; ++j) dot += p[j] * g[j];
+  for (const float partial : lane_dot) dot += partial;
+  for (std::int64_t j = 0; j < n; ++j) g[j] = coeff * (p[j] * (g[j] - dot));
+  for (std::int64_t j = i + 1; j < s; ++j) g[j] = 0.0f;
 }
 
 }  // namespace
 
-// The GEMMs run one (batch, head) at a time and let OpenBLAS thread inside each; the row-wise
-// softmax loops use OpenMP. (This OpenBLAS is the pthread build, which must not be called from
-// inside an OpenMP parallel region.)
+// Each thread takes whole (batch, head) slices: their GEMMs run single-threaded one after the
+// other and the softmax of a slice follows its scores while they are still in cache. Every slice
+// writes only its own part of probs, ctx and dqkv.
 void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff) {
   const float alpha = score_alpha(d, coeff);
   const std::int64_t s = d.s;
+#pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, to_blas(s), to_blas(s), to_blas(d.hn),
-                alpha, qkv + at.qkv, qkv_ld(d), qkv + at.qkv + d.hn, qkv_ld(d), 0.0f,
-                probs + at.probs, to_blas(s));
-  }
-  // Softmax in fp32 over key positions 0..i (the causal mask); masked entries become exact zeros,
-  // as exp(finfo.min − max) and the fused kernel's −inf both do.
-#pragma omp parallel for schedule(static)
-  for (std::int64_t row = 0; row < d.b * d.np * s; ++row) {
-    const std::int64_t i = row % s;
-    float* p = probs + row * s;
-    float max = -INFINITY;
-    for (std::int64_t j = 0; j <= i; ++j) {
-      p[j] *= coeff;
-      max = std::fmax(max, p[j]);
-    }
-    float sum = 0.0f;
-    for (std::int64_t j = 0; j <= i; ++j) {
-      p[j] = std::exp(p[j] - max);
-      sum += p[j];
-    }
-    const float inv = 1.0f / sum;
-    for (std::int64_t j = 0; j <= i; ++j) p[j] *= inv;
-    for (std::int64_t j = i + 1; j < s; ++j) p[j] = 0.0f;
+    gemm_on_this_thread(s, s, d.hn, alpha, {qkv + at.qkv, qkv_ld(d), false},
+                        {qkv + at.qkv + d.hn, qkv_ld(d), true}, 0.0f, probs + at.probs, s);
+    for (std::int64_t i = 0; i < s; ++i) causal_softmax_row(probs + at.probs + i * s, i, s, coeff);
   }
 }
 
 void attention_context_forward(float* ctx, const float* probs, const float* qkv, AttentionDims d) {
+#pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, to_blas(d.s), to_blas(d.hn),
-                to_blas(d.s), 1.0f, probs + at.probs, to_blas(d.s), qkv + at.qkv + 2 * d.hn,
-                qkv_ld(d), 0.0f, ctx + at.ctx, ctx_ld(d));
+    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {probs + at.probs, d.s, false},
+                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), false}, 0.0f, ctx + at.ctx, ctx_ld(d));
   }
 }
 
 void attention_context_backward(float* dprobs, float* dqkv, const float* dctx, const float* probs,
                                 const float* qkv, AttentionDims d) {
+#pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
     // dprobs = dctx · vᵀ
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, to_blas(d.s), to_blas(d.s), to_blas(d.hn),
-                1.0f, dctx + at.ctx, ctx_ld(d), qkv + at.qkv + 2 * d.hn, qkv_ld(d), 0.0f,
-                dprobs + at.probs, to_blas(d.s));
+    gemm_on_this_thread(d.s, d.s, d.hn, 1.0f, {dctx + at.ctx, ctx_ld(d), false},
+                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), true}, 0.0f, dprobs + at.probs, d.s);
     // dv += probsᵀ · dctx
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, to_blas(d.s), to_blas(d.hn), to_blas(d.s),
-                1.0f, probs + at.probs, to_blas(d.s), dctx + at.ctx, ctx_ld(d), 1.0f,
-                dqkv + at.qkv + 2 * d.hn, qkv_ld(d));
+    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {probs + at.probs, d.s, true},
+                        {dctx + at.ctx, ctx_ld(d), false}, 1.0f, dqkv + at.qkv + 2 * d.hn,
+                        qkv_ld(d));
   }
 }
 
 void attention_probs_backward(float* dqkv, float* dprobs, const float* probs, const float* qkv,
                               AttentionDims d, float coeff) {
   const std::int64_t s = d.s;
-  // Softmax backward of z = coeff·S: dS = coeff · p ⊙ (dp − Σ_j p_j·dp_j), zero where masked.
-#pragma omp parallel for schedule(static)
-  for (std::int64_t row = 0; row < d.b * d.np * s; ++row) {
-    const std::int64_t i = row % s;
-    const float* p = probs + row * s;
-    float* g = dprobs + row * s;
-    float dot = 0.0f;
-    for (std::int64_t j = 0; j <= i; ++j) dot += p[j] * g[j];
-    for (std::int64_t j = 0; j <= i; ++j) g[j] = coeff * (p[j] * (g[j] - dot));
-    for (std::int64_t j = i + 1; j < s; ++j) g[j] = 0.0f;
-  }
   const float alpha = score_alpha(d, coeff);
+#pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
+    for (std::int64_t i = 0; i < s; ++i) {
+      causal_softmax_backward_row(dprobs + at.probs + i * s, probs + at.probs + i * s, i, s, coeff);
+    }
     // dq += α · dS · k
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, to_blas(s), to_blas(d.hn), to_blas(s),
-                alpha, dprobs + at.probs, to_blas(s), qkv + at.qkv + d.hn, qkv_ld(d), 1.0f,
-                dqkv + at.qkv, qkv_ld(d));
+    gemm_on_this_thread(s, d.hn, s, alpha, {dprobs + at.probs, s, false},
+                        {qkv + at.qkv + d.hn, qkv_ld(d), false}, 1.0f, dqkv + at.qkv, qkv_ld(d));
     // dk += α · dSᵀ · q
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, to_blas(s), to_blas(d.hn), to_blas(s),
-                alpha, dprobs + at.probs, to_blas(s), qkv + at.qkv, qkv_ld(d), 1.0f,
-                dqkv + at.qkv + d.hn, qkv_ld(d));
+    gemm_on_this_thread(s, d.hn, s, alpha, {dprobs + at.probs, s, true},
+                        {qkv + at.qkv, qkv_ld(d), false}, 1.0f, dqkv + at.qkv + d.hn, qkv_ld(d));
   }
 }
 

@@ -1,14 +1,11 @@
 #include "ops/cpu/matmul.h"
 
-#include <cblas.h>
+#include <algorithm>
+#include <array>
+
+#include "ops/cpu/gemm.h"
 
 namespace mds::ops::cpu {
-
-namespace {
-blasint to_blas(std::int64_t v) {
-  return static_cast<blasint>(v);
-}
-}  // namespace
 
 void linear_forward(float* out, const float* x, const float* weight, const float* bias,
                     std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -23,27 +20,32 @@ void linear_forward(float* out, const float* x, const float* weight, const float
     }
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, to_blas(m), to_blas(n), to_blas(k), 1.0f, x,
-              to_blas(k), weight, to_blas(k), beta, out, to_blas(n));
+  gemm(m, n, k, 1.0f, {x, k, false}, {weight, k, true}, beta, out, n);
 }
 
 void linear_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                      const float* weight, std::int64_t m, std::int64_t n, std::int64_t k) {
   if (dx != nullptr && m > 0 && k > 0) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, to_blas(m), to_blas(k), to_blas(n), 1.0f,
-                dout, to_blas(n), weight, to_blas(k), 1.0f, dx, to_blas(k));
+    gemm(m, k, n, 1.0f, {dout, n, false}, {weight, k, false}, 1.0f, dx, k);
   }
   if (dweight != nullptr && n > 0 && k > 0) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, to_blas(n), to_blas(k), to_blas(m), 1.0f,
-                dout, to_blas(n), x, to_blas(k), 1.0f, dweight, to_blas(k));
+    gemm(n, k, m, 1.0f, {dout, n, true}, {x, k, false}, 1.0f, dweight, k);
   }
   if (dbias != nullptr) {
-    // One column per iteration, rows summed in order: the result does not depend on threads.
+    // Blocks of columns per thread, rows summed in order inside: every column's sum adds its
+    // rows in order, so it does not depend on the thread count.
+    constexpr std::int64_t kBlock = 64;
+    const std::int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t j = 0; j < n; ++j) {
-      float sum = 0.0f;
-      for (std::int64_t i = 0; i < m; ++i) sum += dout[i * n + j];
-      dbias[j] += sum;
+    for (std::int64_t blk = 0; blk < blocks; ++blk) {
+      const std::int64_t begin = blk * kBlock, end = std::min(n, begin + kBlock);
+      std::array<float, kBlock> sums{};
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = begin; j < end; ++j)
+          sums[static_cast<std::size_t>(j - begin)] += dout[i * n + j];
+      }
+      for (std::int64_t j = begin; j < end; ++j)
+        dbias[j] += sums[static_cast<std::size_t>(j - begin)];
     }
   }
 }
@@ -51,12 +53,10 @@ void linear_backward(float* dx, float* dweight, float* dbias, const float* dout,
 void batched_matmul(float* out, const float* a, const float* b, std::int64_t batch, std::int64_t m,
                     std::int64_t n, std::int64_t k, bool transpose_a, bool transpose_b, float alpha,
                     float beta) {
-  const blasint lda = to_blas(transpose_a ? m : k);
-  const blasint ldb = to_blas(transpose_b ? k : n);
+  const std::int64_t lda = transpose_a ? m : k, ldb = transpose_b ? k : n;
   for (std::int64_t i = 0; i < batch; ++i) {
-    cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-                transpose_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha,
-                a + i * m * k, lda, b + i * k * n, ldb, beta, out + i * m * n, to_blas(n));
+    gemm(m, n, k, alpha, {a + i * m * k, lda, transpose_a}, {b + i * k * n, ldb, transpose_b}, beta,
+         out + i * m * n, n);
   }
 }
 
