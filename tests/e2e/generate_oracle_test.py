@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""generate end to end against an independent oracle (data.md §7).
+
+A tiny model is pretrained and saved; then
+* greedy continuation of prompts (a file, three lines, the last without a newline, two prompts per
+  micro-batch) must equal, byte for byte, the records built here from a float64 PyTorch forward
+  (reference_gpt.py) that takes the argmax over the real vocabulary at every position of the whole
+  sequence, with tiktoken as tokenizer; --recompute and standard input give the same bytes;
+* unconditional sampling (--num-samples, --genfile) writes json.dumps lines with the keys text,
+  length, finished; the same --seed gives the same file, another seed another file;
+* bad input fails with one clear line.
+Environment: MDS_BIN (programs), MDS_DATA (data/), run by a python with torch and tiktoken.
+"""
+
+import json
+import pathlib
+import subprocess
+import tempfile
+
+import evaluate_lib as lib
+from evaluate_lib import check
+
+VOCAB = 50257
+OUT = 7
+
+
+def run_generate(work, args, stdin=None):
+    result = subprocess.run([str(lib.BIN / "generate"), *lib.model_flags(work), *args],
+                            input=stdin, capture_output=True, text=True, cwd=work,
+                            env={"OMP_NUM_THREADS": "1"})
+    check(result.returncode == 0, f"generate {args} failed: {result.stderr.strip()}")
+    return result
+
+
+def oracle_record(weights, encoding, line):
+    tokens = lib.encode(encoding, line)
+    last = min(lib.SEQ - 1, len(tokens) + OUT - 1)
+    near_tie = False
+    while len(tokens) <= last:
+        out = lib.logits(weights, tokens)[-1][:VOCAB]
+        top = out.topk(2)
+        near_tie = near_tie or float(top.values[0] - top.values[1]) < 1e-4
+        tokens.append(int(top.indices[0]))
+        if tokens[-1] == lib.EOD:
+            break
+    text = encoding.decode(tokens)
+    return "\nContext:" + line + "\n\nMegatron-LM:" + text[len(line):] + "\n", near_tie
+
+
+def check_greedy(work, weights, encoding):
+    prompts = work / "prompts.txt"
+    prompts.write_text("First Citizen:\nBefore we proceed any further, hear me\nYou are all")
+    result = run_generate(work, ["--greedy", "--out-seq-length", str(OUT), "--micro-batch-size",
+                                 "2", "--sample-input-file", str(prompts), "--sample-output-file",
+                                 str(work / "greedy.out")])
+    if result.returncode != 0:
+        return
+    lines = ["First Citizen:\n", "Before we proceed any further, hear me\n", "You are all"]
+    expected, ties = "", False
+    for line in lines:
+        record, tie = oracle_record(weights, encoding, line)
+        expected += record
+        ties = ties or tie
+    check(not ties, "an oracle near-tie makes the greedy check ambiguous")
+    got = (work / "greedy.out").read_text()
+    check(got == expected, f"greedy records differ from the oracle:\n{got!r}\n{expected!r}")
+    print(f"greedy: {len(lines)} prompts equal to the float64 oracle's argmax continuation")
+    again = run_generate(work, ["--greedy", "--out-seq-length", str(OUT), "--recompute"],
+                         stdin=prompts.read_text())
+    check(again.stdout == expected, "--recompute from standard input differs from the cached run")
+
+
+def check_sampling(work):
+    def sample(seed, name):
+        run_generate(work, ["--num-samples", "5", "--micro-batch-size", "2", "--top_k", "50",
+                            "--top_p", "0.9", "--temperature", "0.8", "--seed", str(seed),
+                            "--genfile", str(work / name)])
+        return (work / name).read_text()
+
+    first, second, other = sample(5, "a.jsonl"), sample(5, "b.jsonl"), sample(6, "c.jsonl")
+    check(first == second, "the same --seed gave different samples")
+    check(first != other, "another --seed gave the same samples")
+    records = [json.loads(line) for line in first.splitlines()]
+    check(len(records) == 5, f"{len(records)} samples, expected 5")
+    for line, record in zip(first.splitlines(), records):
+        check(list(record) == ["text", "length", "finished"], f"keys of {line}")
+        check(line == json.dumps(record), f"not json.dumps' own text: {line}")
+        check(0 <= record["length"] <= lib.SEQ - 1, f"length of {line}")
+        check(record["finished"] or record["length"] == lib.SEQ - 1, f"unfinished {line}")
+    print("sampling: seeded and reproducible, json.dumps lines")
+
+
+def check_bad_inputs(work):
+    def fails(args, text):
+        result = subprocess.run([str(lib.BIN / "generate"), *lib.model_flags(work), *args],
+                                capture_output=True, text=True, cwd=work)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode != 0 and len(lines) == 1 and text in lines[0],
+              f"{args}: expected one error line with {text!r}, got {result.stderr!r}")
+
+    fails(["--sample-input-file", str(work / "missing.txt")], "missing.txt: no such file")
+    fails(["--num-samples", "2", "--sample-input-file", str(work / "prompts.txt")], "not both")
+    fails(["--top_p", "1.5", "--num-samples", "1"], "--top_p")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        weights = lib.pretrain_tiny(work)
+        encoding = lib.gpt2_encoding()
+        check_greedy(work, weights, encoding)
+        check_sampling(work)
+        check_bad_inputs(work)
+    lib.finish("generate matches the PyTorch oracle")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+// evaluate: zero-shot evaluation of a checkpoint on WikiText (loss, perplexity) or LAMBADA
+// (last-word accuracy) with upstream's flags and result lines (tasks/main.py; data.md §6).
+#include <cstdio>
+#include <string>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/program.h"
+#include "tasks/eval_datasets.h"
+#include "tasks/inference_model.h"
+#include "tasks/task_args.h"
+#include "tasks/zero_shot.h"
+#include "text/tokenizer_factory.h"
+
+namespace {
+
+using namespace mds;
+
+void write_results(const std::string& path, const std::string& json) {
+  const std::string text = json + "\n";
+  base::AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+int run(int argc, char** argv) {
+  base::Log log("evaluate");
+  tasks::EvaluateArgs args = tasks::parse_evaluate_args(argc, argv);
+  return base::run_program("evaluate", [&] {
+    tasks::validate_evaluate_args(args);
+    const std::string& path = args.valid_data->front();
+    const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
+    if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token to pad with");
+    const std::int64_t eod = *tokenizer->eod();
+    const std::int64_t log_interval = std::max<std::int64_t>(1, args.model.log_interval);
+    const auto on_iteration = [&](std::int64_t iteration) {
+      if (iteration % log_interval == 0) {
+        log.info("> working on iteration: " + std::to_string(iteration));
+      }
+    };
+
+    // Read the data before the (larger) model so that a bad input file fails fast.
+    std::vector<std::string> lines;
+    std::string json;
+    if (args.task == "WIKITEXT103") {
+      const tasks::WikitextData data = tasks::read_wikitext(path, *tokenizer);
+      log.info(" > number of original tokens: " + std::to_string(data.num_original_tokens) +
+               ", number of detokenized tokens: " + std::to_string(data.num_tokenized_tokens));
+      const tasks::InferenceModel model = tasks::load_inference_model(args.model, *tokenizer, log);
+      const tasks::WikitextResult result =
+          tasks::evaluate_wikitext(model, data, eod, args.overlapping_eval, on_iteration);
+      lines = tasks::wikitext_result_lines(result);
+      json = tasks::wikitext_result_json(result, path, model.checkpoint);
+    } else {
+      log.info("> building lambada dataset from " + path + " ...");
+      const std::vector<tasks::LambadaExample> examples =
+          tasks::read_lambada(path, *tokenizer, args.strict_lambada);
+      log.info(" > found " + std::to_string(examples.size()) + " samples.");
+      const tasks::InferenceModel model = tasks::load_inference_model(args.model, *tokenizer, log);
+      const tasks::LambadaResult result = tasks::evaluate_lambada(model, examples, on_iteration);
+      lines = tasks::lambada_result_lines(result);
+      json = tasks::lambada_result_json(result, path, model.checkpoint, args.strict_lambada);
+    }
+    for (const std::string& line : lines) log.info(line);
+    if (args.results_file) write_results(*args.results_file, json);
+    log.info("done :-)");
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run(argc, argv);
+}

@@ -1,0 +1,222 @@
+// generate: text from a GPT checkpoint with upstream's flags (tools/generate_samples_gpt.py;
+// data.md §7): unconditional JSON-lines samples, continuations of prompts read from a file or
+// standard input, or an interactive prompt on a terminal. Decoding uses a KV cache and runs
+// --micro-batch-size samples or prompts together; see docs/generate.md for the differences.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/mapped_file.h"
+#include "base/program.h"
+#include "tasks/generation.h"
+#include "tasks/gpt_inference.h"
+#include "tasks/inference_model.h"
+#include "tasks/sample_output.h"
+#include "tasks/task_args.h"
+#include "text/tokenizer_factory.h"
+
+namespace {
+
+using namespace mds;
+
+// Standard output, or a file replaced all at once when the run succeeds.
+class Output {
+ public:
+  explicit Output(const std::optional<std::string>& path) {
+    if (path && *path != "-") file_ = std::make_unique<base::AtomicFile>(*path);
+  }
+  void write(const std::string& text) {
+    if (file_) {
+      file_->write(text.data(), text.size());
+    } else {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  void commit() {
+    if (file_) file_->commit();
+  }
+
+ private:
+  std::unique_ptr<base::AtomicFile> file_;
+};
+
+struct Generator {
+  const tasks::GenerateArgs& args;
+  const text::Tokenizer& tokenizer;
+  const tasks::GptInference& model;
+  tasks::GenerationOptions options;
+};
+
+tasks::GenerationOptions generation_options(const tasks::GenerateArgs& args,
+                                            const tasks::InferenceModel& model, std::int64_t eod) {
+  tasks::GenerationOptions o;
+  o.sampling.greedy = args.greedy;
+  o.sampling.temperature = args.temperature;
+  o.sampling.top_k = args.top_k;
+  o.sampling.top_p = args.top_p;
+  o.seed = static_cast<std::uint64_t>(args.model.seed);
+  o.seq_length = *args.model.seq_length;
+  o.out_seq_length = args.out_seq_length;
+  o.eod = eod;
+  o.vocab_size = model.vocab_size;
+  o.recompute = args.recompute;
+  return o;
+}
+
+void unconditional(Generator& g, const base::Log& log) {
+  Output out(g.args.genfile);
+  const std::int64_t total = g.args.num_samples, batch = g.args.model.micro_batch_size;
+  const std::int64_t log_interval = std::max<std::int64_t>(1, g.args.model.log_interval);
+  auto start = std::chrono::steady_clock::now();
+  for (std::int64_t first = 0; first < total; first += batch) {
+    std::vector<tasks::GenerationRow> rows;
+    for (std::int64_t i = first; i < std::min(total, first + batch); ++i) {
+      rows.push_back({{g.options.eod}, static_cast<std::uint64_t>(i)});
+    }
+    const std::vector<tasks::GenerationResult> results = tasks::generate(g.model, rows, g.options);
+    for (const tasks::GenerationResult& result : results) {
+      out.write(tasks::unconditional_json_line(result, g.tokenizer) + "\n");
+    }
+    const std::int64_t done = first + static_cast<std::int64_t>(rows.size());
+    if (done / log_interval != first / log_interval || done == total) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      log.note("Avg s/batch: " +
+               std::to_string(seconds / static_cast<double>((done - first + batch - 1) / batch)) +
+               " (" + std::to_string(done) + "/" + std::to_string(total) + " samples)");
+      start = std::chrono::steady_clock::now();
+    }
+  }
+  out.commit();
+}
+
+// Lines as Python's text mode reads them: \r\n and \r become \n, which stays on the line.
+std::vector<std::string> read_prompt_lines(const std::string& path) {
+  std::string content;
+  if (path == "-") {
+    content.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    content = std::string(base::MappedFile(path).bytes());
+  }
+  std::vector<std::string> lines;
+  std::string line;
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const char c = content[i];
+    if (c == '\r' || c == '\n') {
+      if (c == '\r' && i + 1 < content.size() && content[i + 1] == '\n') ++i;
+      lines.push_back(line + "\n");
+      line.clear();
+    } else {
+      line += c;
+    }
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+// Tokenizes a prompt; nullopt (with upstream's message) when it is empty or too long.
+std::optional<std::vector<std::int64_t>> prompt_tokens(const Generator& g, const std::string& text,
+                                                       const base::Log& log) {
+  const std::vector<std::int32_t> ids = g.tokenizer.encode(text);
+  const std::int64_t length = static_cast<std::int64_t>(ids.size());
+  if (length == 0) {
+    log.warn("an empty prompt is skipped");
+    return std::nullopt;
+  }
+  if (length >= *g.args.model.seq_length / 2) {
+    log.warn("Context length " + std::to_string(length) +
+             ": Please give smaller context (half of the sequence length)!");
+    return std::nullopt;
+  }
+  return std::vector<std::int64_t>(ids.begin(), ids.end());
+}
+
+void from_prompts(Generator& g, const std::string& input, const base::Log& log) {
+  const std::vector<std::string> lines = read_prompt_lines(input);
+  Output out(g.args.sample_output_file);
+  const std::size_t batch = static_cast<std::size_t>(g.args.model.micro_batch_size);
+  std::vector<tasks::GenerationRow> rows;
+  std::vector<std::size_t> row_lines;
+  const auto flush = [&] {
+    if (rows.empty()) return;
+    const std::vector<tasks::GenerationResult> results = tasks::generate(g.model, rows, g.options);
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      out.write(tasks::conditional_record(lines[row_lines[r]], results[r], g.tokenizer));
+    }
+    rows.clear();
+    row_lines.clear();
+  };
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto tokens = prompt_tokens(g, lines[i], log);
+    if (!tokens) continue;
+    rows.push_back({*tokens, static_cast<std::uint64_t>(i)});
+    row_lines.push_back(i);
+    if (rows.size() == batch) flush();
+  }
+  flush();
+  out.commit();
+}
+
+void interactive(Generator& g, const base::Log& log) {
+  for (std::uint64_t count = 0;; ++count) {
+    std::string text;
+    do {
+      std::printf("\nContext prompt (stop to exit) >>> ");
+      std::fflush(stdout);
+      if (!std::getline(std::cin, text)) return;
+      if (text.empty()) std::printf("Prompt should not be empty!\n");
+    } while (text.empty());
+    if (text.find("stop") != std::string::npos) return;
+    const auto tokens = prompt_tokens(g, text, log);
+    if (!tokens) continue;
+    const tasks::GenerationResult result =
+        tasks::generate(g.model, {{*tokens, count}}, g.options)[0];
+    const std::string record = tasks::conditional_record(text, result, g.tokenizer);
+    // "\nContext:<prompt>\n\nMegatron-LM:<text>\n" shown as upstream prints it.
+    std::printf("\nContext: %s\n\nMegatron-LM: %s\n", text.c_str(),
+                record.substr(record.find("\n\nMegatron-LM:") + 14).c_str());
+  }
+}
+
+int run(int argc, char** argv) {
+  base::Log log("generate", stderr, stderr);
+  tasks::GenerateArgs args = tasks::parse_generate_args(argc, argv);
+  return base::run_program("generate", [&] {
+    tasks::validate_generate_args(args);
+    if (args.sample_input_file && *args.sample_input_file != "-" &&
+        !base::file_exists(*args.sample_input_file)) {
+      base::fail("--sample-input-file ", *args.sample_input_file, ": no such file");
+    }
+    const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
+    if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token");
+    const tasks::InferenceModel model = tasks::load_inference_model(args.model, *tokenizer, log);
+    const tasks::GptInference inference(model.options, *model.table, *model.params);
+    Generator g{args, *tokenizer, inference, generation_options(args, model, *tokenizer->eod())};
+    if (args.num_samples > 0) {
+      unconditional(g, log);
+    } else if (args.sample_input_file) {
+      from_prompts(g, *args.sample_input_file, log);
+    } else if (isatty(STDIN_FILENO)) {
+      interactive(g, log);
+    } else {
+      from_prompts(g, "-", log);
+    }
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run(argc, argv);
+}
