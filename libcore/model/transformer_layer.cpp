@@ -48,14 +48,6 @@ LayerWeights LayerWeights::view(const ParamBuffer& buffer, const LayerParamIndex
 
 namespace {
 
-// The probabilities the context product used: the saved softmax itself without attention
-// dropout, else its dropped copy, recomputed into `scratch` from the counter-based mask.
-Tensor dropped_probs(const LayerSetup& setup, const LayerActivations& act, Tensor scratch) {
-  if (setup.attention_probs.p == 0.0f) return act.probs;
-  ops::dropout_forward(scratch, act.probs, setup.attention_probs);
-  return scratch;
-}
-
 // Backward of a LayerNorm whose output also fed a residual add (post-LN residual): the residual
 // gradient in `grad` joins the branch gradient before the LayerNorm backward overwrites `grad`.
 void layernorm_input_backward(const LayerSetup& setup, Tensor grad, Tensor dweight, Tensor dbias,
@@ -78,7 +70,12 @@ void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
   ops::layernorm_forward(act.ln1, act.ln1_mean, act.ln1_rstd, input, w.ln1_weight, w.ln1_bias, eps);
   ops::linear_forward(act.qkv, act.ln1, w.qkv_weight, w.qkv_bias);
   ops::attention_probs_forward(act.probs, act.qkv, setup.coeff);
-  ops::attention_context_forward(act.context, dropped_probs(setup, act, ws.probs_a), act.qkv);
+  if (setup.attention_probs.p == 0.0f) {
+    ops::attention_context_forward(act.context, act.probs, act.qkv);
+  } else {
+    ops::attention_context_forward_with_dropout(act.context, ws.probs_a, act.probs, act.qkv,
+                                                setup.attention_probs);
+  }
   // The dense bias is returned separately upstream and added inside bias-dropout-add.
   ops::linear_forward(ws.hidden_a, act.context, w.dense_weight);
   ops::bias_dropout_add_forward(act.attention_out, ws.hidden_a, w.dense_bias,
@@ -119,10 +116,11 @@ void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
   ops::fill(dcontext, 0.0f);
   ops::linear_backward(dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight);
   ops::fill(dqkv, 0.0f);
-  ops::attention_context_backward(dprobs, dqkv, dcontext, dropped_probs(setup, act, ws.probs_a),
-                                  act.qkv);
-  if (setup.attention_probs.p != 0.0f) {
-    ops::dropout_backward(dprobs, dprobs, setup.attention_probs);
+  if (setup.attention_probs.p == 0.0f) {
+    ops::attention_context_backward(dprobs, dqkv, dcontext, act.probs, act.qkv);
+  } else {
+    ops::attention_context_backward_with_dropout(dprobs, dqkv, ws.probs_a, dcontext, act.probs,
+                                                 act.qkv, setup.attention_probs);
   }
   ops::attention_probs_backward(dqkv, dprobs, act.probs, act.qkv, setup.coeff);
   const Tensor dln1 = ws.hidden_a;

@@ -35,6 +35,12 @@ void check_coeff(const char* op, float coeff) {
   if (!(coeff >= 1.0f)) base::fail("ops::", op, ": coeff must be >= 1, got ", coeff);
 }
 
+void check_dropout(const char* op, const DropoutStream& stream) {
+  if (!(stream.p >= 0.0f && stream.p < 1.0f)) {
+    base::fail("ops::", op, ": dropout probability must be in [0, 1), got ", stream.p);
+  }
+}
+
 void check_float(const char* op, detail::Arg arg, const Shape& shape) {
   detail::expect_dtype(op, arg, DType::kFloat32);
   detail::expect_shape(op, arg, shape);
@@ -83,6 +89,39 @@ void attention_probs_backward(Tensor dqkv, Tensor dprobs, Tensor probs, Tensor q
   check_float(kOp, {"dqkv", dqkv}, qkv.shape());
   cpu::attention_probs_backward(dqkv.data<float>(), dprobs.data<float>(), probs.data<float>(),
                                 qkv.data<float>(), d, coeff);
+}
+
+void attention_context_forward_with_dropout(Tensor ctx, Tensor dropped, Tensor probs, Tensor qkv,
+                                            const DropoutStream& stream) {
+  constexpr const char* kOp = "attention_context_forward_with_dropout";
+  detail::require_cpu(kOp, {{"ctx", ctx}, {"dropped", dropped}, {"probs", probs}, {"qkv", qkv}});
+  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  check_float(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
+  check_float(kOp, {"dropped", dropped}, probs.shape());
+  check_dropout(kOp, stream);
+  cpu::attention_context_forward_with_dropout(ctx.data<float>(), dropped.data<float>(),
+                                              probs.data<float>(), qkv.data<float>(), d, stream);
+}
+
+void attention_context_backward_with_dropout(Tensor dprobs, Tensor dqkv, Tensor dropped,
+                                             Tensor dctx, Tensor probs, Tensor qkv,
+                                             const DropoutStream& stream) {
+  constexpr const char* kOp = "attention_context_backward_with_dropout";
+  detail::require_cpu(kOp, {{"dprobs", dprobs},
+                            {"dqkv", dqkv},
+                            {"dropped", dropped},
+                            {"dctx", dctx},
+                            {"probs", probs},
+                            {"qkv", qkv}});
+  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  check_float(kOp, {"dprobs", dprobs}, probs.shape());
+  check_float(kOp, {"dropped", dropped}, probs.shape());
+  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
+  check_float(kOp, {"dctx", dctx}, {d.s, d.b, d.np * d.hn});
+  check_dropout(kOp, stream);
+  cpu::attention_context_backward_with_dropout(dprobs.data<float>(), dqkv.data<float>(),
+                                               dropped.data<float>(), dctx.data<float>(),
+                                               probs.data<float>(), qkv.data<float>(), d, stream);
 }
 
 void attention_forward(Tensor ctx, Tensor probs, Tensor qkv, float coeff) {

@@ -19,6 +19,7 @@
 // dropout backward applied to dprobs in place.
 #pragma once
 
+#include "ops/dropout.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -41,6 +42,22 @@ void attention_context_backward(tensor::Tensor dprobs, tensor::Tensor dqkv, tens
 // overwritten with the gradient of the scores.
 void attention_probs_backward(tensor::Tensor dqkv, tensor::Tensor dprobs, tensor::Tensor probs,
                               tensor::Tensor qkv, float coeff);
+
+// With attention dropout, fused so that each (batch, head) slice draws its mask once per pass and
+// only on and below the diagonal. Same results, bit for bit, as the composition in brackets.
+// ctx = dropout(probs) · v; dropped ([b, np, s, s]) receives dropout(probs).
+//   [dropout_forward(dropped, probs, stream); attention_context_forward(ctx, dropped, qkv)]
+void attention_context_forward_with_dropout(tensor::Tensor ctx, tensor::Tensor dropped,
+                                            tensor::Tensor probs, tensor::Tensor qkv,
+                                            const DropoutStream& stream);
+// dprobs = (dctx · vᵀ) ⊙ mask/(1 − p), zero above the diagonal, and the v part of dqkv +=
+// dropout(probs)ᵀ · dctx; dropped is a [b, np, s, s] workspace (it ends up holding dropout(probs)).
+//   [dropout_forward(dropped, probs, stream); attention_context_backward(dprobs, dqkv, dctx,
+//    dropped, qkv); dropout_backward(dprobs, dprobs, stream)]
+void attention_context_backward_with_dropout(tensor::Tensor dprobs, tensor::Tensor dqkv,
+                                             tensor::Tensor dropped, tensor::Tensor dctx,
+                                             tensor::Tensor probs, tensor::Tensor qkv,
+                                             const DropoutStream& stream);
 
 // Both halves without dropout.
 void attention_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor qkv, float coeff);

@@ -108,6 +108,52 @@ TEST(OpsAttention, SplitStepsWithDropoutMatchFiniteDifferences) {
   expect_close(dqkv, numeric_grad(qkv, loss, 1e-3f), 3e-3, 3e-3, "dqkv");
 }
 
+TEST(OpsAttention, FusedDropoutEqualsTheComposedStepsBitForBit) {
+  // s = 5 puts Philox groups across rows; s = 300 splits rows into several mask chunks.
+  for (const std::int64_t s : {std::int64_t{5}, std::int64_t{300}}) {
+    const tensor::Shape qkv_shape{s, kB, kNp * 3 * kHn}, probs_shape{kB, kNp, s, s},
+        ctx_shape{s, kB, kNp * kHn};
+    const DropoutStream stream{0.3f, 1234, 77};
+    auto qkv = random_floats(qkv_shape.numel(), 11, -2, 2);
+    const auto dctx = random_floats(ctx_shape.numel(), 12);
+    std::vector<float> probs(probs_shape.numel());
+    attention_probs_forward(view(probs, probs_shape), view(qkv, qkv_shape), 1.0f);
+
+    std::vector<float> dropped(probs.size()), ctx(ctx_shape.numel());
+    dropout_forward(view(dropped, probs_shape), view(probs, probs_shape), stream);
+    attention_context_forward(view(ctx, ctx_shape), view(dropped, probs_shape),
+                              view(qkv, qkv_shape));
+    std::vector<float> fused_dropped(probs.size(), 7.0f), fused_ctx(ctx.size(), 7.0f);
+    attention_context_forward_with_dropout(view(fused_ctx, ctx_shape),
+                                           view(fused_dropped, probs_shape),
+                                           view(probs, probs_shape), view(qkv, qkv_shape), stream);
+    expect_close(fused_dropped, dropped, 0, 0, "dropped");
+    expect_close(fused_ctx, ctx, 0, 0, "ctx");
+
+    auto dctx_copy = dctx;
+    std::vector<float> dprobs(probs.size()), dqkv(qkv.size(), 0.5f);
+    attention_context_backward(view(dprobs, probs_shape), view(dqkv, qkv_shape),
+                               view(dctx_copy, ctx_shape), view(dropped, probs_shape),
+                               view(qkv, qkv_shape));
+    dropout_backward(view(dprobs, probs_shape), view(dprobs, probs_shape), stream);
+    std::vector<float> fused_dprobs(probs.size(), 7.0f), fused_dqkv(qkv.size(), 0.5f);
+    std::fill(fused_dropped.begin(), fused_dropped.end(), 7.0f);
+    attention_context_backward_with_dropout(
+        view(fused_dprobs, probs_shape), view(fused_dqkv, qkv_shape),
+        view(fused_dropped, probs_shape), view(dctx_copy, ctx_shape), view(probs, probs_shape),
+        view(qkv, qkv_shape), stream);
+    expect_close(fused_dqkv, dqkv, 0, 0, "dqkv");
+    // Above the diagonal the fused dprobs is zero; the softmax backward never reads it there.
+    for (std::int64_t r = 0; r < kB * kNp * s; ++r) {
+      const std::int64_t i = r % s;
+      for (std::int64_t j = 0; j < s; ++j) {
+        const float want = j <= i ? dprobs[r * s + j] : 0.0f;
+        ASSERT_EQ(fused_dprobs[r * s + j], want) << "s=" << s << " row " << r << " col " << j;
+      }
+    }
+  }
+}
+
 TEST(OpsAttention, RejectsInconsistentShapes) {
   std::vector<float> qkv(kQkv.numel()), probs(kProbs.numel());
   EXPECT_THROW(attention_probs_forward(view(probs, {kB, kNp, kS, kS}),

@@ -1,8 +1,10 @@
 #include "ops/cpu/attention.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
+#include "ops/cpu/dropout.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/vector_math.h"
 
@@ -95,6 +97,33 @@ void causal_softmax_backward_row(float* g, const float* p, std::int64_t i, std::
   for (std::int64_t j = i + 1; j < s; ++j) g[j] = 0.0f;
 }
 
+// Attention dropout of one (batch, head) slice, masks drawn on and below the diagonal only (above
+// it the probabilities are exact zeros, and so are the results): dropped = probs ⊙ mask·scale and,
+// when dprobs is not null, dprobs ⊙= mask·scale with the same draw. Element (i, j) of slice bh is
+// element bh·s² + i·s + j of the stream, as in dropout_forward over the whole tensor.
+void causal_dropout_slice(float* dropped, float* dprobs, const float* probs, std::int64_t bh,
+                          std::int64_t s, const DropoutStream& stream) {
+  constexpr std::int64_t kChunk = 256;
+  std::array<float, kChunk> factors;
+  for (std::int64_t i = 0; i < s; ++i) {
+    const std::int64_t row = i * s;
+    for (std::int64_t j0 = 0; j0 <= i; j0 += kChunk) {
+      const std::int64_t count = std::min(kChunk, i + 1 - j0);
+      dropout_factors(factors.data(), stream, static_cast<std::uint64_t>(bh * s * s + row + j0),
+                      count);
+      for (std::int64_t k = 0; k < count; ++k) {
+        dropped[row + j0 + k] = probs[row + j0 + k] * factors[static_cast<std::size_t>(k)];
+      }
+      if (dprobs == nullptr) continue;
+      for (std::int64_t k = 0; k < count; ++k) {
+        dprobs[row + j0 + k] *= factors[static_cast<std::size_t>(k)];
+      }
+    }
+    std::fill(dropped + row + i + 1, dropped + row + s, 0.0f);
+    if (dprobs != nullptr) std::fill(dprobs + row + i + 1, dprobs + row + s, 0.0f);
+  }
+}
+
 }  // namespace
 
 // Each thread takes whole (batch, head) slices: their GEMMs run single-threaded one after the
@@ -152,6 +181,37 @@ void attention_probs_backward(float* dqkv, float* dprobs, const float* probs, co
     // dk += α · dSᵀ · q
     gemm_on_this_thread(s, d.hn, s, alpha, {dprobs + at.probs, s, true},
                         {qkv + at.qkv, qkv_ld(d), false}, 1.0f, dqkv + at.qkv + d.hn, qkv_ld(d));
+  }
+}
+
+void attention_context_forward_with_dropout(float* ctx, float* dropped, const float* probs,
+                                            const float* qkv, AttentionDims d,
+                                            const DropoutStream& stream) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
+    const Slice at = slice(d, bh);
+    causal_dropout_slice(dropped + at.probs, nullptr, probs + at.probs, bh, d.s, stream);
+    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {dropped + at.probs, d.s, false},
+                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), false}, 0.0f, ctx + at.ctx, ctx_ld(d));
+  }
+}
+
+void attention_context_backward_with_dropout(float* dprobs, float* dqkv, float* dropped,
+                                             const float* dctx, const float* probs,
+                                             const float* qkv, AttentionDims d,
+                                             const DropoutStream& stream) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
+    const Slice at = slice(d, bh);
+    // dprobs = dctx · vᵀ, then one mask draw gives both its dropout backward and the dropped
+    // probabilities the forward's context product used.
+    gemm_on_this_thread(d.s, d.s, d.hn, 1.0f, {dctx + at.ctx, ctx_ld(d), false},
+                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), true}, 0.0f, dprobs + at.probs, d.s);
+    causal_dropout_slice(dropped + at.probs, dprobs + at.probs, probs + at.probs, bh, d.s, stream);
+    // dv += dropped probsᵀ · dctx
+    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {dropped + at.probs, d.s, true},
+                        {dctx + at.ctx, ctx_ld(d), false}, 1.0f, dqkv + at.qkv + 2 * d.hn,
+                        qkv_ld(d));
   }
 }
 

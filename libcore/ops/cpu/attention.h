@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/dropout.h"
+
 namespace mds::ops::cpu {
 
 struct AttentionDims {
@@ -17,5 +19,12 @@ void attention_context_backward(float* dprobs, float* dqkv, const float* dctx, c
                                 const float* qkv, AttentionDims d);
 void attention_probs_backward(float* dqkv, float* dprobs, const float* probs, const float* qkv,
                               AttentionDims d, float coeff);
+void attention_context_forward_with_dropout(float* ctx, float* dropped, const float* probs,
+                                            const float* qkv, AttentionDims d,
+                                            const DropoutStream& stream);
+void attention_context_backward_with_dropout(float* dprobs, float* dqkv, float* dropped,
+                                             const float* dctx, const float* probs,
+                                             const float* qkv, AttentionDims d,
+                                             const DropoutStream& stream);
 
 }  // namespace mds::ops::cpu
