@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include "ops/cpu/cross_entropy.h"
+#include "ops/cpu/gelu.h"
 #include "ops/cpu/vector_math.h"
+#include "ops_test_util.h"
 
 namespace mds::ops::cpu {
 namespace {
@@ -49,6 +52,34 @@ TEST(OpsVectorMath, TanhIsWithinHalfAnUlpOfOneAndOdd) {
   EXPECT_EQ(vector_tanh(0.0f), 0.0f);
   EXPECT_EQ(vector_tanh(100.0f), 1.0f);
   EXPECT_EQ(vector_tanh(-INFINITY), -1.0f);
+}
+
+// The loops are compiled for AVX2 and for baseline x86-64 (MDS_VECTOR_CLONES) and vectorized; on
+// whichever this CPU runs they must give exactly the scalar function's bits.
+TEST(OpsVectorMath, VectorizedLoopsEqualTheScalarFunctionsBitForBit) {
+  constexpr std::int64_t kRows = 3, kCols = 203;  // not a multiple of any vector width
+  const auto x = ops_test::random_floats(kRows * kCols, 21, -6, 6);
+  const auto bias = ops_test::random_floats(kCols, 22);
+  const auto dout = ops_test::random_floats(kRows * kCols, 23);
+  for (const GeluKind kind : {GeluKind::kTanhFused, GeluKind::kTanhOpenAI, GeluKind::kErf}) {
+    std::vector<float> out(x.size()), dx(x.size(), 0.25f), dbias(kCols, 0.0f);
+    bias_gelu_forward(out.data(), x.data(), bias.data(), kRows, kCols, kind);
+    bias_gelu_backward(dx.data(), dbias.data(), dout.data(), x.data(), bias.data(), kRows, kCols,
+                       kind);
+    for (std::int64_t i = 0; i < kRows * kCols; ++i) {
+      const float z = x[i] + bias[i % kCols];
+      ASSERT_EQ(out[i], gelu(z, kind)) << i;
+      ASSERT_EQ(dx[i], 0.25f + gelu_derivative(z, kind) * dout[i]) << i;
+    }
+  }
+  auto logits = ops_test::random_floats(kRows * kCols, 24, -30, 30);
+  const auto original = logits;
+  std::vector<float> max(kRows), sum(kRows);
+  cross_entropy_row_max(max.data(), logits.data(), kRows, kCols);
+  cross_entropy_exp_sum(sum.data(), logits.data(), max.data(), kRows, kCols);
+  for (std::int64_t i = 0; i < kRows * kCols; ++i) {
+    ASSERT_EQ(logits[i], vector_exp(original[i] - max[i / kCols])) << i;
+  }
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ std::int64_t ctx_ld(const AttentionDims& d) {
 // result does not depend on the thread count.
 constexpr std::int64_t kLanes = 8;
 
-void causal_softmax_row(float* p, std::int64_t i, std::int64_t s, float coeff) {
+MDS_VECTOR_CLONES void causal_softmax_row(float* p, std::int64_t i, std::int64_t s, float coeff) {
   const std::int64_t n = i + 1, vector_end = n - n % kLanes;
   std::array<float, kLanes> lane_max;
   lane_max.fill(-INFINITY);
@@ -82,8 +82,8 @@ void causal_softmax_row(float* p, std::int64_t i, std::int64_t s, float coeff) {
 
 // Softmax backward of z = coeff·S for one row: dS = coeff · p ⊙ (dp − Σ_j p_j·dp_j), zero where
 // masked.
-void causal_softmax_backward_row(float* g, const float* p, std::int64_t i, std::int64_t s,
-                                 float coeff) {
+MDS_VECTOR_CLONES void causal_softmax_backward_row(float* g, const float* p, std::int64_t i,
+                                                   std::int64_t s, float coeff) {
   const std::int64_t n = i + 1, vector_end = n - n % kLanes;
   std::array<float, kLanes> lane_dot{};
   for (std::int64_t j = 0; j < vector_end; j += kLanes) {

@@ -7,29 +7,56 @@
 
 namespace mds::ops::cpu {
 
+namespace {
+
+// `x > m ? x : m` skips NaNs as fmax does, and unlike the fmax call it vectorizes; max is exact in
+// any order, so independent lanes give fmax's value (at most the sign of a zero max can differ,
+// which no result below depends on: x − (±0) rounds the same for x ≠ ±0).
+MDS_VECTOR_CLONES float row_max(const float* row, std::int64_t v) {
+  constexpr std::int64_t kLanes = 16;
+  std::array<float, kLanes> lanes;
+  lanes.fill(-INFINITY);
+  std::int64_t j = 0;
+  for (; j + kLanes <= v; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const float x = row[j + l];
+      float& m = lanes[static_cast<std::size_t>(l)];
+      m = x > m ? x : m;
+    }
+  }
+  float m = -INFINITY;
+  for (const float lane : lanes) m = lane > m ? lane : m;
+  for (; j < v; ++j) m = row[j] > m ? row[j] : m;
+  return m;
+}
+
+// row[j] ← exp(row[j] − max); returns their sum, taken in sixteen running sums added up in a fixed
+// order: vectorizable and thread-independent.
+MDS_VECTOR_CLONES float exp_and_sum_row(float* row, float max, std::int64_t v) {
+  constexpr std::int64_t kLanes = 16;
+  std::array<float, kLanes> lanes{};
+  std::int64_t j = 0;
+  for (; j + kLanes <= v; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const float e = vector_exp(row[j + l] - max);
+      row[j + l] = e;
+      lanes[static_cast<std::size_t>(l)] += e;
+    }
+  }
+  float sum = 0.0f;
+  for (; j < v; ++j) {
+    row[j] = vector_exp(row[j] - max);
+    sum += row[j];
+  }
+  for (const float lane : lanes) sum += lane;
+  return sum;
+}
+
+}  // namespace
+
 void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * v;
-    // `x > m ? x : m` skips NaNs as fmax does, and unlike the fmax call it vectorizes; max is
-    // exact in any order, so independent lanes give fmax's value (at most the sign of a zero max
-    // can differ, which no result below depends on: x − (±0) rounds the same for x ≠ ±0).
-    constexpr std::int64_t kLanes = 16;
-    std::array<float, kLanes> lanes;
-    lanes.fill(-INFINITY);
-    std::int64_t j = 0;
-    for (; j + kLanes <= v; j += kLanes) {
-      for (std::int64_t l = 0; l < kLanes; ++l) {
-        const float x = row[j + l];
-        float& m = lanes[static_cast<std::size_t>(l)];
-        m = x > m ? x : m;
-      }
-    }
-    float m = -INFINITY;
-    for (const float lane : lanes) m = lane > m ? lane : m;
-    for (; j < v; ++j) m = row[j] > m ? row[j] : m;
-    max[i] = m;
-  }
+  for (std::int64_t i = 0; i < n; ++i) max[i] = row_max(logits + i * v, v);
 }
 
 void cross_entropy_target_logit(float* target_logit, const float* logits,
@@ -45,28 +72,7 @@ void cross_entropy_target_logit(float* target_logit, const float* logits,
 void cross_entropy_exp_sum(float* sum_exp, float* logits, const float* max, std::int64_t n,
                            std::int64_t v) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    float* row = logits + i * v;
-    const float row_max = max[i];
-    // Sixteen running sums, added up in a fixed order: vectorizable and thread-independent.
-    constexpr std::int64_t kLanes = 16;
-    std::array<float, kLanes> lanes{};
-    std::int64_t j = 0;
-    for (; j + kLanes <= v; j += kLanes) {
-      for (std::int64_t l = 0; l < kLanes; ++l) {
-        const float e = vector_exp(row[j + l] - row_max);
-        row[j + l] = e;
-        lanes[static_cast<std::size_t>(l)] += e;
-      }
-    }
-    float sum = 0.0f;
-    for (; j < v; ++j) {
-      row[j] = vector_exp(row[j] - row_max);
-      sum += row[j];
-    }
-    for (const float lane : lanes) sum += lane;
-    sum_exp[i] = sum;
-  }
+  for (std::int64_t i = 0; i < n; ++i) sum_exp[i] = exp_and_sum_row(logits + i * v, max[i], v);
 }
 
 void cross_entropy_loss(float* loss, const float* sum_exp, const float* target_logit,

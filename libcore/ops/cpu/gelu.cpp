@@ -15,7 +15,7 @@ namespace {
 // vector_tanh (within 2^-23 of tanh, vectorizable), which PyTorch's own vectorized tanh is not
 // bit-equal to either.
 template <GeluKind kKind>
-float gelu_of(float z) {
+MDS_ALWAYS_INLINE inline float gelu_of(float z) {
   if constexpr (kKind == GeluKind::kTanhFused) {
     return z * 0.5f * (1.0f + vector_tanh(0.79788456f * z * (1.0f + 0.044715f * z * z)));
   } else if constexpr (kKind == GeluKind::kTanhOpenAI) {
@@ -27,7 +27,7 @@ float gelu_of(float z) {
 }
 
 template <GeluKind kKind>
-float gelu_derivative_of(float z) {
+MDS_ALWAYS_INLINE inline float gelu_derivative_of(float z) {
   if constexpr (kKind == GeluKind::kTanhFused) {
     // megatron/model/fused_bias_gelu.py bias_gelu_back, 0.1070322243 = 3·0.044715·0.79788456.
     const float t = vector_tanh(0.79788456f * z * (1.0f + 0.044715f * z * z));
@@ -46,7 +46,7 @@ float gelu_derivative_of(float z) {
 // Calls body(kind as a compile-time constant), so that every loop is compiled once per kind with
 // no switch inside it (a switch in the loop body keeps it from vectorizing).
 template <typename Body>
-void with_kind(GeluKind kind, Body body) {
+MDS_ALWAYS_INLINE inline void with_kind(GeluKind kind, Body body) {
   switch (kind) {
     case GeluKind::kTanhFused:
       return body(std::integral_constant<GeluKind, GeluKind::kTanhFused>{});
@@ -55,6 +55,43 @@ void with_kind(GeluKind kind, Body body) {
     case GeluKind::kErf:
       return body(std::integral_constant<GeluKind, GeluKind::kErf>{});
   }
+}
+
+// One row (or one block of columns) per call, each cloned for AVX2 with the kind switched outside
+// the loops.
+MDS_VECTOR_CLONES void forward_row(float* out, const float* x, const float* bias, std::int64_t cols,
+                                   GeluKind kind) {
+  with_kind(kind, [&](auto k) MDS_ALWAYS_INLINE {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      out[c] = gelu_of<decltype(k)::value>(bias != nullptr ? x[c] + bias[c] : x[c]);
+    }
+  });
+}
+
+MDS_VECTOR_CLONES void backward_row(float* dx, const float* dout, const float* x, const float* bias,
+                                    std::int64_t cols, GeluKind kind) {
+  with_kind(kind, [&](auto k) MDS_ALWAYS_INLINE {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      dx[c] +=
+          gelu_derivative_of<decltype(k)::value>(bias != nullptr ? x[c] + bias[c] : x[c]) * dout[c];
+    }
+  });
+}
+
+// Columns [begin, end) of every row: dx += g and sums[c − begin] += g, rows in order.
+MDS_VECTOR_CLONES void backward_block(float* dx, float* sums, const float* dout, const float* x,
+                                      const float* bias, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t begin, std::int64_t end, GeluKind kind) {
+  with_kind(kind, [&](auto k) MDS_ALWAYS_INLINE {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = begin; c < end; ++c) {
+        const std::int64_t i = r * cols + c;
+        const float g = gelu_derivative_of<decltype(k)::value>(x[i] + bias[c]) * dout[i];
+        sums[c - begin] += g;
+        dx[i] += g;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -71,46 +108,43 @@ float gelu_derivative(float z, GeluKind kind) {
   return result;
 }
 
+// Elementwise forms run as one long "row" split into chunks over the threads.
+constexpr std::int64_t kElementChunk = 4096;
+
 void gelu_forward(float* out, const float* x, std::int64_t n, GeluKind kind) {
-  with_kind(kind, [&](auto k) {
+  const std::int64_t chunks = (n + kElementChunk - 1) / kElementChunk;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) out[i] = gelu_of<decltype(k)::value>(x[i]);
-  });
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::int64_t begin = chunk * kElementChunk;
+    forward_row(out + begin, x + begin, nullptr, std::min(kElementChunk, n - begin), kind);
+  }
 }
 
 void gelu_backward(float* dx, const float* dout, const float* x, std::int64_t n, GeluKind kind) {
-  with_kind(kind, [&](auto k) {
+  const std::int64_t chunks = (n + kElementChunk - 1) / kElementChunk;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i)
-      dx[i] += gelu_derivative_of<decltype(k)::value>(x[i]) * dout[i];
-  });
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::int64_t begin = chunk * kElementChunk;
+    backward_row(dx + begin, dout + begin, x + begin, nullptr, std::min(kElementChunk, n - begin),
+                 kind);
+  }
 }
 
 void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64_t rows,
                        std::int64_t cols, GeluKind kind) {
-  with_kind(kind, [&](auto k) {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const std::int64_t i = r * cols + c;
-        out[i] = gelu_of<decltype(k)::value>(x[i] + bias[c]);
-      }
-    }
-  });
+  for (std::int64_t r = 0; r < rows; ++r) {
+    forward_row(out + r * cols, x + r * cols, bias, cols, kind);
+  }
 }
 
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, GeluKind kind) {
   if (dbias == nullptr) {
-    with_kind(kind, [&](auto k) {
 #pragma omp parallel for schedule(static)
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const std::int64_t i = r * cols + c;
-          dx[i] += gelu_derivative_of<decltype(k)::value>(x[i] + bias[c]) * dout[i];
-        }
-      }
-    });
+    for (std::int64_t r = 0; r < rows; ++r) {
+      backward_row(dx + r * cols, dout + r * cols, x + r * cols, bias, cols, kind);
+    }
     return;
   }
   // Each element's gradient is computed once and feeds both dx and its column's bias sum. Blocks
@@ -118,23 +152,14 @@ void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float*
   // does not depend on the thread count.
   constexpr std::int64_t kBlock = 64;
   const std::int64_t blocks = (cols + kBlock - 1) / kBlock;
-  with_kind(kind, [&](auto k) {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t blk = 0; blk < blocks; ++blk) {
-      const std::int64_t begin = blk * kBlock, end = std::min(cols, begin + kBlock);
-      std::array<float, kBlock> sums{};
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t c = begin; c < end; ++c) {
-          const std::int64_t i = r * cols + c;
-          const float g = gelu_derivative_of<decltype(k)::value>(x[i] + bias[c]) * dout[i];
-          sums[static_cast<std::size_t>(c - begin)] += g;
-          dx[i] += g;
-        }
-      }
-      for (std::int64_t c = begin; c < end; ++c)
-        dbias[c] += sums[static_cast<std::size_t>(c - begin)];
-    }
-  });
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t begin = blk * kBlock, end = std::min(cols, begin + kBlock);
+    std::array<float, kBlock> sums{};
+    backward_block(dx, sums.data(), dout, x, bias, rows, cols, begin, end, kind);
+    for (std::int64_t c = begin; c < end; ++c)
+      dbias[c] += sums[static_cast<std::size_t>(c - begin)];
+  }
 }
 
 }  // namespace mds::ops::cpu
