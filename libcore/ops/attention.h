@@ -34,7 +34,8 @@ void attention_probs_forward(tensor::Tensor probs, tensor::Tensor qkv, float coe
 // ctx = probs · v (overwrites ctx).
 void attention_context_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor qkv);
 
-// dprobs = dctx · vᵀ (overwritten; a [b, np, s, s] workspace) and the v part of dqkv +=
+// dprobs = dctx · vᵀ on and below the diagonal (a [b, np, s, s] workspace; what it holds above
+// the diagonal is unspecified, attention_probs_backward never reads it) and the v part of dqkv +=
 // probsᵀ·dctx.
 void attention_context_backward(tensor::Tensor dprobs, tensor::Tensor dqkv, tensor::Tensor dctx,
                                 tensor::Tensor probs, tensor::Tensor qkv);

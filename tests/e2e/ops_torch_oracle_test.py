@@ -110,15 +110,16 @@ def upstream_attention(qkv, s, b, np_, hn, coeff):
 
 
 def case_attention(folder, gen):
-    s, b, np_, hn = 12, 2, 3, 8
-    for coeff in (1, 4):
+    b, np_, hn = 2, 3, 8
+    # s = 150 runs the causal GEMMs in several row blocks (ops/cpu/attention.cpp).
+    for s, coeff in ((12, 1), (12, 4), (150, 1)):
         qkv = torch.randn(s, b, np_ * 3 * hn, generator=gen)
         dctx = torch.randn(s, b, np_ * hn, generator=gen)
         run_probe(folder, "attention", s, b, np_, hn, coeff, qkv=qkv, dctx=dctx)
         qkv_g = qkv.clone().requires_grad_()
         ctx = upstream_attention(qkv_g, s, b, np_, hn, coeff)
         ctx.backward(dctx)
-        name = f"attention coeff={coeff}"
+        name = f"attention s={s} coeff={coeff}"
         check(name, "ctx", ours(folder, "ctx", ctx.shape), ctx.detach())
         check(name, "dqkv", ours(folder, "dqkv", qkv.shape), qkv_g.grad)
 

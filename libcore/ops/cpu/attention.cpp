@@ -124,6 +124,44 @@ void causal_dropout_slice(float* dropped, float* dprobs, const float* probs, std
   }
 }
 
+// The causal products of one (batch, head) slice skip what the mask makes zero: query rows go in
+// blocks of kCausalBlock, and a block only meets the keys up to its last row. That saves nearly
+// half of the attention GEMMs at long sequences. Entries above the diagonal of a score block are
+// computed but never read (the softmax and its backward zero them); every operand read above the
+// diagonal is an exact zero (probabilities, dropped probabilities, score gradients).
+constexpr std::int64_t kCausalBlock = 64;
+
+// out[i, j] = alpha · Σ_d a[i, d]·b[j, d] for j < the end of i's block (scores q·kᵀ, dprobs =
+// dctx·vᵀ); out is s × s, a and b are s × hn strided views.
+void causal_scores(float* out, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                   float alpha, std::int64_t s, std::int64_t hn) {
+  for (std::int64_t r0 = 0; r0 < s; r0 += kCausalBlock) {
+    const std::int64_t r1 = std::min(s, r0 + kCausalBlock);
+    gemm_on_this_thread(r1 - r0, r1, hn, alpha, {a + r0 * lda, lda, false}, {b, ldb, true}, 0.0f,
+                        out + r0 * s, s);
+  }
+}
+
+// out[i] = alpha · Σ_{j ≤ i} p[i, j]·b[j] + beta · out[i] (ctx = probs·v, dq += α·dS·k).
+void causal_times(float* out, std::int64_t ldo, const float* p, const float* b, std::int64_t ldb,
+                  float alpha, float beta, std::int64_t s, std::int64_t hn) {
+  for (std::int64_t r0 = 0; r0 < s; r0 += kCausalBlock) {
+    const std::int64_t r1 = std::min(s, r0 + kCausalBlock);
+    gemm_on_this_thread(r1 - r0, hn, r1, alpha, {p + r0 * s, s, false}, {b, ldb, false}, beta,
+                        out + r0 * ldo, ldo);
+  }
+}
+
+// out[j] += alpha · Σ_{i ≥ j} p[i, j]·b[i] (dv += probsᵀ·dctx, dk += α·dSᵀ·q).
+void causal_transposed_times(float* out, std::int64_t ldo, const float* p, const float* b,
+                             std::int64_t ldb, float alpha, std::int64_t s, std::int64_t hn) {
+  for (std::int64_t c0 = 0; c0 < s; c0 += kCausalBlock) {
+    const std::int64_t c1 = std::min(s, c0 + kCausalBlock);
+    gemm_on_this_thread(c1 - c0, hn, s - c0, alpha, {p + c0 * s + c0, s, true},
+                        {b + c0 * ldb, ldb, false}, 1.0f, out + c0 * ldo, ldo);
+  }
+}
+
 }  // namespace
 
 // Each thread takes whole (batch, head) slices: their GEMMs run single-threaded one after the
@@ -135,8 +173,8 @@ void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, fl
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
-    gemm_on_this_thread(s, s, d.hn, alpha, {qkv + at.qkv, qkv_ld(d), false},
-                        {qkv + at.qkv + d.hn, qkv_ld(d), true}, 0.0f, probs + at.probs, s);
+    causal_scores(probs + at.probs, qkv + at.qkv, qkv_ld(d), qkv + at.qkv + d.hn, qkv_ld(d), alpha,
+                  s, d.hn);
     for (std::int64_t i = 0; i < s; ++i) causal_softmax_row(probs + at.probs + i * s, i, s, coeff);
   }
 }
@@ -145,8 +183,8 @@ void attention_context_forward(float* ctx, const float* probs, const float* qkv,
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
-    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {probs + at.probs, d.s, false},
-                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), false}, 0.0f, ctx + at.ctx, ctx_ld(d));
+    causal_times(ctx + at.ctx, ctx_ld(d), probs + at.probs, qkv + at.qkv + 2 * d.hn, qkv_ld(d),
+                 1.0f, 0.0f, d.s, d.hn);
   }
 }
 
@@ -155,13 +193,11 @@ void attention_context_backward(float* dprobs, float* dqkv, const float* dctx, c
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
-    // dprobs = dctx · vᵀ
-    gemm_on_this_thread(d.s, d.s, d.hn, 1.0f, {dctx + at.ctx, ctx_ld(d), false},
-                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), true}, 0.0f, dprobs + at.probs, d.s);
-    // dv += probsᵀ · dctx
-    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {probs + at.probs, d.s, true},
-                        {dctx + at.ctx, ctx_ld(d), false}, 1.0f, dqkv + at.qkv + 2 * d.hn,
-                        qkv_ld(d));
+    // dprobs = dctx · vᵀ, dv += probsᵀ · dctx
+    causal_scores(dprobs + at.probs, dctx + at.ctx, ctx_ld(d), qkv + at.qkv + 2 * d.hn, qkv_ld(d),
+                  1.0f, d.s, d.hn);
+    causal_transposed_times(dqkv + at.qkv + 2 * d.hn, qkv_ld(d), probs + at.probs, dctx + at.ctx,
+                            ctx_ld(d), 1.0f, d.s, d.hn);
   }
 }
 
@@ -175,12 +211,11 @@ void attention_probs_backward(float* dqkv, float* dprobs, const float* probs, co
     for (std::int64_t i = 0; i < s; ++i) {
       causal_softmax_backward_row(dprobs + at.probs + i * s, probs + at.probs + i * s, i, s, coeff);
     }
-    // dq += α · dS · k
-    gemm_on_this_thread(s, d.hn, s, alpha, {dprobs + at.probs, s, false},
-                        {qkv + at.qkv + d.hn, qkv_ld(d), false}, 1.0f, dqkv + at.qkv, qkv_ld(d));
-    // dk += α · dSᵀ · q
-    gemm_on_this_thread(s, d.hn, s, alpha, {dprobs + at.probs, s, true},
-                        {qkv + at.qkv, qkv_ld(d), false}, 1.0f, dqkv + at.qkv + d.hn, qkv_ld(d));
+    // dq += α · dS · k, dk += α · dSᵀ · q
+    causal_times(dqkv + at.qkv, qkv_ld(d), dprobs + at.probs, qkv + at.qkv + d.hn, qkv_ld(d), alpha,
+                 1.0f, s, d.hn);
+    causal_transposed_times(dqkv + at.qkv + d.hn, qkv_ld(d), dprobs + at.probs, qkv + at.qkv,
+                            qkv_ld(d), alpha, s, d.hn);
   }
 }
 
@@ -191,8 +226,8 @@ void attention_context_forward_with_dropout(float* ctx, float* dropped, const fl
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
     causal_dropout_slice(dropped + at.probs, nullptr, probs + at.probs, bh, d.s, stream);
-    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {dropped + at.probs, d.s, false},
-                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), false}, 0.0f, ctx + at.ctx, ctx_ld(d));
+    causal_times(ctx + at.ctx, ctx_ld(d), dropped + at.probs, qkv + at.qkv + 2 * d.hn, qkv_ld(d),
+                 1.0f, 0.0f, d.s, d.hn);
   }
 }
 
@@ -205,13 +240,12 @@ void attention_context_backward_with_dropout(float* dprobs, float* dqkv, float* 
     const Slice at = slice(d, bh);
     // dprobs = dctx · vᵀ, then one mask draw gives both its dropout backward and the dropped
     // probabilities the forward's context product used.
-    gemm_on_this_thread(d.s, d.s, d.hn, 1.0f, {dctx + at.ctx, ctx_ld(d), false},
-                        {qkv + at.qkv + 2 * d.hn, qkv_ld(d), true}, 0.0f, dprobs + at.probs, d.s);
+    causal_scores(dprobs + at.probs, dctx + at.ctx, ctx_ld(d), qkv + at.qkv + 2 * d.hn, qkv_ld(d),
+                  1.0f, d.s, d.hn);
     causal_dropout_slice(dropped + at.probs, dprobs + at.probs, probs + at.probs, bh, d.s, stream);
     // dv += dropped probsᵀ · dctx
-    gemm_on_this_thread(d.s, d.hn, d.s, 1.0f, {dropped + at.probs, d.s, true},
-                        {dctx + at.ctx, ctx_ld(d), false}, 1.0f, dqkv + at.qkv + 2 * d.hn,
-                        qkv_ld(d));
+    causal_transposed_times(dqkv + at.qkv + 2 * d.hn, qkv_ld(d), dropped + at.probs, dctx + at.ctx,
+                            ctx_ld(d), 1.0f, d.s, d.hn);
   }
 }
 
