@@ -91,6 +91,7 @@ class Trainer {
   const model::ParamTable& table() const { return table_; }
   TrainingProgress& progress() { return progress_; }
   const TrainingProgress& progress() const { return progress_; }
+  const TrainingOutputs& outputs() const { return outputs_; }
   MixedPrecisionOptimizer& optimizer() { return optimizer_; }
   const MixedPrecisionOptimizer& optimizer() const { return optimizer_; }
   AnnealingLR& lr_scheduler() { return lr_scheduler_; }

@@ -31,6 +31,10 @@ assert last < first - 0.5, (first, last)
 PY
 pass "training loss falls"
 ls "$WORK"/tb/events.out.tfevents.* > /dev/null || fail "no TensorBoard event file"
+# write_args_to_tensorboard / log_restart_to_tensorboard: one text summary per argument and the
+# world-size blip.
+grep -qa 'iteration-time/world_size' "$WORK"/tb/events.out.tfevents.* || fail "no restart blip"
+grep -qa 'num_layers' "$WORK"/tb/events.out.tfevents.* || fail "no argument text summaries"
 ls "$WORK"/args_*.txt > /dev/null || fail "--log-path wrote no args file"
 grep -q '^  num_layers \.* 2$' "$WORK"/args_*.txt || fail "args file lacks num_layers"
 pass "TensorBoard events and --log-path"

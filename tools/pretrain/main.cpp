@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/atomic_file.h"
@@ -120,18 +121,28 @@ train::TrainingOutputs training_outputs(const config::PretrainArgs& args, const 
   return outputs;
 }
 
-// megatron/arguments.py _print_args: "  name ..... value" lines sorted case-insensitively, also
-// written to <--log-path>/args_<time>.txt when that flag is given.
-void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
-  std::vector<std::string> lines;
+// (argparse dest, str(value)) of every resolved argument, as upstream's print_args and
+// write_args_to_tensorboard see them.
+std::vector<std::pair<std::string, std::string>> argument_values(const config::PretrainArgs& args) {
+  std::vector<std::pair<std::string, std::string>> values;
   std::istringstream resolved(args.resolved_arguments);
   for (std::string line; std::getline(resolved, line);) {
     const std::size_t equals = line.find('=');
     if (equals == std::string::npos) continue;
     std::string name = line.substr(0, equals);
     std::replace(name.begin(), name.end(), '-', '_');
+    values.emplace_back(std::move(name), line.substr(equals + 1));
+  }
+  return values;
+}
+
+// megatron/arguments.py _print_args: "  name ..... value" lines sorted case-insensitively, also
+// written to <--log-path>/args_<time>.txt when that flag is given.
+void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
+  std::vector<std::string> lines;
+  for (const auto& [name, value] : argument_values(args)) {
     const std::size_t dots = name.size() < 48 ? 48 - name.size() : 0;
-    lines.push_back("  " + name + " " + std::string(dots, '.') + " " + line.substr(equals + 1));
+    lines.push_back("  " + name + " " + std::string(dots, '.') + " " + value);
   }
   std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
     return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
@@ -245,6 +256,13 @@ int run(int argc, char** argv) {
     train::Trainer trainer(options, table, std::move(datasets), training_outputs(args, log));
     trainer.initialize_parameters();
     if (args.load) ckpt::load_trainer_checkpoint(*args.load, trainer, run_description, log);
+
+    // training.py: write_args_to_tensorboard and log_restart_to_tensorboard once the iteration
+    // a run starts from is known.
+    if (const auto& tensorboard = trainer.outputs().tensorboard) {
+      train::write_run_start(*tensorboard, argument_values(args), args.world_size,
+                             trainer.progress().iteration);
+    }
 
     std::unique_ptr<ckpt::TrainerCheckpointSaver> saver;
     if (args.save) {
