@@ -13,14 +13,17 @@
 #        bin/preprocess and bin/sgemm_peak)
 # Environment: MDS_BENCH_CONFIGS (default "small gpt2-124m"), MDS_BENCH_THREADS (default "1 2"),
 #              MDS_BENCH_ITERS_SMALL / MDS_BENCH_WARMUP_SMALL (default 8 / 3),
-#              MDS_BENCH_ITERS_124M / MDS_BENCH_WARMUP_124M (default 4 / 1),
-#              MDS_BENCH_SKIP_TORCH=1 (ours only), MDS_TORCH_PYTHON (default /usr/bin/python3).
+#              MDS_BENCH_ITERS_124M / MDS_BENCH_WARMUP_124M (default 3 / 1),
+#              MDS_BENCH_SKIP_TORCH=1 (ours only), MDS_TORCH_PYTHON (default /usr/bin/python3),
+#              MDS_BENCH_ENV: extra VAR=value words for every timed run, mds and PyTorch alike, e.g.
+#              "OMP_WAIT_POLICY=passive OPENBLAS_THREAD_TIMEOUT=4" (see docs/performance.md).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$repo/build/release}" && pwd)"
 python="${MDS_TORCH_PYTHON:-/usr/bin/python3}"
 configs="${MDS_BENCH_CONFIGS:-small gpt2-124m}"
 threads_list="${MDS_BENCH_THREADS:-1 2}"
+read -r -a extra_env <<< "${MDS_BENCH_ENV:-}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -28,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 config_values() {
   case "$1" in
     small) echo 4 256 4 256 4 8 "${MDS_BENCH_ITERS_SMALL:-8}" "${MDS_BENCH_WARMUP_SMALL:-3}" ;;
-    gpt2-124m) echo 12 768 12 1024 4 8 "${MDS_BENCH_ITERS_124M:-4}" "${MDS_BENCH_WARMUP_124M:-1}" ;;
+    gpt2-124m) echo 12 768 12 1024 4 8 "${MDS_BENCH_ITERS_124M:-3}" "${MDS_BENCH_WARMUP_124M:-1}" ;;
     *) echo "unknown config $1 (small, gpt2-124m)" >&2; exit 2 ;;
   esac
 }
@@ -57,7 +60,7 @@ run_ours() {  # threads L h heads s b G iters warmup → mean step seconds
 { "train_micro_batch_size_per_gpu": $b, "train_batch_size": $G, "gradient_clipping": 1.0,
   "zero_optimization": {"stage": 0}, "steps_per_print": 1000000, "wall_clock_breakdown": false }
 JSON
-  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$build/bin/pretrain" \
+  env "${extra_env[@]}" OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" "$build/bin/pretrain" \
     --num-layers "$L" --hidden-size "$h" --num-attention-heads "$n" --seq-length "$s" \
     --max-position-embeddings "$s" --micro-batch-size "$b" --global-batch-size "$G" \
     --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --lr-warmup-iters 1 --weight-decay 0.01 \
@@ -71,7 +74,8 @@ JSON
 
 run_torch() {  # threads L h heads s b G iters warmup → mean step seconds
   local out
-  out="$(OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1 "$python" "$repo/tests/bench/pytorch_gpt_baseline.py" \
+  out="$(env "${extra_env[@]}" OMP_NUM_THREADS="$1" OPENBLAS_NUM_THREADS="$1" "$python" \
+    "$repo/tests/bench/pytorch_gpt_baseline.py" \
     --threads "$1" --layers "$2" --hidden-size "$3" --heads "$4" --seq-length "$5" \
     --micro-batch-size "$6" --global-batch-size "$7" --iters "$8" --warmup "$9")"
   sed -n 's/^RESULT mean_step_s=\([0-9.]*\).*/\1/p' <<< "$out"
@@ -84,17 +88,27 @@ model_gflop() {  # L h s G V → GFLOP per iteration (train/throughput.h, checkp
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
   "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "extra environment: ${MDS_BENCH_ENV:-(none)}; $("$python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch')"
 rows=()
 for config in $configs; do
   read -r L h n s b G iters warmup <<< "$(config_values "$config")"
   gflop=$(model_gflop "$L" "$h" "$s" "$G" 50304)
+  bound_one_thread=""
   for t in $threads_list; do
     echo "== $config (L=$L h=$h heads=$n s=$s b=$b G=$G), $t thread(s): $iters iterations, first $warmup untimed" >&2
     sgemm="$(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/bin/sgemm_peak" \
       --layers "$L" --hidden "$h" --heads "$n" --seq "$s" --micro-batch "$b" --global-batch "$G")"
     echo "$sgemm" >&2
     peak=$(sed -n 's/^PEAK gflops=//p' <<< "$sgemm")
-    gemm_bound=$(sed -n 's/^STEP .*gemm_bound_s=\([0-9.]*\).*/\1/p' <<< "$sgemm")
+    # pretrain runs OpenBLAS single-threaded inside each of its own threads (ops/cpu/gemm.h), so
+    # its bound is the one-thread sgemm time of every shape divided by the threads: perfect scaling.
+    if [ "$t" = 1 ]; then bound_one_thread=$(sed -n 's/^STEP .*gemm_bound_s=\([0-9.]*\).*/\1/p' <<< "$sgemm"); fi
+    if [ -z "${bound_one_thread:-}" ]; then
+      bound_one_thread=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/bin/sgemm_peak" \
+        --layers "$L" --hidden "$h" --heads "$n" --seq "$s" --micro-batch "$b" --global-batch "$G" |
+        sed -n 's/^STEP .*gemm_bound_s=\([0-9.]*\).*/\1/p')
+    fi
+    gemm_bound=$(awk -v b="$bound_one_thread" -v t="$t" 'BEGIN { printf "%.3f", b / t }')
     ours=$(run_ours "$t" "$L" "$h" "$n" "$s" "$b" "$G" "$iters" "$warmup")
     echo "pretrain: $ours s/step" >&2
     torch="-"

@@ -93,8 +93,9 @@ def main():
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--iters", type=int, default=6, help="steps in all")
     p.add_argument("--warmup", type=int, default=2, help="first steps left out of the mean")
-    p.add_argument("--foreach", choices=["default", "on", "off"], default="default",
-                   help="AdamW's multi-tensor implementation")
+    p.add_argument("--foreach", choices=["default", "on", "off"], default="on",
+                   help="AdamW's multi-tensor implementation (on: like upstream's FusedAdam, and "
+                   "faster here than torch 1.13's CPU default)")
     args = p.parse_args()
     if args.iters <= args.warmup:
         sys.exit("--iters must exceed --warmup")
