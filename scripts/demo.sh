@@ -2,8 +2,9 @@
 # The main job on the bundled data, end to end on this machine (CPU only, no GPU needed):
 #   Shakespeare text -> JSON lines -> two shards (one gzip-compressed) -> preprocess each
 #   -> merge-datasets -> a dataset byte-identical to preprocessing the whole corpus at once
-#   -> pretrain a small GPT-2 on it for a few minutes (falling loss, validation perplexity).
-# generate and evaluate join this chain as they are built (see docs/).
+#   -> pretrain a small GPT-2 on it for a few minutes (falling loss, validation perplexity)
+#   -> generate text from the checkpoint (greedy and sampled)
+#   -> evaluate it zero-shot: WikiText-2 perplexity and LAMBADA accuracy (a subset).
 # Outputs go to out/demo/. Environment: MDS_JOBS (default: nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ jobs="${MDS_JOBS:-$(nproc)}"
 
 scripts/install-deps.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build/release -j "$jobs" --target preprocess merge-datasets pretrain
+cmake --build build/release -j "$jobs" --target preprocess merge-datasets pretrain generate evaluate
 bin=build/release/bin
 out=out/demo
 rm -rf "$out" && mkdir -p "$out"
@@ -44,11 +45,13 @@ ls -l "$out"/shakespeare_text_document.*
 
 echo "== pretrain a small GPT-2 (4 layers, hidden 128) on it, on the CPU"
 cat > "$out/ds_config.json" <<JSON
-{ "train_micro_batch_size_per_gpu": 8, "train_batch_size": 16, "gradient_clipping": 1.0,
+{ "train_micro_batch_size_per_gpu": 4, "train_batch_size": 8, "gradient_clipping": 1.0,
   "zero_optimization": {"stage": 0}, "steps_per_print": 2000 }
 JSON
-"$bin/pretrain" --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
-  --max-position-embeddings 128 --micro-batch-size 8 --global-batch-size 16 \
+# Sequence length 256: every LAMBADA passage fits (the longest is 224 GPT-2 tokens).
+model=(--num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 256
+       --max-position-embeddings 256)
+"$bin/pretrain" "${model[@]}" --micro-batch-size 4 --global-batch-size 8 \
   --train-iters "${MDS_DEMO_ITERS:-100}" --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine \
   --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
   --data-path "$out/shakespeare_text_document" "${tokenizer[@]}" --split 949,50,1 \
@@ -56,3 +59,20 @@ JSON
   --save "$out/checkpoints" --save-interval 1000 --metrics-file "$out/metrics.jsonl" \
   --deepspeed --deepspeed_config "$out/ds_config.json"
 echo "checkpoint: $out/checkpoints/$(cat "$out/checkpoints/latest"); metrics: $out/metrics.jsonl"
+
+echo "== generate: greedy continuations of two prompts, then two sampled ones (top-k 40)"
+printf 'ROMEO:\nFIRST CITIZEN:\n' > "$out/prompts.txt"
+"$bin/generate" "${model[@]}" "${tokenizer[@]}" --load "$out/checkpoints" \
+  --sample-input-file "$out/prompts.txt" --greedy --out-seq-length 48 2> "$out/generate.log"
+"$bin/generate" "${model[@]}" "${tokenizer[@]}" --load "$out/checkpoints" \
+  --num-samples 2 --top_k 40 --out-seq-length 48 --seed 7 2>> "$out/generate.log"
+
+echo "== evaluate: WikiText-2 test perplexity (whole file), LAMBADA accuracy (first 500 passages)"
+"$bin/evaluate" "${model[@]}" "${tokenizer[@]}" --load "$out/checkpoints" --task WIKITEXT103 \
+  --valid-data data/eval/wikitext-2-test.txt --overlapping-eval 256 --micro-batch-size 8 \
+  --log-interval 100000 --results-file "$out/wikitext.json"
+head -n 500 data/eval/lambada_test.jsonl > "$out/lambada_500.jsonl"
+"$bin/evaluate" "${model[@]}" "${tokenizer[@]}" --load "$out/checkpoints" --task LAMBADA \
+  --valid-data "$out/lambada_500.jsonl" --micro-batch-size 8 --log-interval 100000 \
+  --results-file "$out/lambada.json"
+echo "results: $out/wikitext.json $out/lambada.json"
