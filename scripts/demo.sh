@@ -52,10 +52,10 @@ JSON
 model=(--num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 256
        --max-position-embeddings 256)
 "$bin/pretrain" "${model[@]}" --micro-batch-size 4 --global-batch-size 8 \
-  --train-iters "${MDS_DEMO_ITERS:-100}" --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine \
+  --train-iters "${MDS_DEMO_ITERS:-300}" --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine \
   --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
   --data-path "$out/shakespeare_text_document" "${tokenizer[@]}" --split 949,50,1 \
-  --eval-interval 50 --eval-iters 5 --log-interval 10 \
+  --eval-interval 100 --eval-iters 5 --log-interval 20 \
   --save "$out/checkpoints" --save-interval 1000 --metrics-file "$out/metrics.jsonl" \
   --deepspeed --deepspeed_config "$out/ds_config.json"
 echo "checkpoint: $out/checkpoints/$(cat "$out/checkpoints/latest"); metrics: $out/metrics.jsonl"
