@@ -13,12 +13,10 @@ namespace {
 constexpr const char* kParallelBuild = "needs the parallel build (issue 4)";
 
 void check_process_layout(PretrainArgs& a, const ProcessEnv& env) {
-  if (env.world_size != 1) {
-    base::fail("$WORLD_SIZE is ", env.world_size,
-               ": running more than one process (data, tensor or pipeline parallelism) ",
-               kParallelBuild);
+  if (env.world_size < 1) base::fail("the world size is ", env.world_size, ", not positive");
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    base::fail("rank ", env.rank, " is outside a world of ", env.world_size, " processes");
   }
-  if (env.rank != 0) base::fail("$RANK is ", env.rank, " but $WORLD_SIZE is 1");
   a.rank = env.rank;
   a.world_size = env.world_size;
   const auto check_degree = [](const char* flag, int64_t value, const char* what) {
@@ -32,7 +30,7 @@ void check_process_layout(PretrainArgs& a, const ProcessEnv& env) {
                "pipeline parallelism");
   a.data_parallel_size =
       a.world_size / (a.tensor_model_parallel_size * a.pipeline_model_parallel_size);
-  if (a.local_rank && *a.local_rank != 0) {
+  if (a.world_size == 1 && a.local_rank && *a.local_rank != 0) {
     base::fail("--local_rank ", *a.local_rank, ": a single process has local rank 0");
   }
 }
@@ -250,6 +248,12 @@ void check_deepspeed_config(PretrainArgs& a) {
     base::fail(ds.source, ": train_batch_size is ", sizes.train_batch_size,
                " but --global-batch-size is ", *a.global_batch_size,
                a.was_given("--global-batch-size") ? "" : " (its default, b·D)");
+  }
+  if (a.data_parallel_size > 1 && (ds.fp16.enabled || ds.bf16_enabled || ds.zero.stage != 0)) {
+    base::fail(ds.source, ": ", a.data_parallel_size,
+               " data-parallel ranks run fp32 with zero_optimization.stage 0 so far; fp16, bf16 "
+               "and ZeRO stage 1 across ranks ",
+               kParallelBuild);
   }
   a.deepspeed_batch = sizes;
   a.deepspeed_configuration = std::move(ds);

@@ -159,12 +159,23 @@ void MixedPrecisionOptimizer::accumulate_micro_batch() {
   ops::fill(micro_grads_.flat(), 0.0f);
 }
 
-StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
+StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration,
+                                         dist::Communicator* data_parallel) {
   if (!initialized_) {
     base::fail("optimizer: step() before initialize() or restore_from_checkpoint()");
   }
-  // ReduceGrads over a data-parallel group of one rank: only the dtype round trip remains.
-  round_through(grad_accumulator_.flat(), options_.communication_dtype);
+  if (data_parallel != nullptr && data_parallel->size() > 1) {
+    if (options_.precision != Precision::kFp32) {
+      base::fail("optimizer: data-parallel gradient reduction is implemented for fp32 only");
+    }
+    const tensor::Tensor grads = grad_accumulator_.flat();
+    data_parallel->all_reduce(grads, dist::ReduceOp::kSum);
+    // Upstream divides by D; × 1/D is the same for the power-of-two D of most runs.
+    ops::scale(grads, grads, static_cast<float>(1.0 / data_parallel->size()));
+  } else {
+    // ReduceGrads over a data-parallel group of one rank: only the dtype round trip remains.
+    round_through(grad_accumulator_.flat(), options_.communication_dtype);
+  }
   switch (options_.precision) {
     case Precision::kBf16:
       return step_bf16(lr, iteration);

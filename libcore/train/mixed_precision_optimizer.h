@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 
+#include "dist/communicator.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
 #include "tensor/dtype.h"
@@ -99,10 +100,12 @@ class MixedPrecisionOptimizer {
   // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it.
   void accumulate_micro_batch();
 
-  // ReduceGrads (one rank) and OptimizerStep at a gradient-accumulation boundary with this step's
-  // LR; the accumulator is zeroed afterwards. `iteration` only names the step in errors: bf16 fails
-  // where upstream asserts the norm is positive.
-  StepResult step(double lr, std::int64_t iteration);
+  // ReduceGrads and OptimizerStep at a gradient-accumulation boundary with this step's LR; the
+  // accumulator is zeroed afterwards. With a data-parallel group of more than one rank (fp32 only
+  // so far) the accumulated gradients are all-reduced and divided by its size first, as
+  // DeepSpeed's allreduce_bucket (sum, then ÷ D). `iteration` only names the step in errors: bf16
+  // fails where upstream asserts the norm is positive.
+  StepResult step(double lr, std::int64_t iteration, dist::Communicator* data_parallel = nullptr);
 
   // Checkpoint state. Each is a flat buffer laid out by the table; for fp32, params, master and
   // compute are one buffer.

@@ -65,7 +65,8 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
       model_(options_.model, table_),
       optimizer_(table_, options_.optimizer),
       lr_scheduler_(options_.lr_schedule),
-      batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size, 1,
+      batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size,
+                      options_.data_parallel != nullptr ? options_.data_parallel->size() : 1,
                       options_.rampup),
       flops_(flops_model(options_)) {}
 
@@ -90,21 +91,25 @@ Trainer::IterationResult Trainer::train_iteration(data::BatchLoader& loader) {
     model::DropoutContext dropout;
     dropout.seed = options_.seed;
     dropout.iteration = static_cast<std::uint64_t>(progress_.iteration);
-    dropout.micro_batch = static_cast<std::uint64_t>(mb);
+    // The micro-batch's index in the whole global batch (the sampler deals rank r the r-th b of
+    // every b·D samples), so that masks do not depend on D.
+    dropout.micro_batch =
+        static_cast<std::uint64_t>(mb * data_parallel_size() + data_parallel_rank());
     dropout.training = true;
     loss_sum += model_.forward_backward(optimizer_.compute(), optimizer_.micro_grads(),
                                         view_of(arrays), dropout, loss_scale);
     optimizer_.accumulate_micro_batch();
   }
-  result.loss = loss_sum / static_cast<double>(micro_batches);
-  result.step = optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1);
+  result.loss =
+      sum_over_ranks(loss_sum) / static_cast<double>(micro_batches * data_parallel_size());
+  result.step =
+      optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1, options_.data_parallel);
   return result;
 }
 
 EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
   const std::int64_t start = is_test ? 0 : progress_.consumed_valid_samples;
-  data::BatchLoader loader(source, options_.model.micro_batch_size,
-                           options_.model.config.seq_length, start, options_.batches);
+  data::BatchLoader loader(source, loader_options(start));
   const std::int64_t micro_batches =
       batch_schedule_.num_microbatches_at(progress_.consumed_train_samples);
   double total = 0.0;
@@ -115,10 +120,12 @@ EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
       no_dropout.training = false;
       total += model_.forward_loss(optimizer_.compute(), view_of(arrays), no_dropout);
     }
-    progress_.consumed_valid_samples += options_.model.micro_batch_size * micro_batches;
+    progress_.consumed_valid_samples +=
+        data_parallel_size() * options_.model.micro_batch_size * micro_batches;
   }
   EvalResult result;
-  result.lm_loss = total / static_cast<double>(options_.eval_iters * micro_batches);
+  result.lm_loss = sum_over_ranks(total) /
+                   static_cast<double>(options_.eval_iters * micro_batches * data_parallel_size());
   result.ppl = std::exp(std::min(20.0, result.lm_loss));
   return result;
 }
@@ -171,7 +178,7 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   record.skipped = result.step.skipped;
   record.elapsed_seconds = elapsed_seconds;
   record.samples_per_second = static_cast<double>(result.global_batch) / elapsed_seconds;
-  record.tflops = tflops(flops, elapsed_seconds, 1);
+  record.tflops = tflops(flops, elapsed_seconds, data_parallel_size());
   record.gigaflos_no_embeds = progress_.gigaflos_no_embeds;
   outputs_.record_train(record);
 
@@ -208,7 +215,7 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   fields.skipped_iterations = 0;
   fields.nan_iterations = 0;
   fields.samples_per_second = static_cast<double>(result.global_batch) / per_iteration;
-  fields.tflops = tflops(flops, per_iteration, 1);
+  fields.tflops = tflops(flops, per_iteration, data_parallel_size());
   outputs_.log->info(format_training_log_line(fields));
   ThroughputRecord throughput;
   throughput.iteration = progress_.iteration;
@@ -226,6 +233,41 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   seconds_since_log_ = 0.0;
 }
 
+std::int64_t Trainer::data_parallel_size() const {
+  return options_.data_parallel != nullptr ? options_.data_parallel->size() : 1;
+}
+
+std::int64_t Trainer::data_parallel_rank() const {
+  return options_.data_parallel != nullptr ? options_.data_parallel->rank() : 0;
+}
+
+double Trainer::sum_over_ranks(double value) const {
+  if (data_parallel_size() == 1) return value;
+  double sum = value;
+  options_.data_parallel->all_reduce(
+      tensor::Tensor(&sum, tensor::DType::kFloat64, tensor::Shape{1}), dist::ReduceOp::kSum);
+  return sum;
+}
+
+bool Trainer::any_rank(bool condition) const {
+  if (data_parallel_size() == 1) return condition;
+  std::int64_t flag = condition ? 1 : 0;
+  options_.data_parallel->all_reduce(tensor::Tensor(&flag, tensor::DType::kInt64, tensor::Shape{1}),
+                                     dist::ReduceOp::kMax);
+  return flag != 0;
+}
+
+data::BatchLoaderOptions Trainer::loader_options(std::int64_t consumed_samples) const {
+  data::BatchLoaderOptions loader;
+  loader.micro_batch_size = options_.model.micro_batch_size;
+  loader.data_parallel_size = data_parallel_size();
+  loader.data_parallel_rank = data_parallel_rank();
+  loader.consumed_samples = consumed_samples;
+  loader.seq_length = options_.model.config.seq_length;
+  loader.batch = options_.batches;
+  return loader;
+}
+
 bool Trainer::kill_switch_found() const {
   return options_.kill_switch_path && std::filesystem::exists(*options_.kill_switch_path);
 }
@@ -241,11 +283,9 @@ StopReason Trainer::train(CheckpointSaver* saver) {
   const Clock::time_point start = Clock::now();
   const double params_billions = non_embedding_parameters_in_billions(table_);
   if (!data_.train) base::fail("pretrain: there is no training data (the split gives it none)");
-  data::BatchLoader loader(*data_.train, options_.model.micro_batch_size,
-                           options_.model.config.seq_length, progress_.consumed_train_samples,
-                           options_.batches);
+  data::BatchLoader loader(*data_.train, loader_options(progress_.consumed_train_samples));
   while (progress_.iteration < options_.train_iters) {
-    if (kill_switch_found()) {
+    if (any_rank(kill_switch_found())) {
       save_if(saver, true);
       outputs_.log->info("Detected kill switch at " + *options_.kill_switch_path + ". Exiting");
       return StopReason::kKillSwitch;
@@ -277,7 +317,7 @@ StopReason Trainer::train(CheckpointSaver* saver) {
       save_if(saver, progress_.iteration % *options_.save_interval == 0);
     }
     if (options_.exit_duration_in_mins &&
-        seconds_since(start) / 60.0 > *options_.exit_duration_in_mins) {
+        any_rank(seconds_since(start) / 60.0 > *options_.exit_duration_in_mins)) {
       save_if(saver, true);
       outputs_.log->info("exiting program after " + std::to_string(seconds_since(start) / 60.0) +
                          " minutes");
@@ -288,7 +328,7 @@ StopReason Trainer::train(CheckpointSaver* saver) {
       outputs_.log->info("exiting program at iteration " + std::to_string(progress_.iteration));
       return StopReason::kExitInterval;
     }
-    if (base::stop_signal_received() != 0) {
+    if (any_rank(base::stop_signal_received() != 0)) {
       save_if(saver, true);
       return StopReason::kSignal;
     }

@@ -13,6 +13,7 @@
 
 #include "data/batch_loader.h"
 #include "data/train_datasets.h"
+#include "dist/communicator.h"
 #include "model/gpt_model.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
@@ -42,6 +43,10 @@ struct TrainerOptions {
   std::optional<std::string> kill_switch_path;  // save and exit once this file exists
   bool log_params_norm = false;                 // "params norm" in the log line
   data::BatchOptions batches;                   // EOD masking and position resets
+  // The data-parallel group (not owned; null or one rank: a single process). Each rank trains
+  // on its b of every b·D samples, gradients and losses are averaged over the group, and every
+  // decision to stop is taken by all ranks together.
+  dist::Communicator* data_parallel = nullptr;
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.
@@ -108,6 +113,13 @@ class Trainer {
   void log_iteration(const IterationResult& result, double elapsed_seconds);
   bool save_if(CheckpointSaver* saver, bool condition);
   bool kill_switch_found() const;
+  std::int64_t data_parallel_size() const;
+  std::int64_t data_parallel_rank() const;
+  // Σ over the data-parallel ranks (the value itself on one rank).
+  double sum_over_ranks(double value) const;
+  // Whether any rank saw `condition`, so that all ranks stop at the same iteration.
+  bool any_rank(bool condition) const;
+  data::BatchLoaderOptions loader_options(std::int64_t consumed_samples) const;
 
   TrainerOptions options_;
   const model::ParamTable& table_;

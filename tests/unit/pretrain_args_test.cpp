@@ -451,10 +451,11 @@ TEST_F(PretrainArgsTest, ValidationRefusals) {
     const std::string error = validation_error(c.line);
     EXPECT_NE(error.find(c.message), std::string::npos) << error << "\nexpected: " << c.message;
   }
-  EXPECT_EQ(validation_error(base, ProcessEnv{0, 8}),
-            "$WORLD_SIZE is 8: running more than one process (data, tensor or pipeline "
-            "parallelism) " +
-                parallel);
+  // Data parallelism (fp32, ZeRO 0) runs; a rank outside the world does not.
+  EXPECT_EQ(validation_error(base, ProcessEnv{1, 2}), "no error");
+  EXPECT_EQ(validation_error(base, ProcessEnv{2, 2}), "rank 2 is outside a world of 2 processes");
+  EXPECT_EQ(validation_error(with(base, {"--tensor-model-parallel-size", "2"}), ProcessEnv{0, 2}),
+            "--tensor-model-parallel-size 2: tensor parallelism " + parallel);
 }
 
 TEST_F(PretrainArgsTest, DeepSpeedCrossChecks) {

@@ -6,10 +6,13 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <mpi.h>
 
 #include "base/atomic_file.h"
 #include "base/error.h"
@@ -24,6 +27,8 @@
 #include "data/blending.h"
 #include "data/gpt_dataset.h"
 #include "data/train_datasets.h"
+#include "dist/launch.h"
+#include "dist/mpi_communicator.h"
 #include "io/indexed_dataset.h"
 #include "io/tensorboard_writer.h"
 #include "model/param_table.h"
@@ -164,15 +169,42 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
   }
 }
 
-int run(int argc, char** argv) {
-  base::Log log("pretrain");
+// The launcher's rank and world, with MPI joined when there is more than one process.
+struct Processes {
+  dist::LaunchInfo launch;
+  std::optional<dist::MpiSession> mpi;
+  std::unique_ptr<dist::MpiCommunicator> world;
+};
+
+void join_processes(Processes& processes) {
+  const dist::EnvLookup env = dist::process_env();
+  processes.launch = dist::detect_launch(env);
+  if (processes.launch.world_size == 1) return;
+  processes.mpi.emplace();
+  processes.world = dist::MpiCommunicator::world(dist::timeout_seconds_from_env(env, 300.0));
+  dist::check_launch_matches_mpi(processes.launch, processes.world->rank(),
+                                 processes.world->size());
+}
+
+int run(int argc, char** argv, Processes& processes) {
   config::PretrainArgs args = config::parse_pretrain_args(argc, argv);
   int status = 0;
   status = base::run_program("pretrain", [&] {
+    join_processes(processes);
     base::install_stop_signal_handlers();
-    config::validate_pretrain_args(args);
+    const bool first_rank = processes.launch.rank == 0;
+    // Rank 0 prints and writes the outputs (upstream splits them between rank 0 and the last
+    // rank; with data parallelism only the ranks hold the same numbers). Errors reach stderr
+    // from every rank.
+    std::FILE* const quiet = first_rank ? nullptr : std::fopen("/dev/null", "w");
+    if (!first_rank && quiet == nullptr) base::fail("cannot open /dev/null for rank output");
+    const base::Log log("pretrain", first_rank ? stdout : quiet, first_rank ? stderr : quiet);
+    config::ProcessEnv process_env;
+    process_env.rank = processes.launch.rank;
+    process_env.world_size = processes.launch.world_size;
+    config::validate_pretrain_args(args, process_env);
     for (const std::string& note : args.notes) log.note(note);
-    print_arguments(args, log);
+    if (first_rank) print_arguments(args, log);
 
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.tokenizer);
     const std::int64_t vocab = tokenizer->vocab_size();
@@ -253,7 +285,14 @@ int run(int argc, char** argv) {
     run_description.ds_config =
         ckpt::json_to_value(config::parse_json(ds_config.json_text, ds_config.source));
 
-    train::Trainer trainer(options, table, std::move(datasets), training_outputs(args, log));
+    options.data_parallel = processes.world.get();
+    train::TrainingOutputs outputs;
+    if (first_rank) {
+      outputs = training_outputs(args, log);
+    } else {
+      outputs.log = &log;
+    }
+    train::Trainer trainer(options, table, std::move(datasets), std::move(outputs));
     trainer.initialize_parameters();
     if (args.load) ckpt::load_trainer_checkpoint(*args.load, trainer, run_description, log);
 
@@ -265,7 +304,8 @@ int run(int argc, char** argv) {
     }
 
     std::unique_ptr<ckpt::TrainerCheckpointSaver> saver;
-    if (args.save) {
+    // ZeRO stage 0: every data-parallel rank holds the same state, and rank 0 writes it.
+    if (args.save && first_rank) {
       ckpt::SaveOptions save_options;
       save_options.save_optimizer = !args.no_save_optim;
       save_options.save_rng = !args.no_save_rng;
@@ -285,5 +325,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run(argc, argv);
+  Processes processes;
+  const int status = run(argc, argv, processes);
+  // One failed rank stops the job instead of leaving the others waiting for it.
+  if (status != 0 && processes.world) MPI_Abort(MPI_COMM_WORLD, status);
+  return status;
 }
