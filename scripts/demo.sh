@@ -60,10 +60,13 @@ model=(--num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 256
   --deepspeed --deepspeed_config "$out/ds_config.json"
 echo "checkpoint: $out/checkpoints/$(cat "$out/checkpoints/latest"); metrics: $out/metrics.jsonl"
 
-echo "== generate: greedy continuations of two prompts, then two sampled ones (top-k 40)"
+echo "== generate: continuations of two prompts, then two unconditional samples (top-k 40)"
+# (Greedy decoding of a model this small mostly ends a line with <|endoftext|>, as every training
+# paragraph does; sampling shows more of what it learned.)
 printf 'ROMEO:\nFIRST CITIZEN:\n' > "$out/prompts.txt"
 "$bin/generate" "${model[@]}" "${tokenizer[@]}" --load "$out/checkpoints" \
-  --sample-input-file "$out/prompts.txt" --greedy --out-seq-length 48 2> "$out/generate.log"
+  --sample-input-file "$out/prompts.txt" --top_k 40 --seed 7 --out-seq-length 48 \
+  2> "$out/generate.log"
 "$bin/generate" "${model[@]}" "${tokenizer[@]}" --load "$out/checkpoints" \
   --num-samples 2 --top_k 40 --out-seq-length 48 --seed 7 2>> "$out/generate.log"
 
