@@ -8,29 +8,16 @@
 #include "io/torch_file.h"
 #include "ops/elementwise.h"
 #include "text/tokenizer_factory.h"
+#include "train/model_args.h"
 
 namespace mds::tasks {
 
 model::ModelOptions inference_model_options(const config::PretrainArgs& args,
                                             std::int64_t padded_vocab) {
-  model::ModelOptions options;
-  model::GptConfig& c = options.config;
-  c.num_layers = args.num_layers;
-  c.hidden_size = args.hidden_size;
-  c.num_attention_heads = args.num_attention_heads;
-  c.ffn_hidden_size = args.ffn_hidden_size.value_or(4 * args.hidden_size);
-  c.seq_length = *args.seq_length;
-  c.max_position_embeddings = args.max_position_embeddings.value_or(*args.seq_length);
-  c.padded_vocab_size = padded_vocab;
-  c.init_method_std = args.init_method_std;
-  options.layernorm_epsilon = static_cast<float>(args.layernorm_epsilon);
-  options.gelu = args.openai_gelu        ? ops::GeluKind::kTanhOpenAI
-                 : args.bias_gelu_fusion ? ops::GeluKind::kTanhFused
-                                         : ops::GeluKind::kErf;
-  options.apply_query_key_layer_scaling = args.apply_query_key_layer_scaling;
+  model::ModelOptions options = train::model_options_from_args(args, padded_vocab);
   options.hidden_dropout = 0.0f;
   options.attention_dropout = 0.0f;
-  options.micro_batch_size = args.micro_batch_size;
+  options.checkpoint_activations = false;
   return options;
 }
 

@@ -34,43 +34,12 @@
 #include "model/param_table.h"
 #include "text/tokenizer_factory.h"
 #include "train/batch_rampup.h"
+#include "train/model_args.h"
 #include "train/trainer.h"
 
 namespace {
 
 using namespace mds;
-
-model::GptConfig gpt_config(const config::PretrainArgs& args, std::int64_t padded_vocab) {
-  model::GptConfig config;
-  config.num_layers = args.num_layers;
-  config.hidden_size = args.hidden_size;
-  config.num_attention_heads = args.num_attention_heads;
-  config.ffn_hidden_size = args.ffn_hidden_size.value_or(4 * args.hidden_size);
-  config.seq_length = *args.seq_length;
-  config.max_position_embeddings = args.max_position_embeddings.value_or(*args.seq_length);
-  config.padded_vocab_size = padded_vocab;
-  config.init_method_std = args.init_method_std;
-  return config;
-}
-
-model::ModelOptions model_options(const config::PretrainArgs& args, std::int64_t padded_vocab) {
-  model::ModelOptions options;
-  options.config = gpt_config(args, padded_vocab);
-  options.layernorm_epsilon = static_cast<float>(args.layernorm_epsilon);
-  options.gelu = args.openai_gelu        ? ops::GeluKind::kTanhOpenAI
-                 : args.bias_gelu_fusion ? ops::GeluKind::kTanhFused
-                                         : ops::GeluKind::kErf;
-  options.apply_query_key_layer_scaling = args.apply_query_key_layer_scaling;
-  options.hidden_dropout = static_cast<float>(args.hidden_dropout);
-  options.attention_dropout = static_cast<float>(args.attention_dropout);
-  options.checkpoint_activations = args.checkpoint_activations;
-  options.checkpoint_num_layers = args.checkpoint_num_layers;
-  const std::int64_t ds_interval =
-      args.deepspeed_configuration->pipeline_activation_checkpoint_interval;
-  if (ds_interval > 0) options.checkpoint_num_layers = ds_interval;
-  options.micro_batch_size = args.micro_batch_size;
-  return options;
-}
 
 train::LrFlags lr_flags(const config::PretrainArgs& args, std::int64_t global_batch) {
   train::LrFlags flags;
@@ -215,7 +184,7 @@ int run(int argc, char** argv, Processes& processes) {
              " dummy tokens (new size: " + std::to_string(padded_vocab) + ")");
 
     train::TrainerOptions options;
-    options.model = model_options(args, padded_vocab);
+    options.model = train::model_options_from_args(args, padded_vocab);
     const model::ParamTable table = model::ParamTable::build(options.model.config);
     log.info(" > number of parameters: " + std::to_string(table.full_numel()));
 
