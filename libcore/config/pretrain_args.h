@@ -230,5 +230,8 @@ ProcessEnv process_env_from_environment();
 // rule is a base::Error naming the flag(s) (or the JSON file and key).
 void validate_pretrain_args(PretrainArgs& args, const ProcessEnv& env);
 void validate_pretrain_args(PretrainArgs& args);  // with process_env_from_environment()
+// The model-shape part of it (layers, widths, heads, sequence and position lengths, position
+// embedding type), filling the derived sizes; also what evaluate and generate check.
+void validate_model_shape(PretrainArgs& args);
 
 }  // namespace mds::config

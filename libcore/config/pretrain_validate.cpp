@@ -127,7 +127,9 @@ void check_training_length(const PretrainArgs& a) {
   }
 }
 
-void check_model_shape(PretrainArgs& a) {
+}  // namespace
+
+void validate_model_shape(PretrainArgs& a) {
   const auto positive = [](const char* flag, int64_t value) {
     if (value <= 0) base::fail(flag, " must be > 0, got ", value);
   };
@@ -179,6 +181,8 @@ void check_model_shape(PretrainArgs& a) {
                ": only absolute position embeddings are implemented in mds yet");
   }
 }
+
+namespace {
 
 void check_remaining_upstream_rules(const PretrainArgs& a) {
   if (a.lr && a.min_lr > *a.lr) {
@@ -331,7 +335,7 @@ void validate_pretrain_args(PretrainArgs& a, const ProcessEnv& env) {
   check_data_modes(a);
   check_batch_and_precision(a);
   check_training_length(a);
-  check_model_shape(a);
+  validate_model_shape(a);
   check_remaining_upstream_rules(a);
   refuse_unimplemented(a);
   check_deepspeed_config(a);

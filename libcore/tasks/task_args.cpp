@@ -96,40 +96,8 @@ void validate_inference_args(config::PretrainArgs& a) {
                " --pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
                ": evaluate and generate run on one process (T = P = 1) for now");
   }
-  positive("--num-layers", a.num_layers);
-  positive("--hidden-size", a.hidden_size);
-  positive("--num-attention-heads", a.num_attention_heads);
+  config::validate_model_shape(a);
   positive("--micro-batch-size", a.micro_batch_size);
-  if (!a.ffn_hidden_size) a.ffn_hidden_size = 4 * a.hidden_size;
-  positive("--ffn-hidden-size", *a.ffn_hidden_size);
-  if (a.hidden_size % a.num_attention_heads != 0) {
-    base::fail("--hidden-size ", a.hidden_size, " is not divisible by --num-attention-heads ",
-               a.num_attention_heads);
-  }
-  const std::int64_t head_dim = a.hidden_size / a.num_attention_heads;
-  if (!a.kv_channels) a.kv_channels = head_dim;
-  if (*a.kv_channels != head_dim) {
-    base::fail("--kv-channels ", *a.kv_channels, " differs from --hidden-size / ",
-               "--num-attention-heads = ", head_dim, "; mds implements only that head size");
-  }
-  if (a.seq_length && a.encoder_seq_length) {
-    base::fail("give --seq-length or --encoder-seq-length, not both");
-  }
-  if (!a.seq_length) a.seq_length = a.encoder_seq_length;
-  if (!a.seq_length) base::fail("--seq-length is required");
-  a.encoder_seq_length = a.seq_length;
-  positive("--seq-length", *a.seq_length);
-  if (a.position_embedding_type != config::PositionEmbeddingType::kAbsolute) {
-    base::fail("--position-embedding-type ", config::to_string(a.position_embedding_type),
-               ": only absolute position embeddings are implemented in mds yet");
-  }
-  if (!a.max_position_embeddings) {
-    base::fail("--max-position-embeddings is required with absolute position embeddings");
-  }
-  if (*a.max_position_embeddings < *a.seq_length) {
-    base::fail("--max-position-embeddings ", *a.max_position_embeddings,
-               " is smaller than --seq-length ", *a.seq_length);
-  }
   if (a.glu_activation) {
     base::fail("--glu-activation ", *a.glu_activation, ": GLU MLPs are not implemented in mds yet");
   }
