@@ -261,25 +261,27 @@ Request MpiCommunicator::broadcast_async(tensor::Tensor data, int root) {
 }
 
 Request MpiCommunicator::send_async(tensor::Tensor data, int peer, int tag) {
-  CommState& c = *state_;
-  check_host(c, CommOp::kSend, data);
-  check_peer(c, CommOp::kSend, peer);
-  if (tag < 0 || tag > 32767)
-    base::fail("dist: send on group '", c.name, "': tag ", tag, " outside [0, 32767]");
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kSend);
-  op->post_send(c.point_to_point, data.raw(), data.bytes(), peer, tag);
-  engine_->add(op);
-  return Request(std::make_unique<detail::MpiRequest>(engine_, op));
+  return point_to_point_async(CommOp::kSend, data, peer, tag);
 }
 
 Request MpiCommunicator::recv_async(tensor::Tensor data, int peer, int tag) {
+  return point_to_point_async(CommOp::kRecv, data, peer, tag);
+}
+
+Request MpiCommunicator::point_to_point_async(CommOp kind, tensor::Tensor data, int peer, int tag) {
   CommState& c = *state_;
-  check_host(c, CommOp::kRecv, data);
-  check_peer(c, CommOp::kRecv, peer);
-  if (tag < 0 || tag > 32767)
-    base::fail("dist: recv on group '", c.name, "': tag ", tag, " outside [0, 32767]");
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kRecv);
-  op->post_recv(c.point_to_point, data.raw(), data.bytes(), peer, tag);
+  check_host(c, kind, data);
+  check_peer(c, kind, peer);
+  if (tag < 0 || tag > 32767) {
+    base::fail("dist: ", comm_op_name(kind), " on group '", c.name, "': tag ", tag,
+               " outside [0, 32767]");
+  }
+  auto op = std::make_shared<MpiOp>(state_, kind);
+  if (kind == CommOp::kSend) {
+    op->post_send(c.point_to_point, data.raw(), data.bytes(), peer, tag);
+  } else {
+    op->post_recv(c.point_to_point, data.raw(), data.bytes(), peer, tag);
+  }
   engine_->add(op);
   return Request(std::make_unique<detail::MpiRequest>(engine_, op));
 }

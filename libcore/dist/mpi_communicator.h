@@ -61,6 +61,8 @@ class MpiCommunicator final : public Communicator {
   void reset_stats() override;
 
  private:
+  // send_async and recv_async (kind kSend or kRecv).
+  Request point_to_point_async(CommOp kind, tensor::Tensor data, int peer, int tag);
   MpiCommunicator(std::shared_ptr<detail::CommState> state,
                   std::shared_ptr<detail::ProgressEngine> engine);
 
