@@ -170,7 +170,7 @@ StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration,
     }
     const tensor::Tensor grads = grad_accumulator_.flat();
     data_parallel->all_reduce(grads, dist::ReduceOp::kSum);
-    // Upstream divides by D; × 1/D is the same for the power-of-two D of most runs.
+    // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D.
     ops::scale(grads, grads, static_cast<float>(1.0 / data_parallel->size()));
   } else {
     // ReduceGrads over a data-parallel group of one rank: only the dtype round trip remains.

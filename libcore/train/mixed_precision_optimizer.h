@@ -102,8 +102,8 @@ class MixedPrecisionOptimizer {
 
   // ReduceGrads and OptimizerStep at a gradient-accumulation boundary with this step's LR; the
   // accumulator is zeroed afterwards. With a data-parallel group of more than one rank (fp32 only
-  // so far) the accumulated gradients are all-reduced and divided by its size first, as
-  // DeepSpeed's allreduce_bucket (sum, then ÷ D). `iteration` only names the step in errors: bf16
+  // so far) the accumulated gradients are all-reduced and multiplied by 1/size first, as
+  // DeepSpeed's allreduce_bucket (sum, then × 1/D). `iteration` only names the step in errors: bf16
   // fails where upstream asserts the norm is positive.
   StepResult step(double lr, std::int64_t iteration, dist::Communicator* data_parallel = nullptr);
 
