@@ -33,7 +33,9 @@ MDS_ALWAYS_INLINE inline float vector_exp(float x) {
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kRoundMagic = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
   constexpr float kLow = -86.9f, kHigh = 88.72f;
-  const float clamped = x < kLow ? kLow : (x > kHigh ? kHigh : x);
+  // NaN takes the path of 0 (converting NaN to an integer is undefined) and is restored below.
+  const float finite = x != x ? 0.0f : x;
+  const float clamped = finite < kLow ? kLow : (finite > kHigh ? kHigh : finite);
   const float n = (clamped * kLog2e + kRoundMagic) - kRoundMagic;
   const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
   float p = 1.0f / 5040.0f;
