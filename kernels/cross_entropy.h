@@ -1,0 +1,36 @@
+// CUDA twins of ops/cpu/cross_entropy.h over logits [n, v] (this rank's vocab shard starting at
+// global column vocab_start): device pointers, work queued on `stream`. Row kernels run one block
+// per row. The steps stay separate for the vocab-parallel loss (a TP all-reduce goes between
+// them); cross_entropy_forward fuses steps 1–4 for an unsharded vocabulary.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mds::kernels {
+
+// 1. max[i] = max_j logits[i, j] (NaNs skipped as on the CPU).
+void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,
+                           cudaStream_t stream);
+// 2. target_logit[i] = logits[i, targets[i] − vocab_start] − max[i] if in this shard, else 0.
+void cross_entropy_target_logit(float* target_logit, const float* logits,
+                                const std::int64_t* targets, const float* max, std::int64_t n,
+                                std::int64_t v, std::int64_t vocab_start, cudaStream_t stream);
+// 3. logits[i, j] ← exp(logits[i, j] − max[i]) in place; sum_exp[i] = their sum.
+void cross_entropy_exp_sum(float* sum_exp, float* logits, const float* max, std::int64_t n,
+                           std::int64_t v, cudaStream_t stream);
+// 4. loss[i] = log(sum_exp[i]) − target_logit[i].
+void cross_entropy_loss(float* loss, const float* sum_exp, const float* target_logit,
+                        std::int64_t n, cudaStream_t stream);
+// Steps 1–4 in one kernel (vocab_start = 0): writes loss, max and sum_exp [n] and leaves logits
+// holding exp(logits − max) for the backward. The row is read three times, written once.
+void cross_entropy_forward(float* loss, float* max, float* sum_exp, float* logits,
+                           const std::int64_t* targets, std::int64_t n, std::int64_t v,
+                           cudaStream_t stream);
+// dlogits[i, j] = (exp_logits[i, j] / sum_exp[i] − [j + vocab_start == targets[i]]) · dloss[i];
+// writes, and dlogits may be exp_logits itself.
+void cross_entropy_backward(float* dlogits, const float* exp_logits, const std::int64_t* targets,
+                            const float* sum_exp, const float* dloss, std::int64_t n,
+                            std::int64_t v, std::int64_t vocab_start, cudaStream_t stream);
+
+}  // namespace mds::kernels

@@ -1,0 +1,23 @@
+// CUDA twins of ops/cpu/dropout.h: the same Philox-4x32-10 streams, so a mask is bit-identical to
+// the CPU's for the same (seed, offset, index). Device pointers, work queued on `stream`.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/dropout.h"
+
+namespace mds::kernels {
+
+// out = (x + bias[i % cols]) ⊙ mask · scale (+ residual); bias and residual may be null.
+void dropout_forward(float* out, const float* x, const float* bias, const float* residual,
+                     std::int64_t n, std::int64_t cols, const ops::DropoutStream& stream,
+                     cudaStream_t cuda_stream);
+// dx = dout ⊙ mask · scale when accumulate is false (may run in place), dx += … otherwise.
+void dropout_backward(float* dx, const float* dout, std::int64_t n,
+                      const ops::DropoutStream& stream, bool accumulate, cudaStream_t cuda_stream);
+// dbias[c] += Σ_rows dout ⊙ mask · scale, rows in a fixed order (deterministic).
+void dropout_bias_grad(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols,
+                       const ops::DropoutStream& stream, cudaStream_t cuda_stream);
+
+}  // namespace mds::kernels

@@ -1,0 +1,21 @@
+// CUDA twins of ops/cpu/elementwise.h: device pointers, work queued on `stream` (no sync).
+// Outputs may alias inputs.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace mds::kernels {
+
+void add(float* out, const float* a, const float* b, std::int64_t n, cudaStream_t stream);
+void scale(float* out, const float* x, float factor, std::int64_t n, cudaStream_t stream);
+// dtype: kFloat32, kBFloat16 or kFloat16; value rounded to it as the CPU rounds.
+void fill(void* out, tensor::DType dtype, float value, std::int64_t n, cudaStream_t stream);
+// Between kFloat32, kBFloat16 and kFloat16 in any combination; equal dtypes copy (and may alias).
+// Finite values and infinities convert bit-identically to the CPU; a NaN stays a NaN.
+void cast(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype, std::int64_t n,
+          cudaStream_t stream);
+
+}  // namespace mds::kernels

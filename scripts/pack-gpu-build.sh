@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Packs a build for a GPU machine that has a CUDA driver and runtime but not this machine's Debian
+# libraries: the programs in <build>/bin (gpu_tests included) plus every shared library they load
+# that a base system does not provide, and a run script that puts those libraries first.
+#
+#   scripts/pack-gpu-build.sh [--with-cudart] <build-dir> <out-dir>
+#   <out-dir>/run.sh gpu_tests            # on the GPU machine
+#   <out-dir>/run.sh pretrain_gpt --help
+#
+# Left out (the target machine has its own, and copying them breaks them): the C runtime (libc,
+# libm, libpthread, libdl, librt, ld-linux), the GCC runtime (libstdc++, libgcc_s) and the CUDA
+# driver and runtime (libcuda, libcudart, libnvidia-*). The target's libstdc++ must then be at
+# least as new as the one this build used (GCC 12: GLIBCXX_3.4.30). --with-cudart packs the CUDA
+# runtime too, for a target whose toolkit is older than this build's (its driver must still be
+# new enough for this runtime).
+set -euo pipefail
+
+with_cudart=0
+if [[ ${1:-} == --with-cudart ]]; then
+  with_cudart=1
+  shift
+fi
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 [--with-cudart] <build-dir> <out-dir>" >&2
+  exit 2
+fi
+build=$1
+out=$2
+if [[ ! -d $build/bin ]]; then
+  echo "pack-gpu-build: $build/bin: no such folder (build first)" >&2
+  exit 1
+fi
+
+mkdir -p "$out/bin" "$out/lib"
+
+# Libraries the target provides itself, by file name.
+is_base_library() {
+  if [[ $with_cudart == 1 && $1 == libcudart.so* ]]; then return 1; fi
+  case $1 in
+    libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux*.so* | \
+      libstdc++.so* | libgcc_s.so* | libcuda.so* | libcudart.so* | libnvidia-*.so* | \
+      linux-vdso.so*)
+      return 0 ;;
+  esac
+  return 1
+}
+
+programs=()
+for path in "$build"/bin/*; do
+  [[ -f $path && -x $path ]] || continue
+  # Executables only (ELF), not scripts.
+  [[ $(head -c 4 "$path" | od -An -c | tr -d ' ') == 177ELF ]] || continue
+  cp -p "$path" "$out/bin/"
+  programs+=("$path")
+done
+if [[ ${#programs[@]} -eq 0 ]]; then
+  echo "pack-gpu-build: no programs in $build/bin" >&2
+  exit 1
+fi
+
+# ldd lists the whole closure, so one pass per program is enough.
+declare -A packed=()
+for program in "${programs[@]}"; do
+  while read -r name arrow resolved _; do
+    [[ $arrow == "=>" ]] || continue
+    if [[ $resolved == "not" ]]; then
+      echo "pack-gpu-build: $program needs $name, which ldd cannot find here" >&2
+      exit 1
+    fi
+    is_base_library "$name" && continue
+    [[ -n ${packed[$name]:-} ]] && continue
+    cp -L "$resolved" "$out/lib/$name"
+    packed[$name]=1
+  done < <(ldd "$program")
+done
+
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs one packed program with the packed libraries first on the search path.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 <program> [args...]; programs:" >&2
+  ls "$here/bin" >&2
+  exit 2
+fi
+program=$1
+shift
+# The target's own CUDA runtime, where the loader would not look by itself.
+cuda_lib=""
+for dir in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib"; do
+  if [[ -d $dir ]]; then
+    cuda_lib=$dir
+    break
+  fi
+done
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${cuda_lib:+:$cuda_lib}"
+exec "$here/bin/$program" "$@"
+RUN
+chmod +x "$out/run.sh"
+
+echo "pack-gpu-build: ${#programs[@]} programs, ${#packed[@]} libraries -> $out"

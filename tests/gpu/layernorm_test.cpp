@@ -1,0 +1,66 @@
+#include "kernels/layernorm.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/cpu/layernorm.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace mds {
+namespace {
+
+using gpu_test::DeviceArray;
+using gpu_test::random_floats;
+
+TEST(GpuLayerNorm, ForwardMatchesCpu) {
+  for (const auto [rows, cols] : gpu_test::matrix_sizes()) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+    const auto ur = static_cast<std::size_t>(rows);
+    // An offset mean, as activations have, so the two-pass variance matters.
+    const auto x = random_floats(n, 20, 1.0f, 4.0f);
+    const auto weight = random_floats(uc, 21), bias = random_floats(uc, 22);
+    std::vector<float> ref(n), ref_mean(ur), ref_rstd(ur);
+    ops::cpu::layernorm_forward(ref.data(), ref_mean.data(), ref_rstd.data(), x.data(),
+                                weight.data(), bias.data(), rows, cols, 1e-5f);
+    DeviceArray<float> dx(x), dw(weight), db(bias), out(n), mean(ur), rstd(ur);
+    kernels::layernorm_forward(out.get(), mean.get(), rstd.get(), dx.get(), dw.get(), db.get(),
+                               rows, cols, 1e-5f, nullptr);
+    MDS_EXPECT_CLOSE(out.download(), ref, 1e-5);
+    MDS_EXPECT_CLOSE(mean.download(), ref_mean, 1e-6);
+    MDS_EXPECT_CLOSE(rstd.download(), ref_rstd, 1e-5);
+  }
+}
+
+TEST(GpuLayerNorm, BackwardMatchesCpu) {
+  for (const auto [rows, cols] : gpu_test::matrix_sizes()) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+    const auto ur = static_cast<std::size_t>(rows);
+    const auto x = random_floats(n, 23, -2.0f, 5.0f), dout = random_floats(n, 24);
+    const auto weight = random_floats(uc, 25), bias = random_floats(uc, 26);
+    std::vector<float> y(n), mean(ur), rstd(ur);
+    ops::cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), weight.data(),
+                                bias.data(), rows, cols, 1e-5f);
+    // Gradients accumulate: start from random values.
+    auto ref_dx = random_floats(n, 27), ref_dw = random_floats(uc, 28);
+    auto ref_db = random_floats(uc, 29);
+    DeviceArray<float> ddx(ref_dx), ddw(ref_dw), ddb(ref_db), ddx_only(ref_dx);
+    auto ref_dx_only = ref_dx;
+    ops::cpu::layernorm_backward(ref_dx.data(), ref_dw.data(), ref_db.data(), dout.data(), x.data(),
+                                 weight.data(), mean.data(), rstd.data(), rows, cols);
+    ops::cpu::layernorm_backward(ref_dx_only.data(), nullptr, nullptr, dout.data(), x.data(),
+                                 weight.data(), mean.data(), rstd.data(), rows, cols);
+    DeviceArray<float> dx_in(x), ddout(dout), dweight(weight), dmean(mean), drstd(rstd);
+    kernels::layernorm_backward(ddx.get(), ddw.get(), ddb.get(), ddout.get(), dx_in.get(),
+                                dweight.get(), dmean.get(), drstd.get(), rows, cols, nullptr);
+    kernels::layernorm_backward(ddx_only.get(), nullptr, nullptr, ddout.get(), dx_in.get(),
+                                dweight.get(), dmean.get(), drstd.get(), rows, cols, nullptr);
+    MDS_EXPECT_CLOSE(ddx.download(), ref_dx, 1e-5);
+    MDS_EXPECT_CLOSE(ddw.download(), ref_dw, 1e-5);
+    MDS_EXPECT_CLOSE(ddb.download(), ref_db, 1e-5);
+    MDS_EXPECT_CLOSE(ddx_only.download(), ref_dx_only, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace mds
