@@ -12,6 +12,7 @@ packages=(
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip # compressed inputs (+ CLIs for tests)
   libsentencepiece-dev sentencepiece                    # SentencePiece tokenizer
   libopenmpi-dev openmpi-bin libopenblas-dev            # distributed training, CPU GEMM
+  slurmctld slurmd slurm-client                         # local SLURM cluster for tests/e2e/slurm_test.sh
   python3 python3-venv python3-numpy python3-regex      # test oracles only (never at run time):
   python3-torch                                         #   torch.load/torch.save of our .pt files
 )
