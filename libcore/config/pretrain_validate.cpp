@@ -19,15 +19,24 @@ void check_process_layout(PretrainArgs& a, const ProcessEnv& env) {
   }
   a.rank = env.rank;
   a.world_size = env.world_size;
-  const auto check_degree = [](const char* flag, int64_t value, const char* what) {
-    if (value < 1) base::fail(flag, " must be >= 1, got ", value);
-    // Upstream would quietly use min(degree, world size) = 1 here; a degree above one means the
-    // user wants that parallelism, so say it is missing.
-    if (value > 1) base::fail(flag, " ", value, ": ", what, " ", kParallelBuild);
-  };
-  check_degree("--tensor-model-parallel-size", a.tensor_model_parallel_size, "tensor parallelism");
-  check_degree("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
-               "pipeline parallelism");
+  if (a.tensor_model_parallel_size < 1) {
+    base::fail("--tensor-model-parallel-size must be >= 1, got ", a.tensor_model_parallel_size);
+  }
+  if (a.pipeline_model_parallel_size < 1) {
+    base::fail("--pipeline-model-parallel-size must be >= 1, got ", a.pipeline_model_parallel_size);
+  }
+  if (a.pipeline_model_parallel_size > 1) {
+    base::fail("--pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
+               ": pipeline parallelism ", kParallelBuild);
+  }
+  // Upstream quietly uses min(degree, world size); a degree the world cannot hold means the job
+  // was started with the wrong number of processes, so say so.
+  const std::int64_t model_parallel = a.tensor_model_parallel_size * a.pipeline_model_parallel_size;
+  if (a.world_size % model_parallel != 0) {
+    base::fail("the world size ", a.world_size,
+               " is not divisible by --tensor-model-parallel-size ", a.tensor_model_parallel_size,
+               " × --pipeline-model-parallel-size ", a.pipeline_model_parallel_size);
+  }
   a.data_parallel_size =
       a.world_size / (a.tensor_model_parallel_size * a.pipeline_model_parallel_size);
   if (a.world_size == 1 && a.local_rank && *a.local_rank != 0) {

@@ -50,12 +50,14 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
                           Views& v, Visit&& visit) {
   const GptConfig& c = options.config;
   const std::int64_t s = c.seq_length, b = options.micro_batch_size, h = c.hidden_size;
-  const std::int64_t f = c.ffn(), n = c.num_attention_heads, vocab = c.padded_vocab_size;
-  const std::int64_t layers = c.num_layers;
+  // This TP rank's heads, attention width, MLP width and vocabulary columns.
+  const std::int64_t n = c.local_heads(), attention = c.local_hidden(), f = c.local_ffn();
+  const std::int64_t vocab = c.local_vocab(), layers = c.num_layers;
   const auto fp32 = [&](Tensor& t, const std::string& name, Shape shape) {
     visit(t, name, DType::kFloat32, shape);
   };
   const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s};
+  const Shape qkv{s, b, 3 * attention}, context{s, b, attention};
 
   visit(v.inputs.tokens, "tokens", DType::kInt64, tokens);
   visit(v.inputs.positions, "position_ids", DType::kInt64, tokens);
@@ -66,9 +68,9 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
     fp32(a.ln1, p + "ln1", hidden);
     fp32(a.ln1_mean, p + "ln1_mean", tokens);
     fp32(a.ln1_rstd, p + "ln1_rstd", tokens);
-    fp32(a.qkv, p + "qkv", Shape{s, b, 3 * h});
+    fp32(a.qkv, p + "qkv", qkv);
     fp32(a.probs, p + "probs", probs);
-    fp32(a.context, p + "context", hidden);
+    fp32(a.context, p + "context", context);
     fp32(a.attention_out, p + "attention_out", hidden);
     fp32(a.ln2, p + "ln2", hidden);
     fp32(a.ln2_mean, p + "ln2_mean", tokens);
@@ -126,6 +128,7 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   fp32(head.ln_rstd, "head.ln_rstd", tokens);
   fp32(head.logits, "head.logits", Shape{s, b, vocab});
   fp32(head.max, "head.max", tokens);
+  fp32(head.target_logit, "head.target_logit", tokens);
   fp32(head.sum_exp, "head.sum_exp", tokens);
   fp32(head.loss, "head.loss", tokens);
   fp32(head.dloss, "head.dloss", tokens);
@@ -136,7 +139,8 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   fp32(w.hidden_b, "workspace.hidden_b", hidden);
   fp32(w.ffn_a, "workspace.ffn_a", ffn);
   fp32(w.ffn_b, "workspace.ffn_b", ffn);
-  fp32(w.qkv, "workspace.qkv", Shape{s, b, 3 * h});
+  fp32(w.qkv, "workspace.qkv", qkv);
+  fp32(w.context, "workspace.context", context);
   fp32(w.probs_a, "workspace.probs_a", probs);
   fp32(w.probs_b, "workspace.probs_b", probs);
 }

@@ -10,12 +10,13 @@
 namespace mds::model {
 
 // What one transformer layer's forward keeps for its backward (s sequence, b micro-batch,
-// h hidden, F ffn, n heads; token-major [s, b, ...] as upstream's layers).
+// h hidden; n heads, a = n·hn attention width and F ffn of this TP rank; token-major [s, b, ...]
+// as upstream's layers).
 struct LayerActivations {
   tensor::Tensor ln1, ln1_mean, ln1_rstd;  // input_layernorm: [s, b, h], [s, b], [s, b]
-  tensor::Tensor qkv;                      // [s, b, 3h], bias included
+  tensor::Tensor qkv;                      // [s, b, 3a], bias included
   tensor::Tensor probs;                    // [b, n, s, s] softmax before attention dropout
-  tensor::Tensor context;                  // [s, b, h]
+  tensor::Tensor context;                  // [s, b, a]
   tensor::Tensor attention_out;            // [s, b, h] residual stream after attention
   tensor::Tensor ln2, ln2_mean, ln2_rstd;  // post_attention_layernorm
   tensor::Tensor fc;                       // [s, b, F] dense_h_to_4h output, bias not added
@@ -32,10 +33,11 @@ struct InputActivations {
 struct HeadActivations {
   tensor::Tensor input;                 // [s, b, h] the last layer's output
   tensor::Tensor ln, ln_mean, ln_rstd;  // final LayerNorm
-  // [s, b, Vp]: the logits; the loss leaves exp(logit − max) here, the backward the gradient.
+  // [s, b, Vp/T]: this rank's logits; the loss leaves exp(logit − max) here, the backward the
+  // gradient.
   tensor::Tensor logits;
-  tensor::Tensor max, sum_exp, loss;  // cross entropy, per token [s, b]
-  tensor::Tensor dloss;               // [s, b]
+  tensor::Tensor max, target_logit, sum_exp, loss;  // cross entropy, per token [s, b]
+  tensor::Tensor dloss;                             // [s, b]
 };
 
 // Scratch shared by all layers: forward temporaries and backward gradients. `grad` carries the
@@ -44,7 +46,8 @@ struct Workspace {
   tensor::Tensor grad;                // [s, b, h]
   tensor::Tensor hidden_a, hidden_b;  // [s, b, h]
   tensor::Tensor ffn_a, ffn_b;        // [s, b, F]
-  tensor::Tensor qkv;                 // [s, b, 3h]
+  tensor::Tensor qkv;                 // [s, b, 3a]
+  tensor::Tensor context;             // [s, b, a]
   tensor::Tensor probs_a, probs_b;    // [b, n, s, s]
 };
 

@@ -7,16 +7,20 @@ namespace mds::model {
 using tensor::Tensor;
 
 void embedding_layer_forward(Tensor out, const InputActivations& inputs, Tensor word,
-                             Tensor position, const ops::DropoutStream& dropout) {
-  ops::embedding_lookup(out, inputs.tokens, word);
+                             Tensor position, const ops::DropoutStream& dropout,
+                             const TensorParallel& tp, std::int64_t vocab_start,
+                             std::int64_t vocab_size) {
+  ops::embedding_lookup(out, inputs.tokens, word, vocab_start, vocab_size);
+  tp.sum(out);
   ops::embedding_lookup_add(out, inputs.positions, position);
   ops::dropout_forward(out, out, dropout);
 }
 
 void embedding_layer_backward(Tensor dword, Tensor dposition, Tensor dout,
-                              const InputActivations& inputs, const ops::DropoutStream& dropout) {
+                              const InputActivations& inputs, const ops::DropoutStream& dropout,
+                              std::int64_t vocab_start) {
   ops::dropout_backward(dout, dout, dropout);
-  ops::embedding_backward(dword, dout, inputs.tokens);
+  ops::embedding_backward(dword, dout, inputs.tokens, vocab_start);
   ops::embedding_backward(dposition, dout, inputs.positions);
 }
 

@@ -30,6 +30,13 @@ struct GptConfig {
 
   std::int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   std::int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // This TP rank's share of the split dimensions (training.md §2.2).
+  std::int64_t local_heads() const { return num_attention_heads / tensor_parallel_size; }
+  std::int64_t local_hidden() const { return local_heads() * head_dim(); }  // attention width
+  std::int64_t local_ffn() const { return ffn() / tensor_parallel_size; }
+  std::int64_t local_vocab() const { return padded_vocab_size / tensor_parallel_size; }
+  std::int64_t vocab_start() const { return tp_rank * local_vocab(); }
+  std::int64_t first_local_head() const { return tp_rank * local_heads(); }
   // Spec indices of training.md §1.1 (transformer layer i is spec i+3).
   static constexpr std::int64_t kEmbeddingSpec = 1;
   static std::int64_t layer_spec(std::int64_t layer) { return layer + 3; }

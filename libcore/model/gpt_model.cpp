@@ -45,11 +45,19 @@ void transpose_in(Tensor dst, const Tensor& src, const char* field, std::int64_t
 
 }  // namespace
 
-GptModel::GptModel(const ModelOptions& options, const ParamTable& table)
+GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
+                   dist::Communicator* tensor_parallel)
     : options_((validate(options), options)),
       table_size_(table.size()),
-      table_numel_(table.buffer_numel()) {
+      table_numel_(table.buffer_numel()),
+      tp_(tensor_parallel) {
   const GptConfig& c = options_.config;
+  const int tp_ranks = tensor_parallel != nullptr ? tensor_parallel->size() : 1;
+  const int tp_rank = tensor_parallel != nullptr ? tensor_parallel->rank() : 0;
+  if (tp_ranks != c.tensor_parallel_size || tp_rank != c.tp_rank) {
+    base::fail("GptModel: the model is TP rank ", c.tp_rank, " of ", c.tensor_parallel_size,
+               " but its TP group makes it rank ", tp_rank, " of ", tp_ranks);
+  }
   const std::int64_t embed = GptConfig::kEmbeddingSpec;
   index_.word = table.index_of(embed, "word_embeddings.weight");
   index_.position = table.index_of(embed, "position_embeddings.weight");
@@ -64,9 +72,9 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table)
                  table[index].local_shape.to_string(), " but the options need ", shape.to_string());
     }
   };
-  expect_shape(index_.word, {c.padded_vocab_size, c.hidden_size});
+  expect_shape(index_.word, {c.local_vocab(), c.hidden_size});
   expect_shape(index_.position, {c.max_position_embeddings, c.hidden_size});
-  expect_shape(index_.layers[0].fc1_weight, {c.ffn(), c.hidden_size});
+  expect_shape(index_.layers[0].fc1_weight, {c.local_ffn(), c.hidden_size});
   activations_ = std::make_unique<Activations>(options_);
 }
 
@@ -105,6 +113,8 @@ LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropo
                                                   DropoutSite::kAttentionResidual);
   setup.mlp_residual =
       layer_dropout_stream(dropout, options_.hidden_dropout, layer, DropoutSite::kMlpResidual);
+  setup.tp = tp_;
+  setup.heads = {options_.config.first_local_head(), options_.config.num_attention_heads};
   return setup;
 }
 
@@ -121,13 +131,14 @@ float GptModel::forward(const ParamBuffer& params, const DropoutContext& dropout
   const Activations& a = *activations_;
   embedding_layer_forward(a.layer_input(0), a.inputs(), params.view(index_.word),
                           params.view(index_.position),
-                          embedding_dropout_stream(dropout, options_.hidden_dropout));
+                          embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
+                          options_.config.vocab_start(), options_.config.padded_vocab_size);
   for (std::int64_t layer = 0; layer < options_.config.num_layers; ++layer) {
     forward_layer(params, layer, dropout);
   }
   return lm_head_forward(a.head(), a.inputs(), params.view(index_.final_ln_weight),
                          params.view(index_.final_ln_bias), params.view(index_.word),
-                         options_.layernorm_epsilon);
+                         options_.layernorm_epsilon, tp_, options_.config.vocab_start());
 }
 
 float GptModel::forward_backward(const ParamBuffer& params, const ParamBuffer& grads,
@@ -141,7 +152,8 @@ float GptModel::forward_backward(const ParamBuffer& params, const ParamBuffer& g
   const Activations& a = *activations_;
   lm_head_backward(a.head(), a.inputs(), a.workspace(), params.view(index_.final_ln_weight),
                    params.view(index_.word), grads.view(index_.final_ln_weight),
-                   grads.view(index_.final_ln_bias), grads.view(index_.word), loss_scale);
+                   grads.view(index_.final_ln_bias), grads.view(index_.word), loss_scale, tp_,
+                   options_.config.vocab_start());
   const std::vector<LayerChunk>& chunks = a.chunks();
   for (auto chunk = chunks.rbegin(); chunk != chunks.rend(); ++chunk) {
     // A recomputed chunk kept only its input: run its forward again (same dropout streams, so
@@ -159,7 +171,8 @@ float GptModel::forward_backward(const ParamBuffer& params, const ParamBuffer& g
     }
   }
   embedding_layer_backward(grads.view(index_.word), grads.view(index_.position), a.workspace().grad,
-                           a.inputs(), embedding_dropout_stream(dropout, options_.hidden_dropout));
+                           a.inputs(), embedding_dropout_stream(dropout, options_.hidden_dropout),
+                           options_.config.vocab_start());
   return loss;
 }
 

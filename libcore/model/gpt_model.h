@@ -9,6 +9,7 @@
 #include "model/model_options.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "model/tensor_parallel.h"
 #include "model/transformer_layer.h"
 #include "tensor/tensor.h"
 
@@ -21,14 +22,18 @@ struct MicroBatch {             // host tensors
   tensor::Tensor position_ids;  // int64 [b, s]
 };
 
-// GPTModelPipe on one process (T = 1, P = 1), fp32 on the CPU, with every layer's forward and
-// backward written out (architecture.md §3). Activations live in an arena planned from the
+// GPTModelPipe (P = 1), fp32 on the CPU, with every layer's forward and backward written out
+// (architecture.md §3). With T > 1 this rank holds its TP shard of every split weight (the
+// table's local shapes) and `tp` carries the collectives of training.md §2.3; the results equal
+// the T = 1 model's up to the order of the sums. Activations live in an arena planned from the
 // options at construction; a step allocates nothing.
 class GptModel {
  public:
   // Plans and allocates the activations; fails with the bytes needed if they cannot be had, or
-  // naming the option or parameter that does not fit the model.
-  GptModel(const ModelOptions& options, const ParamTable& table);
+  // naming the option or parameter that does not fit the model. A TP group, when given, must
+  // have config.tensor_parallel_size ranks with this one at config.tp_rank.
+  GptModel(const ModelOptions& options, const ParamTable& table,
+           dist::Communicator* tensor_parallel = nullptr);
 
   const ModelOptions& options() const { return options_; }
   std::size_t activation_bytes() const { return activations_->bytes(); }
@@ -61,6 +66,7 @@ class GptModel {
   std::int64_t table_numel_;
   ParamIndex index_;
   std::unique_ptr<Activations> activations_;
+  TensorParallel tp_;
 };
 
 }  // namespace mds::model

@@ -96,8 +96,9 @@ void fill_parameter(const ParamSpec& spec, std::uint64_t seed, std::int64_t tp_r
 
 }  // namespace
 
-void initialize_parameters(const ParamBuffer& params, std::uint64_t seed, std::int64_t tp_rank) {
+void initialize_parameters(const ParamBuffer& params, std::uint64_t seed) {
   const ParamTable& table = params.table();
+  const std::int64_t tp_rank = table.tp_rank();
   for (std::size_t p = 0; p < table.size(); ++p) {
     const ParamSpec& spec = table[p];
     const tensor::Tensor view = params.view(p);

@@ -13,11 +13,11 @@ namespace mds::model {
 // (seed, parameter identity, element index of the unsharded tensor). The identity is the spec
 // index and name, not the table position, so the values do not depend on the buffer layout, the
 // thread count, the pipeline stage (the last stage's tied embedding copy gets the first stage's
-// values) or, given this rank's `tp_rank`, the tensor-parallel split (as upstream's
+// values) or the tensor-parallel split of the table's TP rank (as upstream's
 // --use-cpu-initialization). Upstream's values come from torch's generators in module
 // construction order and cannot be reproduced bit for bit; only the distribution matches.
 //
 // Host buffers of fp32, bf16 or fp16 (values rounded to nearest even).
-void initialize_parameters(const ParamBuffer& params, std::uint64_t seed, std::int64_t tp_rank = 0);
+void initialize_parameters(const ParamBuffer& params, std::uint64_t seed);
 
 }  // namespace mds::model

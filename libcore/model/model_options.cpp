@@ -21,10 +21,6 @@ void validate(const ModelOptions& options) {
   }
   if (c.embed_layernorm) base::fail("GptModel: --embed-layernorm is not supported yet");
   if (c.glu) base::fail("GptModel: --glu-activation is not supported yet");
-  if (c.tensor_parallel_size != 1) {
-    base::fail("GptModel: tensor_parallel_size ", c.tensor_parallel_size,
-               " is not supported yet (only 1)");
-  }
   if (!c.stage_owns(GptConfig::kEmbeddingSpec) || !c.stage_owns(c.head_spec())) {
     base::fail("GptModel: pipeline stages are not supported yet: the stage [", c.stage_first_spec,
                ", ", c.stage_end(), ") must hold the whole model");

@@ -9,7 +9,7 @@ namespace mds::model {
 // Everything besides the parameter shapes that decides what one micro-batch computes: the
 // upstream flags of training.md §1.3–§1.6 and §6, with their upstream defaults.
 struct ModelOptions {
-  GptConfig config;  // whole model on this rank for now (T = 1, P = 1)
+  GptConfig config;  // the whole model or this rank's TP shard of it (P = 1 for now)
   float layernorm_epsilon = 1e-5f;
   ops::GeluKind gelu = ops::GeluKind::kTanhFused;
   bool apply_query_key_layer_scaling =
@@ -23,7 +23,7 @@ struct ModelOptions {
 };
 
 // Fails with the offending field when the options are invalid, or name a feature the model does
-// not implement yet (rotary/ALiBi positions, embedding LayerNorm, GLU, T > 1, a partial stage).
+// not implement yet (rotary/ALiBi positions, embedding LayerNorm, GLU, a partial stage).
 void validate(const ModelOptions& options);
 
 }  // namespace mds::model

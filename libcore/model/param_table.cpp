@@ -134,6 +134,7 @@ ParamTable ParamTable::build(const GptConfig& config) {
 
   ParamTable table;
   table.params_ = builder.take_params();
+  table.tp_rank_ = config.tp_rank;
   const std::vector<bool>& decays = builder.decays();
 
   // The decay list is split at len//2 to work around an apex multi-tensor limit (§4.2).

@@ -79,12 +79,20 @@ class ParamTable {
   std::int64_t group_end(DecayGroup group) const {
     return group_begin_[static_cast<int>(group) + 1];
   }
+  // This rank's position in its TP group (GptConfig::tp_rank).
+  std::int64_t tp_rank() const { return tp_rank_; }
+  // Whether the parameter's gradient counts in this rank's share of the global norm: TP
+  // duplicates (replicated parameters) count on TP rank 0 only (training.md §5.3).
+  bool counts_in_norm(const ParamSpec& param) const {
+    return param.split != TpSplit::kReplicated || tp_rank_ == 0;
+  }
   // Spec indices of the layer files this rank writes, in increasing order.
   std::vector<std::int64_t> saved_layers() const;
 
  private:
   std::vector<ParamSpec> params_;
   std::int64_t buffer_numel_ = 0;
+  std::int64_t tp_rank_ = 0;
   std::int64_t group_begin_[kNumDecayGroups + 1] = {};
 };
 

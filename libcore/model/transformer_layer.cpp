@@ -74,10 +74,12 @@ void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
     ops::attention_context_forward(act.context, act.probs, act.qkv);
   } else {
     ops::attention_context_forward_with_dropout(act.context, ws.probs_a, act.probs, act.qkv,
-                                                setup.attention_probs);
+                                                setup.attention_probs, setup.heads);
   }
-  // The dense bias is returned separately upstream and added inside bias-dropout-add.
+  // The dense bias is returned separately upstream and added inside bias-dropout-add, after the
+  // row-parallel sum.
   ops::linear_forward(ws.hidden_a, act.context, w.dense_weight);
+  setup.tp.sum(ws.hidden_a);
   ops::bias_dropout_add_forward(act.attention_out, ws.hidden_a, w.dense_bias,
                                 setup.post_layernorm_residual ? act.ln1 : input,
                                 setup.attention_residual);
@@ -87,6 +89,7 @@ void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
   ops::linear_forward(act.fc, act.ln2, w.fc1_weight);
   ops::bias_gelu_forward(act.gelu, act.fc, w.fc1_bias, setup.gelu);
   ops::linear_forward(ws.hidden_a, act.gelu, w.fc2_weight);
+  setup.tp.sum(ws.hidden_a);
   ops::bias_dropout_add_forward(output, ws.hidden_a, w.fc2_bias,
                                 setup.post_layernorm_residual ? act.ln2 : act.attention_out,
                                 setup.mlp_residual);
@@ -106,11 +109,12 @@ void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
   ops::bias_gelu_backward(dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu);
   ops::fill(dln2, 0.0f);
   ops::linear_backward(dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight);
+  setup.tp.sum(dln2);
   layernorm_input_backward(setup, ws.grad, g.ln2_weight, g.ln2_bias, dln2, act.attention_out,
                            w.ln2_weight, act.ln2_mean, act.ln2_rstd);
 
   // Attention block: ws.grad = ∂L/∂attention_out.
-  const Tensor ddense = ws.hidden_a, dcontext = ws.hidden_b, dqkv = ws.qkv, dprobs = ws.probs_b;
+  const Tensor ddense = ws.hidden_a, dcontext = ws.context, dqkv = ws.qkv, dprobs = ws.probs_b;
   ops::fill(ddense, 0.0f);
   ops::bias_dropout_add_backward(ddense, g.dense_bias, {}, ws.grad, setup.attention_residual);
   ops::fill(dcontext, 0.0f);
@@ -120,12 +124,13 @@ void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
     ops::attention_context_backward(dprobs, dqkv, dcontext, act.probs, act.qkv);
   } else {
     ops::attention_context_backward_with_dropout(dprobs, dqkv, ws.probs_a, dcontext, act.probs,
-                                                 act.qkv, setup.attention_probs);
+                                                 act.qkv, setup.attention_probs, setup.heads);
   }
   ops::attention_probs_backward(dqkv, dprobs, act.probs, act.qkv, setup.coeff);
   const Tensor dln1 = ws.hidden_a;
   ops::fill(dln1, 0.0f);
   ops::linear_backward(dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight);
+  setup.tp.sum(dln1);
   layernorm_input_backward(setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
                            act.ln1_mean, act.ln1_rstd);
 }

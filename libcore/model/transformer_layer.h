@@ -5,6 +5,8 @@
 #include "model/activation_plan.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "model/tensor_parallel.h"
+#include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "tensor/tensor.h"
@@ -35,9 +37,13 @@ struct LayerSetup {
   float coeff = 1.0f;  // query-key layer scaling coefficient (ops::query_key_layer_scaling_coeff)
   bool post_layernorm_residual = false;
   ops::DropoutStream attention_probs, attention_residual, mlp_residual;
+  TensorParallel tp;  // the TP group the row-parallel outputs and column-parallel inputs sum over
+  ops::HeadRange heads;  // this rank's heads among the layer's (numbers the attention dropout)
 };
 
-// ParallelTransformerLayer at T = 1 (training.md §1.3–§1.5), input and output [s, b, h]:
+// ParallelTransformerLayer (training.md §1.3–§1.5, §2), input and output [s, b, h], with the
+// TP-local weights of this rank (its heads and MLP columns; the outputs of the attention dense and
+// dense_4h_to_h GEMMs are summed over the TP group before their biases):
 //   y   = r1 + dropout(dense(attention(LN1(x))) + dense.bias)          r1 = x or LN1(x)
 //   out = r2 + dropout(fc2(gelu(fc1(LN2(y)) + fc1.bias)) + fc2.bias)    r2 = y or LN2(y)
 // The forward fills `act` (everything the backward reads) and uses the workspace's hidden_a and

@@ -31,6 +31,17 @@ cpu::AttentionDims dims_of(const char* op, const Tensor& probs, const Tensor& qk
   return {s, b, np, qkv.dim(2) / (3 * np)};
 }
 
+cpu::AttentionDims with_heads(const char* op, cpu::AttentionDims d, HeadRange heads) {
+  const std::int64_t total = heads.total > 0 ? heads.total : d.np;
+  if (heads.first < 0 || heads.total < 0 || heads.first + d.np > total) {
+    base::fail("ops::", op, ": heads [", heads.first, ", ", heads.first + d.np,
+               ") are not inside the layer's ", total, " heads");
+  }
+  d.first_head = heads.first;
+  d.stream_heads = total;
+  return d;
+}
+
 void check_coeff(const char* op, float coeff) {
   if (!(coeff >= 1.0f)) base::fail("ops::", op, ": coeff must be >= 1, got ", coeff);
 }
@@ -92,10 +103,10 @@ void attention_probs_backward(Tensor dqkv, Tensor dprobs, Tensor probs, Tensor q
 }
 
 void attention_context_forward_with_dropout(Tensor ctx, Tensor dropped, Tensor probs, Tensor qkv,
-                                            const DropoutStream& stream) {
+                                            const DropoutStream& stream, HeadRange heads) {
   constexpr const char* kOp = "attention_context_forward_with_dropout";
   detail::require_cpu(kOp, {{"ctx", ctx}, {"dropped", dropped}, {"probs", probs}, {"qkv", qkv}});
-  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  const cpu::AttentionDims d = with_heads(kOp, dims_of(kOp, probs, qkv), heads);
   check_float(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
   check_float(kOp, {"dropped", dropped}, probs.shape());
   check_dropout(kOp, stream);
@@ -105,7 +116,7 @@ void attention_context_forward_with_dropout(Tensor ctx, Tensor dropped, Tensor p
 
 void attention_context_backward_with_dropout(Tensor dprobs, Tensor dqkv, Tensor dropped,
                                              Tensor dctx, Tensor probs, Tensor qkv,
-                                             const DropoutStream& stream) {
+                                             const DropoutStream& stream, HeadRange heads) {
   constexpr const char* kOp = "attention_context_backward_with_dropout";
   detail::require_cpu(kOp, {{"dprobs", dprobs},
                             {"dqkv", dqkv},
@@ -113,7 +124,7 @@ void attention_context_backward_with_dropout(Tensor dprobs, Tensor dqkv, Tensor 
                             {"dctx", dctx},
                             {"probs", probs},
                             {"qkv", qkv}});
-  const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  const cpu::AttentionDims d = with_heads(kOp, dims_of(kOp, probs, qkv), heads);
   check_float(kOp, {"dprobs", dprobs}, probs.shape());
   check_float(kOp, {"dropped", dropped}, probs.shape());
   check_float(kOp, {"dqkv", dqkv}, qkv.shape());

@@ -44,13 +44,23 @@ void attention_context_backward(tensor::Tensor dprobs, tensor::Tensor dqkv, tens
 void attention_probs_backward(tensor::Tensor dqkv, tensor::Tensor dprobs, tensor::Tensor probs,
                               tensor::Tensor qkv, float coeff);
 
+// Which of a layer's heads a probs tensor holds: heads [first, first + np) of `total` (0: the
+// tensor's own np). With a head split across TP ranks, slice (batch, head) draws the attention
+// dropout mask of slice (batch, first + head) of the unsplit [b, total, s, s], so the masks (and
+// the training run) do not depend on T.
+struct HeadRange {
+  std::int64_t first = 0;
+  std::int64_t total = 0;
+};
+
 // With attention dropout, fused so that each (batch, head) slice draws its mask once per pass and
-// only on and below the diagonal. Same results, bit for bit, as the composition in brackets.
+// only on and below the diagonal. Same results, bit for bit, as the composition in brackets (for
+// the whole head range).
 // ctx = dropout(probs) · v; dropped ([b, np, s, s]) receives dropout(probs).
 //   [dropout_forward(dropped, probs, stream); attention_context_forward(ctx, dropped, qkv)]
 void attention_context_forward_with_dropout(tensor::Tensor ctx, tensor::Tensor dropped,
                                             tensor::Tensor probs, tensor::Tensor qkv,
-                                            const DropoutStream& stream);
+                                            const DropoutStream& stream, HeadRange heads = {});
 // dprobs = (dctx · vᵀ) ⊙ mask/(1 − p), zero above the diagonal, and the v part of dqkv +=
 // dropout(probs)ᵀ · dctx; dropped is a [b, np, s, s] workspace (it ends up holding dropout(probs)).
 //   [dropout_forward(dropped, probs, stream); attention_context_backward(dprobs, dqkv, dctx,
@@ -58,7 +68,7 @@ void attention_context_forward_with_dropout(tensor::Tensor ctx, tensor::Tensor d
 void attention_context_backward_with_dropout(tensor::Tensor dprobs, tensor::Tensor dqkv,
                                              tensor::Tensor dropped, tensor::Tensor dctx,
                                              tensor::Tensor probs, tensor::Tensor qkv,
-                                             const DropoutStream& stream);
+                                             const DropoutStream& stream, HeadRange heads = {});
 
 // Both halves without dropout.
 void attention_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor qkv, float coeff);

@@ -9,9 +9,15 @@
 namespace mds::train {
 namespace {
 
-// The one-element FloatTensor upstream keeps the sum in, then `.item() ** (1. / 2)` (C pow).
-double root_through_fp32(double sum_of_squares) {
-  return std::pow(static_cast<double>(static_cast<float>(sum_of_squares)), 0.5);
+// The one-element FloatTensor upstream keeps the sum in (all-reduced over the model-parallel
+// group), then `.item() ** (1. / 2)` (C pow).
+double root_through_fp32(double sum_of_squares, dist::Communicator* model_parallel) {
+  float sum = static_cast<float>(sum_of_squares);
+  if (model_parallel != nullptr && model_parallel->size() > 1) {
+    model_parallel->all_reduce(tensor::Tensor(&sum, tensor::DType::kFloat32, tensor::Shape{1}),
+                               dist::ReduceOp::kSum);
+  }
+  return std::pow(static_cast<double>(sum), 0.5);
 }
 
 double finite_or_minus_one(double norm) {
@@ -24,6 +30,7 @@ double params_sum_of_squares(const model::ParamTable& table, tensor::Tensor grad
   for (const model::ParamSpec& param : table.params()) {
     if (group >= 0 && static_cast<int>(param.group) != group) continue;
     if (skip_tied_replica && param.tied_replica) continue;
+    if (!table.counts_in_norm(param)) continue;
     sum += ops::sum_of_squares(grads.narrow(param.offset, param.local_numel()));
   }
   return sum;
@@ -31,30 +38,32 @@ double params_sum_of_squares(const model::ParamTable& table, tensor::Tensor grad
 
 }  // namespace
 
-double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule) {
+double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule,
+                        dist::Communicator* model_parallel) {
+  const auto root = [&](double sum) { return root_through_fp32(sum, model_parallel); };
   if (grads.dtype() != tensor::DType::kFloat32 || grads.numel() != table.buffer_numel()) {
     base::fail("global_grad_norm: gradients must be an fp32 buffer of ", table.buffer_numel(),
                " elements, got ", tensor::dtype_name(grads.dtype()), " of ", grads.numel());
   }
   switch (rule) {
     case NormRule::kFp32Engine: {
-      const double norm = root_through_fp32(params_sum_of_squares(table, grads, -1, false));
+      const double norm = root(params_sum_of_squares(table, grads, -1, false));
       // `total_norm / dp_world_size` goes through another FloatTensor for the DP all-reduce.
       return static_cast<double>(static_cast<float>(norm));
     }
     case NormRule::kFp16Optimizer:
-      return finite_or_minus_one(root_through_fp32(params_sum_of_squares(table, grads, -1, false)));
+      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1, false)));
     case NormRule::kZero: {
       double total = 0.0;
       for (int g = 0; g < model::kNumDecayGroups; ++g) {
         const double group_norm =
-            finite_or_minus_one(root_through_fp32(params_sum_of_squares(table, grads, g, true)));
+            finite_or_minus_one(root(params_sum_of_squares(table, grads, g, true)));
         total += group_norm * group_norm;
       }
       return std::sqrt(total);
     }
     case NormRule::kBf16:
-      return finite_or_minus_one(root_through_fp32(params_sum_of_squares(table, grads, -1, true)));
+      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1, true)));
   }
   return -1.0;
 }

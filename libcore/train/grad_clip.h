@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "dist/communicator.h"
 #include "model/param_table.h"
 #include "tensor/tensor.h"
 
@@ -32,8 +33,11 @@ enum class NormRule {
 
 // The norm upstream's function returns for `grads` (fp32, table.buffer_numel() elements): -1 when
 // it is inf or NaN (except kFp32Engine, which passes inf/NaN on). For fp16 the gradients are still
-// scaled: this is the scaled norm.
-double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule);
+// scaled: this is the scaled norm. With TP, replicated parameters count on TP rank 0 only; with a
+// model-parallel group (DeepSpeed's P×T group of this data-parallel replica) each sum of squares
+// is all-reduced over it as the fp32 tensor upstream reduces, before the root.
+double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule,
+                        dist::Communicator* model_parallel = nullptr);
 
 // clip_grad_norm_ / clip_tensors_by_global_norm: max_norm / (norm + 1e-6), applied when < 1.
 double clip_coefficient(double max_norm, double norm);

@@ -160,7 +160,8 @@ void MixedPrecisionOptimizer::accumulate_micro_batch() {
 }
 
 StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration,
-                                         dist::Communicator* data_parallel) {
+                                         dist::Communicator* data_parallel,
+                                         dist::Communicator* model_parallel) {
   if (!initialized_) {
     base::fail("optimizer: step() before initialize() or restore_from_checkpoint()");
   }
@@ -178,23 +179,23 @@ StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration,
   }
   switch (options_.precision) {
     case Precision::kBf16:
-      return step_bf16(lr, iteration);
+      return step_bf16(lr, iteration, model_parallel);
     case Precision::kFp16:
-      return step_fp16(lr);
+      return step_fp16(lr, model_parallel);
     case Precision::kFp32:
       break;
   }
-  return step_fp32(lr);
+  return step_fp32(lr, model_parallel);
 }
 
-StepResult MixedPrecisionOptimizer::step_fp32(double lr) {
+StepResult MixedPrecisionOptimizer::step_fp32(double lr, dist::Communicator* model_parallel) {
   StepResult result;
   const tensor::Tensor grads = grad_accumulator_.flat();
   const double clip = options_.gradient_clipping;
   if (clip > 0.0) {
     // The engine's clip_fp32_gradients; an inf/NaN norm gives a NaN factor that is not < 1.
-    const double coefficient =
-        clip_coefficient(clip, global_grad_norm(*table_, grads, NormRule::kFp32Engine));
+    const double coefficient = clip_coefficient(
+        clip, global_grad_norm(*table_, grads, NormRule::kFp32Engine, model_parallel));
     if (coefficient < 1.0) {
       scale_gradients(grads, coefficient);
       result.clipped = true;
@@ -206,10 +207,11 @@ StepResult MixedPrecisionOptimizer::step_fp32(double lr) {
   return result;
 }
 
-StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration) {
+StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration,
+                                              dist::Communicator* model_parallel) {
   StepResult result;
   const tensor::Tensor grads = grad_accumulator_.flat();
-  const double norm = global_grad_norm(*table_, grads, NormRule::kBf16);
+  const double norm = global_grad_norm(*table_, grads, NormRule::kBf16, model_parallel);
   last_grad_norm_ = norm;
   if (!(norm > 0.0)) {
     base::fail("gradient norm is ", norm < 0.0 ? "NaN/inf" : "zero", " at iteration ", iteration,
@@ -231,11 +233,18 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
   return result;
 }
 
-StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
+StepResult MixedPrecisionOptimizer::step_fp16(double lr, dist::Communicator* model_parallel) {
   StepResult result;
   LossScaler& scaler = options_.loss_scaler;
   const tensor::Tensor accumulated = grad_accumulator_.flat();
-  const bool overflow = has_inf_or_nan(accumulated);
+  // Every rank of the replica skips together (all-reduce MAX of the flag, training.md §4.5).
+  std::int64_t overflow_flag = has_inf_or_nan(accumulated) ? 1 : 0;
+  if (model_parallel != nullptr && model_parallel->size() > 1) {
+    model_parallel->all_reduce(
+        tensor::Tensor(&overflow_flag, tensor::DType::kInt64, tensor::Shape{1}),
+        dist::ReduceOp::kMax);
+  }
+  const bool overflow = overflow_flag != 0;
   const double prev_scale = scaler.scale();
   // Both wrappers update the scale before unscaling, so a step that doubles the scale divides its
   // gradients by the doubled one.
@@ -256,10 +265,10 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   const double clip = options_.gradient_clipping;
   double scaled_norm = 0.0;
   if (options_.zero_stage == 1) {
-    scaled_norm = global_grad_norm(*table_, grads, NormRule::kZero);
+    scaled_norm = global_grad_norm(*table_, grads, NormRule::kZero, model_parallel);
     last_grad_norm_ = scaled_norm / prev_scale;
   } else {
-    const double norm = global_grad_norm(*table_, grads, NormRule::kFp16Optimizer);
+    const double norm = global_grad_norm(*table_, grads, NormRule::kFp16Optimizer, model_parallel);
     scaled_norm = std::sqrt(norm * norm);  // get_global_norm([norm])
     last_grad_norm_ = scaled_norm / scale;
   }

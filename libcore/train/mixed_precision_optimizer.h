@@ -105,7 +105,10 @@ class MixedPrecisionOptimizer {
   // so far) the accumulated gradients are all-reduced and multiplied by 1/size first, as
   // DeepSpeed's allreduce_bucket (sum, then × 1/D). `iteration` only names the step in errors: bf16
   // fails where upstream asserts the norm is positive.
-  StepResult step(double lr, std::int64_t iteration, dist::Communicator* data_parallel = nullptr);
+  // `model_parallel` is DeepSpeed's P×T group of this replica: the gradient norm's sums of squares
+  // and the fp16 overflow flag are reduced over it.
+  StepResult step(double lr, std::int64_t iteration, dist::Communicator* data_parallel = nullptr,
+                  dist::Communicator* model_parallel = nullptr);
 
   // Checkpoint state. Each is a flat buffer laid out by the table; for fp32, params, master and
   // compute are one buffer.
@@ -137,9 +140,9 @@ class MixedPrecisionOptimizer {
   void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr);
   // params = master rounded, compute = params widened.
   void publish_master();
-  StepResult step_fp32(double lr);
-  StepResult step_bf16(double lr, std::int64_t iteration);
-  StepResult step_fp16(double lr);
+  StepResult step_fp32(double lr, dist::Communicator* model_parallel);
+  StepResult step_bf16(double lr, std::int64_t iteration, dist::Communicator* model_parallel);
+  StepResult step_fp16(double lr, dist::Communicator* model_parallel);
 
   const model::ParamTable* table_;
   OptimizerOptions options_;

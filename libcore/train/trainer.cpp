@@ -62,7 +62,7 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
       table_(table),
       data_(std::move(data)),
       outputs_(std::move(outputs)),
-      model_(options_.model, table_),
+      model_(options_.model, table_, options_.tensor_parallel),
       optimizer_(table_, options_.optimizer),
       lr_scheduler_(options_.lr_schedule),
       batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size,
@@ -102,8 +102,8 @@ Trainer::IterationResult Trainer::train_iteration(data::BatchLoader& loader) {
   }
   result.loss =
       sum_over_ranks(loss_sum) / static_cast<double>(micro_batches * data_parallel_size());
-  result.step =
-      optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1, options_.data_parallel);
+  result.step = optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1, options_.data_parallel,
+                                options_.model_parallel);
   return result;
 }
 
@@ -207,8 +207,7 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   if (record.loss_scale) fields.loss_scale = record.loss_scale;
   fields.grad_norm = result.step.grad_norm;
   if (options_.log_params_norm) {
-    // calc_params_l2_norm: the model's (16-bit) weights, widened; alignment padding is zero.
-    fields.params_norm = ops::l2_norm(optimizer_.compute().flat());
+    fields.params_norm = params_norm();
   }
   // DeepSpeed mode reports skipped and num-zeros as 0 (training.md §5.7 step 4).
   fields.num_zeros = 0.0;
@@ -231,6 +230,22 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   skipped_since_log_ = 0;
   iterations_since_log_ = 0;
   seconds_since_log_ = 0.0;
+}
+
+double Trainer::params_norm() const {
+  // calc_params_l2_norm: the model's (16-bit) weights, widened, TP duplicates once, summed over
+  // the model-parallel group.
+  const model::ParamBuffer& weights = optimizer_.compute();
+  double sum = 0.0;
+  for (std::size_t i = 0; i < table_.size(); ++i) {
+    if (!table_.counts_in_norm(table_[i])) continue;
+    sum += ops::sum_of_squares(weights.view(i));
+  }
+  if (options_.model_parallel != nullptr && options_.model_parallel->size() > 1) {
+    options_.model_parallel->all_reduce(
+        tensor::Tensor(&sum, tensor::DType::kFloat64, tensor::Shape{1}), dist::ReduceOp::kSum);
+  }
+  return std::sqrt(sum);
 }
 
 std::int64_t Trainer::data_parallel_size() const {

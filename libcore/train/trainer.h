@@ -47,6 +47,10 @@ struct TrainerOptions {
   // on its b of every b·D samples, gradients and losses are averaged over the group, and every
   // decision to stop is taken by all ranks together.
   dist::Communicator* data_parallel = nullptr;
+  // This rank's TP group (the model's collectives) and DeepSpeed's model-parallel group (P×T
+  // ranks of one replica: gradient norm and overflow reductions). Not owned; null for T = P = 1.
+  dist::Communicator* tensor_parallel = nullptr;
+  dist::Communicator* model_parallel = nullptr;
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.
@@ -113,6 +117,7 @@ class Trainer {
   void log_iteration(const IterationResult& result, double elapsed_seconds);
   bool save_if(CheckpointSaver* saver, bool condition);
   bool kill_switch_found() const;
+  double params_norm() const;
   std::int64_t data_parallel_size() const;
   std::int64_t data_parallel_rank() const;
   // Σ over the data-parallel ranks (the value itself on one rank).

@@ -134,7 +134,7 @@ TEST(ModelInit, IndependentOfStageAndTensorParallelSplit) {
   for (std::int64_t rank = 0; rank < 2; ++rank) {
     const ParamTable shard_table = ParamTable::build(config(2, rank));
     ParamBuffer shard(shard_table, DType::kFloat32);
-    initialize_parameters(shard, 9, rank);
+    initialize_parameters(shard, 9);  // the table says rank
     for (std::size_t p = 0; p < shard_table.size(); ++p) {
       const ParamSpec& spec = shard_table[p];
       const std::vector<float> full = values(whole, whole_table.index_of(spec.layer, spec.name));

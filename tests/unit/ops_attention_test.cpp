@@ -163,4 +163,47 @@ TEST(OpsAttention, RejectsInconsistentShapes) {
 }
 
 }  // namespace
+// A TP rank holding heads [first, first + np) of n draws the attention dropout masks of those
+// heads in the unsplit tensor: its dropped probabilities are slices of the unsplit ones.
+TEST(OpsAttention, HeadRangeDrawsTheUnsplitMasks) {
+  constexpr std::int64_t s = 7, b = 2, n = 4, hn = 3, np = 2, first = 2;
+  const tensor::Shape full_qkv{s, b, n * 3 * hn}, full_probs{b, n, s, s}, full_ctx{s, b, n * hn};
+  const tensor::Shape part_qkv{s, b, np * 3 * hn}, part_probs{b, np, s, s}, part_ctx{s, b, np * hn};
+  const DropoutStream stream{0.4f, 4321, 5};
+  auto qkv = random_floats(full_qkv.numel(), 21, -2, 2);
+  std::vector<float> probs(full_probs.numel()), dropped(probs.size()), ctx(full_ctx.numel());
+  attention_probs_forward(view(probs, full_probs), view(qkv, full_qkv), 1.0f);
+  attention_context_forward_with_dropout(view(ctx, full_ctx), view(dropped, full_probs),
+                                         view(probs, full_probs), view(qkv, full_qkv), stream);
+  // The rank's qkv features are the whole-head block [first·3·hn, (first + np)·3·hn) per token.
+  std::vector<float> part(part_qkv.numel());
+  for (std::int64_t t = 0; t < s * b; ++t) {
+    for (std::int64_t f = 0; f < np * 3 * hn; ++f) {
+      part[static_cast<std::size_t>(t * np * 3 * hn + f)] =
+          qkv[static_cast<std::size_t>(t * n * 3 * hn + first * 3 * hn + f)];
+    }
+  }
+  std::vector<float> part_p(part_probs.numel()), part_dropped(part_p.size()),
+      part_c(part_ctx.numel());
+  attention_probs_forward(view(part_p, part_probs), view(part, part_qkv), 1.0f);
+  attention_context_forward_with_dropout(view(part_c, part_ctx), view(part_dropped, part_probs),
+                                         view(part_p, part_probs), view(part, part_qkv), stream,
+                                         {first, n});
+  for (std::int64_t batch = 0; batch < b; ++batch) {
+    for (std::int64_t h = 0; h < np; ++h) {
+      for (std::int64_t e = 0; e < s * s; ++e) {
+        const float whole =
+            dropped[static_cast<std::size_t>(((batch * n) + first + h) * s * s + e)];
+        const float split = part_dropped[static_cast<std::size_t>(((batch * np) + h) * s * s + e)];
+        ASSERT_EQ(whole, split) << "batch " << batch << " head " << h << " element " << e;
+      }
+    }
+  }
+  std::vector<float> unused(part_p.size()), unused_ctx(part_c.size());
+  EXPECT_THROW(attention_context_forward_with_dropout(
+                   view(unused_ctx, part_ctx), view(unused, part_probs), view(part_p, part_probs),
+                   view(part, part_qkv), stream, {3, n}),
+               base::Error);
+}
+
 }  // namespace mds::ops

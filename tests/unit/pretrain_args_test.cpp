@@ -378,7 +378,10 @@ TEST_F(PretrainArgsTest, ValidationRefusals) {
   const std::vector<std::string> base = line();
   const std::vector<Case> cases = {
       {with(base, {"--tensor-model-parallel-size", "2"}),
-       "--tensor-model-parallel-size 2: tensor parallelism " + parallel},
+       "the world size 1 is not divisible by --tensor-model-parallel-size 2 × "
+       "--pipeline-model-parallel-size 1"},
+      {with(base, {"--tensor-model-parallel-size", "0"}),
+       "--tensor-model-parallel-size must be >= 1, got 0"},
       {with(base, {"--pipeline-model-parallel-size", "4"}),
        "--pipeline-model-parallel-size 4: pipeline parallelism " + parallel},
       {with(base, {"--local_rank", "1"}), "--local_rank 1: a single process has local rank 0"},
@@ -454,8 +457,12 @@ TEST_F(PretrainArgsTest, ValidationRefusals) {
   // Data parallelism (fp32, ZeRO 0) runs; a rank outside the world does not.
   EXPECT_EQ(validation_error(base, ProcessEnv{1, 2}), "no error");
   EXPECT_EQ(validation_error(base, ProcessEnv{2, 2}), "rank 2 is outside a world of 2 processes");
-  EXPECT_EQ(validation_error(with(base, {"--tensor-model-parallel-size", "2"}), ProcessEnv{0, 2}),
-            "--tensor-model-parallel-size 2: tensor parallelism " + parallel);
+  // Tensor parallelism: the world holds whole TP groups, the rest is data parallelism.
+  EXPECT_EQ(validation_error(with(base, {"--tensor-model-parallel-size", "2"}), ProcessEnv{1, 2}),
+            "no error");
+  EXPECT_EQ(validation_error(with(base, {"--tensor-model-parallel-size", "2"}), ProcessEnv{0, 3}),
+            "the world size 3 is not divisible by --tensor-model-parallel-size 2 × "
+            "--pipeline-model-parallel-size 1");
 }
 
 TEST_F(PretrainArgsTest, DeepSpeedCrossChecks) {

@@ -27,6 +27,7 @@
 #include "data/blending.h"
 #include "data/gpt_dataset.h"
 #include "data/train_datasets.h"
+#include "dist/grid_communicators.h"
 #include "dist/launch.h"
 #include "dist/mpi_communicator.h"
 #include "io/indexed_dataset.h"
@@ -183,8 +184,21 @@ int run(int argc, char** argv, Processes& processes) {
              std::to_string(padded_vocab - vocab) +
              " dummy tokens (new size: " + std::to_string(padded_vocab) + ")");
 
+    const dist::ProcessGrid grid(static_cast<int>(args.world_size),
+                                 static_cast<int>(args.tensor_model_parallel_size),
+                                 static_cast<int>(args.pipeline_model_parallel_size));
+    const dist::GridCoord coord = grid.coord_of(static_cast<int>(args.rank));
+    if ((args.save || args.load) && grid.tp_size() > 1) {
+      base::fail(args.save ? "--save" : "--load", " with --tensor-model-parallel-size ",
+                 grid.tp_size(), ": checkpoints of a TP grid are not supported yet");
+    }
+    dist::GridCommunicators groups;
+    if (processes.world) groups = dist::make_grid_communicators(*processes.world, grid);
+
     train::TrainerOptions options;
     options.model = train::model_options_from_args(args, padded_vocab);
+    options.model.config.tensor_parallel_size = grid.tp_size();
+    options.model.config.tp_rank = coord.tp;
     const model::ParamTable table = model::ParamTable::build(options.model.config);
     log.info(" > number of parameters: " + std::to_string(table.full_numel()));
 
@@ -254,7 +268,9 @@ int run(int argc, char** argv, Processes& processes) {
     run_description.ds_config =
         ckpt::json_to_value(config::parse_json(ds_config.json_text, ds_config.source));
 
-    options.data_parallel = processes.world.get();
+    options.data_parallel = groups.dp.get();
+    options.tensor_parallel = groups.tp.get();
+    options.model_parallel = groups.mp.get();
     train::TrainingOutputs outputs;
     if (first_rank) {
       outputs = training_outputs(args, log);

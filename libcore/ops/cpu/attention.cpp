@@ -100,16 +100,20 @@ MDS_VECTOR_CLONES void causal_softmax_backward_row(float* g, const float* p, std
 // Attention dropout of one (batch, head) slice, masks drawn on and below the diagonal only (above
 // it the probabilities are exact zeros, and so are the results): dropped = probs ⊙ mask·scale and,
 // when dprobs is not null, dprobs ⊙= mask·scale with the same draw. Element (i, j) of slice bh is
-// element bh·s² + i·s + j of the stream, as in dropout_forward over the whole tensor.
+// element sh·s² + i·s + j of the stream, sh the slice's index among all the layer's heads (the
+// tensor's own bh without a head split), as in dropout_forward over the whole [b, n, s, s].
 void causal_dropout_slice(float* dropped, float* dprobs, const float* probs, std::int64_t bh,
-                          std::int64_t s, const DropoutStream& stream) {
+                          const AttentionDims& d, const DropoutStream& stream) {
+  const std::int64_t s = d.s;
+  const std::int64_t heads = d.stream_heads > 0 ? d.stream_heads : d.np;
+  const std::int64_t sh = (bh / d.np) * heads + d.first_head + bh % d.np;
   constexpr std::int64_t kChunk = 256;
   std::array<float, kChunk> factors;
   for (std::int64_t i = 0; i < s; ++i) {
     const std::int64_t row = i * s;
     for (std::int64_t j0 = 0; j0 <= i; j0 += kChunk) {
       const std::int64_t count = std::min(kChunk, i + 1 - j0);
-      dropout_factors(factors.data(), stream, static_cast<std::uint64_t>(bh * s * s + row + j0),
+      dropout_factors(factors.data(), stream, static_cast<std::uint64_t>(sh * s * s + row + j0),
                       count);
       for (std::int64_t k = 0; k < count; ++k) {
         dropped[row + j0 + k] = probs[row + j0 + k] * factors[static_cast<std::size_t>(k)];
@@ -225,7 +229,7 @@ void attention_context_forward_with_dropout(float* ctx, float* dropped, const fl
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
-    causal_dropout_slice(dropped + at.probs, nullptr, probs + at.probs, bh, d.s, stream);
+    causal_dropout_slice(dropped + at.probs, nullptr, probs + at.probs, bh, d, stream);
     causal_times(ctx + at.ctx, ctx_ld(d), dropped + at.probs, qkv + at.qkv + 2 * d.hn, qkv_ld(d),
                  1.0f, 0.0f, d.s, d.hn);
   }
@@ -242,7 +246,7 @@ void attention_context_backward_with_dropout(float* dprobs, float* dqkv, float* 
     // probabilities the forward's context product used.
     causal_scores(dprobs + at.probs, dctx + at.ctx, ctx_ld(d), qkv + at.qkv + 2 * d.hn, qkv_ld(d),
                   1.0f, d.s, d.hn);
-    causal_dropout_slice(dropped + at.probs, dprobs + at.probs, probs + at.probs, bh, d.s, stream);
+    causal_dropout_slice(dropped + at.probs, dprobs + at.probs, probs + at.probs, bh, d, stream);
     // dv += dropped probsᵀ · dctx
     causal_transposed_times(dqkv + at.qkv + 2 * d.hn, qkv_ld(d), dropped + at.probs, dctx + at.ctx,
                             ctx_ld(d), 1.0f, d.s, d.hn);

@@ -11,6 +11,10 @@ struct AttentionDims {
   std::int64_t b;   // micro-batch size
   std::int64_t np;  // heads
   std::int64_t hn;  // head dim
+  // Dropout numbering: these np heads are heads [first_head, first_head + np) of a layer with
+  // stream_heads heads (training.md §2.2: a TP rank holds whole heads).
+  std::int64_t first_head = 0;
+  std::int64_t stream_heads = 0;  // 0: np
 };
 
 void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff);
