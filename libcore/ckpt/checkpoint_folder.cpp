@@ -42,13 +42,21 @@ bool exchange(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-StagedFolder::StagedFolder(std::string final_path) : final_path_(std::move(final_path)) {
+StagedFolder::StagedFolder(std::string final_path, const std::string& temp_name, Role role)
+    : final_path_(std::move(final_path)), role_(role) {
   const fs::path target(final_path_);
   const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   // (Built with += : GCC 12 warns falsely (-Wrestrict) on "." + name + ....)
   std::string stem = ".";
   stem += target.filename().string();
   stem += ".tmp.";
+  temp_path_ =
+      (parent / (stem + (temp_name.empty() ? std::to_string(::getpid()) : temp_name))).string();
+  if (role_ == Role::kJoin) {
+    if (!fs::is_directory(temp_path_))
+      base::fail("checkpoint staging folder ", temp_path_, " does not exist");
+    return;
+  }
   std::error_code error;
   fs::create_directories(parent, error);
   if (error) base::fail("cannot create ", parent.string(), ": ", error.message());
@@ -56,18 +64,18 @@ StagedFolder::StagedFolder(std::string final_path) : final_path_(std::move(final
   for (const auto& entry : fs::directory_iterator(parent)) {
     if (entry.path().filename().string().rfind(stem, 0) == 0) remove_tree(entry.path());
   }
-  temp_path_ = (parent / (stem + std::to_string(::getpid()))).string();
   fs::create_directory(temp_path_, error);
   if (error) base::fail("cannot create ", temp_path_, ": ", error.message());
 }
 
 StagedFolder::~StagedFolder() {
-  if (committed_) return;
+  if (committed_ || role_ == Role::kJoin) return;
   std::error_code ignored;
   fs::remove_all(temp_path_, ignored);
 }
 
 void StagedFolder::commit() {
+  if (role_ == Role::kJoin) base::fail("StagedFolder: only the creating process commits");
   sync_folder(temp_path_);
   std::error_code error;
   if (!fs::exists(final_path_, error)) {

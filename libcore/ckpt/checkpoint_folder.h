@@ -11,7 +11,12 @@ namespace mds::ckpt {
 // out atomically (renameat2 RENAME_EXCHANGE where the file system has it) and then removed.
 class StagedFolder {
  public:
-  explicit StagedFolder(std::string final_path);
+  // kCreate makes the temporary folder (removing a crashed save's leftovers) and owns it; kJoin
+  // writes into one another process created with the same name and leaves it alone.
+  enum class Role { kCreate, kJoin };
+  // `temp_name` names the temporary (".<final name>.tmp.<temp_name>"); empty: the process id.
+  explicit StagedFolder(std::string final_path, const std::string& temp_name = "",
+                        Role role = Role::kCreate);
   ~StagedFolder();
   StagedFolder(const StagedFolder&) = delete;
   StagedFolder& operator=(const StagedFolder&) = delete;
@@ -24,6 +29,7 @@ class StagedFolder {
   std::string final_path_;
   std::string temp_path_;
   bool committed_ = false;
+  Role role_;
 };
 
 // Replaces `path` with `text` atomically (written aside, fsynced, renamed).

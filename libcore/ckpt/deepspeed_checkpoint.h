@@ -1,20 +1,25 @@
-// DeepSpeed pipeline checkpoints of a single-rank run (T = P = D = 1), file for file and key for
-// key as the fork's Megatron + DeepSpeed 0.8.3 write them (checkpoints.md §2), so that upstream
-// tools and a resumed upstream run can use them, and so that mds resumes bit for bit.
+// DeepSpeed pipeline checkpoints, file for file and key for key as the fork's Megatron +
+// DeepSpeed 0.8.3 write them (checkpoints.md §2), so that upstream tools and a resumed upstream
+// run can use them, and so that mds resumes bit for bit. Each rank saves and loads its own files
+// (state.ranks); data-parallel ranks above 0 write only their ZeRO files.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "ckpt/training_state.h"
+#include "dist/communicator.h"
 
 namespace mds::ckpt {
 
-// Writes <dir>/global_step<global_steps>/ (layer files, mp_rank_00_model_states.pt and the
+// Writes <dir>/global_step<global_steps>/ (layer files, mp_rank_XX_model_states.pt and the
 // layout's optimizer file) under a temporary name, renames it into place (replacing a folder of
-// the same tag), then writes <dir>/latest ("global_stepN", no newline) atomically, last.
+// the same tag), then writes <dir>/latest ("global_stepN", no newline) atomically, last. With a
+// world of several ranks every rank calls this together: all write into one staging folder and
+// the folder is published, and `latest` moved, only after every rank finished.
 void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& state,
-                               const SaveOptions& options = {});
+                               const SaveOptions& options = {},
+                               dist::Communicator* world = nullptr);
 
 // The tag in <dir>/latest, or nullopt when there is no such file (start from scratch).
 std::optional<std::string> read_latest_tag(const std::string& dir);

@@ -13,12 +13,24 @@ std::string tag_for_step(std::int64_t global_steps) {
   return "global_step" + std::to_string(global_steps);
 }
 
-std::string zero_file_name(OptimizerLayout layout) {
+namespace {
+std::string two_digits(std::int64_t value) {
+  return (value < 10 ? "0" : "") + std::to_string(value);
+}
+}  // namespace
+
+std::string model_states_file_name(std::int64_t mp_rank) {
+  return "mp_rank_" + two_digits(mp_rank) + "_model_states.pt";
+}
+
+std::string zero_file_name(OptimizerLayout layout, std::int64_t dp_rank, std::int64_t mp_rank) {
+  const std::string name = "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" +
+                           two_digits(mp_rank) + "_optim_states.pt";
   switch (layout) {
     case OptimizerLayout::kFp16Zero1:
-      return "zero_pp_rank_0_mp_rank_00_optim_states.pt";
+      return name;
     case OptimizerLayout::kBf16:
-      return "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt";
+      return "bf16_" + name;
     default:
       return "";
   }

@@ -1,5 +1,6 @@
-// Where DeepSpeed puts things in a pipeline checkpoint of one rank (T = P = D = 1): file names
-// (checkpoints.md §2.1) and the optimizer's flat parameter groups (training.md §4.2-4.3).
+// Where DeepSpeed puts things in a pipeline checkpoint: file names of each rank (checkpoints.md
+// §2.1) and the optimizer's flat parameter groups of a data-parallel group of one rank
+// (training.md §4.2-4.3).
 #pragma once
 
 #include <cstdint>
@@ -14,12 +15,15 @@ namespace mds::ckpt {
 
 // The DeepSpeed release whose files these are.
 inline constexpr std::string_view kDeepSpeedVersion = "0.8.3";
-inline constexpr std::string_view kModelStatesFile = "mp_rank_00_model_states.pt";
 
 std::string tag_for_step(std::int64_t global_steps);  // "global_step1500"
-// "zero_pp_rank_0_mp_rank_00_optim_states.pt" (kFp16Zero1), "bf16_zero_pp_rank_0_…" (kBf16);
-// empty for layouts that keep their optimizer state in the model-states file.
-std::string zero_file_name(OptimizerLayout layout);
+// "mp_rank_03_model_states.pt": one per (pp, tp), written by DP rank 0.
+std::string model_states_file_name(std::int64_t mp_rank);
+// "zero_pp_rank_1_mp_rank_03_optim_states.pt" (kFp16Zero1; "pp_rank" is the DP rank),
+// "bf16_zero_pp_rank_…" (kBf16); empty for layouts that keep their optimizer state in the
+// model-states file.
+std::string zero_file_name(OptimizerLayout layout, std::int64_t dp_rank = 0,
+                           std::int64_t mp_rank = 0);
 
 // One param group of the optimizer: a non-empty DecayGroup of the table (DeepSpeed drops empty
 // ones, so group indices in files count only the non-empty groups).

@@ -128,7 +128,7 @@ class Loader {
 
   void load_layer_files() {
     for (const std::int64_t layer : table().saved_layers()) {
-      const std::string name = model::layer_file_name(layer, 0);
+      const std::string name = model::layer_file_name(layer, state_.ranks.tp);
       const io::TorchFile& file = *open(name);
       within_file(file.name(), [&] { load_layer_file(file, layer); });
     }
@@ -158,20 +158,27 @@ class Loader {
     }
   }
 
-  // --- mp_rank_00_model_states.pt ---------------------------------------------------------
+  // --- mp_rank_XX_model_states.pt ---------------------------------------------------------
 
   void load_model_states() {
-    const io::TorchFile& file = *open(std::string(kModelStatesFile));
+    const io::TorchFile& file = *open(model_states_file_name(state_.ranks.mp_rank()));
     within_file(file.name(), [&] { load_model_states(file); });
   }
 
   void load_model_states(const io::TorchFile& file) {
     const ValueRef root = file.root_ref();
-    for (const char* key : {"dp_world_size", "mp_world_size"}) {
-      const std::int64_t size = root[key].as_int();
-      if (size != 1) {
-        base::fail(key, " is ", size, ": only single-rank (T = P = D = 1) checkpoints load here");
-      }
+    // Another model-parallel grid needs a universal checkpoint; ZeRO files are partitioned
+    // over the data-parallel ranks that wrote them.
+    const std::int64_t mp_size = root["mp_world_size"].as_int();
+    if (mp_size != state_.ranks.mp_size()) {
+      base::fail("mp_world_size is ", mp_size, " but this run has ", state_.ranks.mp_size(),
+                 " model-parallel ranks (TP × PP); resuming on another grid needs a universal "
+                 "checkpoint");
+    }
+    const std::int64_t dp_size = root["dp_world_size"].as_int();
+    if (has_zero_file(state_.layout) && dp_size != state_.ranks.dp_size) {
+      base::fail("dp_world_size is ", dp_size, " but this run has ", state_.ranks.dp_size,
+                 " data-parallel ranks; the ZeRO partitions need the same count");
     }
     const double version = root["checkpoint_version"].as_float();
     // Versions 0 and 1 order the fused QKV rows differently (checkpoints.md §1.3).
@@ -348,7 +355,9 @@ class Loader {
   void load_zero_file() {
     // DeepSpeed restores the fp32 masters from this file even without the optimizer state
     // (load_from_fp32_weights); without the file they are re-derived from the 16-bit weights.
-    const io::TorchFile* file = open(zero_file_name(state_.layout), options_.load_optimizer);
+    const io::TorchFile* file =
+        open(zero_file_name(state_.layout, state_.ranks.dp, state_.ranks.mp_rank()),
+             options_.load_optimizer);
     if (file == nullptr) {
       derive_master_ = true;
       return;

@@ -2,6 +2,7 @@
 // them, so that the files list like upstream's (checkpoints.md §2.2-§2.6).
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,7 @@ void write_layer_files(const StagedFolder& folder, const TrainingState& s,
                                          s.params.dtype(), {s.rotary_head_dim / 2}));
       }
     }
-    builder.write(folder.file(model::layer_file_name(layer, 0)), root);
+    builder.write(folder.file(model::layer_file_name(layer, s.ranks.tp)), root);
   }
 }
 
@@ -279,8 +280,8 @@ void write_model_states(const StagedFolder& folder, const TrainingState& s,
   root.set("skipped_steps", Value::integer(s.skipped_steps));
   root.set("global_steps", Value::integer(s.global_steps));
   root.set("global_samples", Value::integer(s.global_samples));
-  root.set("dp_world_size", Value::integer(1));
-  root.set("mp_world_size", Value::integer(1));
+  root.set("dp_world_size", Value::integer(s.ranks.dp_size));
+  root.set("mp_world_size", Value::integer(s.ranks.mp_size()));
   root.set("ds_config", ds_config_of(s));
   root.set("ds_version", Value::string(std::string(kDeepSpeedVersion)));
   // Megatron's client state.
@@ -292,8 +293,8 @@ void write_model_states(const StagedFolder& folder, const TrainingState& s,
   info.set("padded_vocab_size", Value::integer(s.padded_vocab_size));
   info.set("original_vocab_size", Value::integer(s.original_vocab_size));
   root.set("checkpoint_info", std::move(info));
-  if (options.save_rng) add_megatron_rng_states(root, s.seed, 0, 0, builder);
-  builder.write(folder.file(std::string(kModelStatesFile)), root);
+  if (options.save_rng) add_megatron_rng_states(root, s.seed, s.ranks.tp, s.ranks.pp, builder);
+  builder.write(folder.file(model_states_file_name(s.ranks.mp_rank())), root);
 }
 
 void write_zero_file(const StagedFolder& folder, const TrainingState& s,
@@ -303,25 +304,38 @@ void write_zero_file(const StagedFolder& folder, const TrainingState& s,
   root.set("optimizer_state_dict", zero_optimizer_state(s, groups, builder));
   root.set("ds_config", ds_config_of(s));
   root.set("ds_version", Value::string(std::string(kDeepSpeedVersion)));
-  builder.write(folder.file(zero_file_name(s.layout)), root);
+  builder.write(folder.file(zero_file_name(s.layout, s.ranks.dp, s.ranks.mp_rank())), root);
 }
 
 }  // namespace
 
 void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& state,
-                               const SaveOptions& options) {
+                               const SaveOptions& options, dist::Communicator* world) {
   check_state_buffers(state, options.save_optimizer, options.save_optimizer, "saving checkpoint");
   if (state.global_steps < 0) base::fail("saving checkpoint: negative global_steps");
   const std::vector<OptimizerGroup> groups = optimizer_groups(*state.table);
   const std::string tag = tag_for_step(state.global_steps);
-  StagedFolder folder(dir + "/" + tag);
-  write_layer_files(folder, state, options);
-  write_model_states(folder, state, groups, options);
-  if (options.save_optimizer && has_zero_file(state.layout)) {
-    write_zero_file(folder, state, groups, options);
+  const bool several = world != nullptr && world->size() > 1;
+  const bool leader = !several || world->rank() == 0;
+  // With several ranks, rank 0 makes the staging folder (under a name every rank knows), all
+  // write their files into it, and rank 0 publishes it and moves `latest` once all are done.
+  std::optional<StagedFolder> folder;
+  if (leader) folder.emplace(dir + "/" + tag, several ? "ranks" : "");
+  if (several) world->barrier();
+  if (!leader) folder.emplace(dir + "/" + tag, "ranks", StagedFolder::Role::kJoin);
+  if (state.ranks.dp == 0) {
+    write_layer_files(*folder, state, options);
+    write_model_states(*folder, state, groups, options);
   }
-  folder.commit();
-  write_text_file_atomically(dir + "/latest", tag);
+  if (options.save_optimizer && has_zero_file(state.layout)) {
+    write_zero_file(*folder, state, groups, options);
+  }
+  if (several) world->barrier();
+  if (leader) {
+    folder->commit();
+    write_text_file_atomically(dir + "/latest", tag);
+  }
+  if (several) world->barrier();
 }
 
 std::optional<std::string> read_latest_tag(const std::string& dir) {

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "ckpt/deepspeed_checkpoint.h"
+#include "ckpt/deepspeed_layout.h"
 #include "ckpt/megatron_args.h"
 #include "io/torch_file.h"
 
@@ -49,6 +50,7 @@ TrainingState trainer_state(const train::Trainer& trainer, const RunDescription&
   const train::OptimizerOptions& options = optimizer.options();
   const train::TrainingProgress& progress = trainer.progress();
   TrainingState state;
+  state.ranks = run.ranks;
   state.table = &trainer.table();
   state.layout = optimizer_layout(options);
   state.params = optimizer.params().flat();
@@ -83,7 +85,7 @@ TrainingState trainer_state(const train::Trainer& trainer, const RunDescription&
 void TrainerCheckpointSaver::save(const train::Trainer& trainer) {
   const std::int64_t iteration = trainer.progress().iteration;
   log_->info("saving checkpoint at iteration " + iteration_text(iteration) + " to " + dir_);
-  save_deepspeed_checkpoint(dir_, trainer_state(trainer, run_), options_);
+  save_deepspeed_checkpoint(dir_, trainer_state(trainer, run_), options_, world_);
   log_->info("  successfully saved checkpoint at iteration " + iteration_text(iteration) + " to " +
              dir_);
 }
@@ -104,7 +106,8 @@ bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
   // The command line must describe the saved model before any tensor is compared with it.
   const std::string folder = dir + "/" + *tag;
   {
-    const io::TorchFile model_states = io::TorchFile::open(folder + "/mp_rank_00_model_states.pt");
+    const io::TorchFile model_states =
+        io::TorchFile::open(folder + "/" + model_states_file_name(run.ranks.mp_rank()));
     check_checkpoint_args(model_states.root_ref()["args"], args, run.padded_vocab_size, folder);
   }
   TrainingState state = trainer_state(trainer, run);

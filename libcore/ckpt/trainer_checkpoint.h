@@ -15,7 +15,8 @@ struct RunDescription {
   const config::PretrainArgs* args = nullptr;
   std::int64_t padded_vocab_size = 0;
   std::int64_t original_vocab_size = 0;
-  io::Value ds_config;  // the DeepSpeed JSON as a dict
+  io::Value ds_config;    // the DeepSpeed JSON as a dict
+  CheckpointRanks ranks;  // this rank's place in the grid (names its files)
 };
 
 // The layout DeepSpeed's wrapper for this precision and ZeRO stage writes.
@@ -27,9 +28,10 @@ TrainingState trainer_state(const train::Trainer& trainer, const RunDescription&
 // Writes a checkpoint into --save at each save point of the training loop.
 class TrainerCheckpointSaver : public train::CheckpointSaver {
  public:
+  // With a world of several ranks, every rank has a saver and saves together (each its files).
   TrainerCheckpointSaver(std::string dir, RunDescription run, SaveOptions options,
-                         const base::Log& log)
-      : dir_(std::move(dir)), run_(std::move(run)), options_(options), log_(&log) {}
+                         const base::Log& log, dist::Communicator* world = nullptr)
+      : dir_(std::move(dir)), run_(std::move(run)), options_(options), log_(&log), world_(world) {}
   void save(const train::Trainer& trainer) override;
 
  private:
@@ -37,6 +39,7 @@ class TrainerCheckpointSaver : public train::CheckpointSaver {
   RunDescription run_;
   SaveOptions options_;
   const base::Log* log_;
+  dist::Communicator* world_;
 };
 
 // --load: restores the checkpoint named by <dir>/latest into the trainer (weights, optimizer,

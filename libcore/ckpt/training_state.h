@@ -1,5 +1,5 @@
 // What a training checkpoint holds, as views into the trainer's own buffers: saving reads them,
-// loading writes into them. One rank of a T = P = D = 1 run.
+// loading writes into them. One rank's share of a TP×PP×DP run.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,17 @@ struct AdamHyper {
   double weight_decay = 0.01;  // of the decay groups; the no-decay group saves 0.0
 };
 
+// Where the rank sits in the grid: it decides the file names (checkpoints.md §2.1).
+struct CheckpointRanks {
+  std::int64_t tp = 0, pp = 0, dp = 0;
+  std::int64_t tp_size = 1, pp_size = 1, dp_size = 1;
+  // DeepSpeed's rank in the model-parallel group (the mp_rank_XX of the files) and its size.
+  std::int64_t mp_rank() const { return pp * tp_size + tp; }
+  std::int64_t mp_size() const { return pp_size * tp_size; }
+};
+
 struct TrainingState {
+  CheckpointRanks ranks;
   const model::ParamTable* table = nullptr;
   tensor::Tensor params;      // flat, table layout, params dtype (fp32 / fp16 / bf16)
   tensor::Tensor master;      // flat fp32 master weights (table layout); unused for kFp32

@@ -188,10 +188,6 @@ int run(int argc, char** argv, Processes& processes) {
                                  static_cast<int>(args.tensor_model_parallel_size),
                                  static_cast<int>(args.pipeline_model_parallel_size));
     const dist::GridCoord coord = grid.coord_of(static_cast<int>(args.rank));
-    if ((args.save || args.load) && grid.tp_size() > 1) {
-      base::fail(args.save ? "--save" : "--load", " with --tensor-model-parallel-size ",
-                 grid.tp_size(), ": checkpoints of a TP grid are not supported yet");
-    }
     dist::GridCommunicators groups;
     if (processes.world) groups = dist::make_grid_communicators(*processes.world, grid);
 
@@ -267,6 +263,12 @@ int run(int argc, char** argv, Processes& processes) {
     run_description.original_vocab_size = vocab;
     run_description.ds_config =
         ckpt::json_to_value(config::parse_json(ds_config.json_text, ds_config.source));
+    run_description.ranks.tp = coord.tp;
+    run_description.ranks.pp = coord.pp;
+    run_description.ranks.dp = coord.dp;
+    run_description.ranks.tp_size = grid.tp_size();
+    run_description.ranks.pp_size = grid.pp_size();
+    run_description.ranks.dp_size = grid.dp_size();
 
     options.data_parallel = groups.dp.get();
     options.tensor_parallel = groups.tp.get();
@@ -289,13 +291,14 @@ int run(int argc, char** argv, Processes& processes) {
     }
 
     std::unique_ptr<ckpt::TrainerCheckpointSaver> saver;
-    // ZeRO stage 0: every data-parallel rank holds the same state, and rank 0 writes it.
-    if (args.save && first_rank) {
+    // Every rank saves together: DP rank 0 of each (pp, tp) writes the weights and model
+    // states, every rank its ZeRO file, and rank 0 publishes the folder once all are done.
+    if (args.save) {
       ckpt::SaveOptions save_options;
       save_options.save_optimizer = !args.no_save_optim;
       save_options.save_rng = !args.no_save_rng;
-      saver = std::make_unique<ckpt::TrainerCheckpointSaver>(*args.save, run_description,
-                                                             save_options, log);
+      saver = std::make_unique<ckpt::TrainerCheckpointSaver>(
+          *args.save, run_description, save_options, log, processes.world.get());
     }
     const train::StopReason reason = trainer.train(saver.get());
     if (reason == train::StopReason::kSignal) {
