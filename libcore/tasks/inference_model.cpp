@@ -4,8 +4,10 @@
 
 #include "base/error.h"
 #include "ckpt/deepspeed_checkpoint.h"
+#include "ckpt/deepspeed_layout.h"
 #include "ckpt/megatron_args.h"
 #include "io/torch_file.h"
+#include "model/tp_merge.h"
 #include "ops/elementwise.h"
 #include "text/tokenizer_factory.h"
 #include "train/model_args.h"
@@ -36,16 +38,55 @@ ckpt::OptimizerLayout layout_for(const config::PretrainArgs& args, const std::st
 
 }  // namespace
 
+namespace {
+
+// The tensor- and pipeline-parallel sizes the checkpoint was trained with (its saved args).
+std::int64_t saved_tensor_parallel_size(const io::ValueRef& saved_args) {
+  const io::ValueRef fields = saved_args.object_state();
+  const auto pipeline = fields.get("pipeline_model_parallel_size");
+  if (pipeline && pipeline->as_int() != 1) {
+    base::fail("the checkpoint was trained with --pipeline-model-parallel-size ",
+               pipeline->as_int(), "; evaluate and generate load T×1 checkpoints only so far");
+  }
+  const auto tensor = fields.get("tensor_model_parallel_size");
+  return tensor ? tensor->as_int() : 1;
+}
+
+// Loads the weights of TP rank `tp_rank` (of `tp_size`) as fp32 into `weights`.
+std::int64_t load_shard(const std::string& dir, const std::string& tag,
+                        const config::PretrainArgs& args, const model::ParamBuffer& weights,
+                        std::int64_t tp_rank, std::int64_t tp_size) {
+  ckpt::TrainingState state;
+  state.table = &weights.table();
+  state.ranks.tp = tp_rank;
+  state.ranks.tp_size = tp_size;
+  state.layout = layout_for(args, dir + "/" + tag);
+  std::unique_ptr<model::ParamBuffer> half, masters;
+  if (state.layout == ckpt::OptimizerLayout::kFp32) {
+    state.params = weights.flat();
+  } else {
+    // The 16-bit weights upstream's model computes with are widened to fp32 (architecture.md §4:
+    // 16-bit storage, fp32 compute on the CPU); the loader also wants room for the fp32 masters,
+    // which are not used.
+    half = std::make_unique<model::ParamBuffer>(weights.table(), ckpt::params_dtype(state.layout));
+    masters = std::make_unique<model::ParamBuffer>(weights.table(), tensor::DType::kFloat32);
+    state.params = half->flat();
+    state.master = masters->flat();
+  }
+  ckpt::LoadOptions options;
+  options.load_optimizer = false;
+  options.load_rng = false;
+  ckpt::load_deepspeed_checkpoint(dir, tag, state, options);
+  if (half) ops::cast(weights.flat(), half->flat());
+  return state.iteration;
+}
+
+}  // namespace
+
 InferenceModel load_inference_model(const config::PretrainArgs& args,
                                     const text::Tokenizer& tokenizer, const base::Log& log) {
   InferenceModel m;
   m.vocab_size = tokenizer.vocab_size();
-  const std::int64_t padded = text::padded_vocab_size(m.vocab_size, args.tokenizer, 1);
-  m.options = inference_model_options(args, padded);
-  model::validate(m.options);
-  m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(m.options.config));
-  m.params = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
-
   const std::string& dir = *args.load;
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) {
@@ -54,34 +95,44 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
   const std::optional<std::string> tag = ckpt::read_latest_tag(dir);
   if (!tag) base::fail("--load ", dir, ": no 'latest' file, so no checkpoint to load");
   m.checkpoint = dir + "/" + *tag;
+
+  // A checkpoint of T TP ranks is loaded shard by shard and merged: the model then runs whole on
+  // this process, with the vocabulary padded as the T-way run padded it.
+  std::int64_t tp_size = 1;
+  std::int64_t padded = 0;
   {
     const io::TorchFile model_states =
-        io::TorchFile::open(m.checkpoint + "/mp_rank_00_model_states.pt");
-    ckpt::check_checkpoint_args(model_states.root_ref()["args"], args, padded, m.checkpoint);
+        io::TorchFile::open(m.checkpoint + "/" + ckpt::model_states_file_name(0));
+    const io::ValueRef saved_args = model_states.root_ref()["args"];
+    tp_size = saved_tensor_parallel_size(saved_args);
+    padded = text::padded_vocab_size(m.vocab_size, args.tokenizer, tp_size);
+    config::PretrainArgs as_trained = args;
+    as_trained.tensor_model_parallel_size = tp_size;
+    ckpt::check_checkpoint_args(saved_args, as_trained, padded, m.checkpoint);
   }
-  ckpt::TrainingState state;
-  state.table = m.table.get();
-  state.layout = layout_for(args, m.checkpoint);
-  std::unique_ptr<model::ParamBuffer> half, masters;
-  if (state.layout == ckpt::OptimizerLayout::kFp32) {
-    state.params = m.params->flat();
+  m.options = inference_model_options(args, padded);
+  model::validate(m.options);
+  m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(m.options.config));
+  m.params = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
+
+  log.info(" loading checkpoint from " + dir + " at tag " + *tag +
+           (tp_size > 1 ? " (merging " + std::to_string(tp_size) + " TP shards)" : ""));
+  std::int64_t iteration = 0;
+  if (tp_size == 1) {
+    iteration = load_shard(dir, *tag, args, *m.params, 0, 1);
   } else {
-    // The 16-bit weights upstream's model computes with are widened to fp32 (architecture.md §4:
-    // 16-bit storage, fp32 compute on the CPU); the loader also wants room for the fp32 masters,
-    // which are not used.
-    half = std::make_unique<model::ParamBuffer>(*m.table, ckpt::params_dtype(state.layout));
-    masters = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
-    state.params = half->flat();
-    state.master = masters->flat();
+    for (std::int64_t rank = 0; rank < tp_size; ++rank) {
+      model::GptConfig shard_config = m.options.config;
+      shard_config.tensor_parallel_size = tp_size;
+      shard_config.tp_rank = rank;
+      const model::ParamTable shard_table = model::ParamTable::build(shard_config);
+      const model::ParamBuffer shard(shard_table, tensor::DType::kFloat32);
+      iteration = load_shard(dir, *tag, args, shard, rank, tp_size);
+      model::merge_tp_shard(shard, tp_size, *m.params);
+    }
   }
-  ckpt::LoadOptions options;
-  options.load_optimizer = false;
-  options.load_rng = false;
-  log.info(" loading checkpoint from " + dir + " at tag " + *tag);
-  ckpt::load_deepspeed_checkpoint(dir, *tag, state, options);
-  if (half) ops::cast(m.params->flat(), half->flat());
   log.info("  successfully loaded checkpoint from " + dir + " at iteration " +
-           std::to_string(state.iteration));
+           std::to_string(iteration));
   return m;
 }
 

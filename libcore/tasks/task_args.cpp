@@ -94,7 +94,8 @@ void validate_inference_args(config::PretrainArgs& a) {
   if (a.tensor_model_parallel_size != 1 || a.pipeline_model_parallel_size != 1) {
     base::fail("--tensor-model-parallel-size ", a.tensor_model_parallel_size,
                " --pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
-               ": evaluate and generate run on one process (T = P = 1) for now");
+               ": evaluate and generate run on one process; they read the TP size from the "
+               "checkpoint and merge its shards");
   }
   config::validate_model_shape(a);
   positive("--micro-batch-size", a.micro_batch_size);

@@ -97,6 +97,37 @@ for name in ("ckpt-t2", "ckpt-t2d2"):
 PY
 pass "TP=2 weights merged over TP equal the single process's; mp_rank files per TP rank"
 
+# evaluate runs on one process: it reads T from the checkpoint, loads both shards and merges them.
+head -c 4000 "$MDS_DATA/eval/wikitext-2-test.txt" > "$WORK/wiki.txt"
+evaluate() {  # name checkpoint extra-flags...
+  local name=$1 checkpoint=$2; shift 2
+  OMP_NUM_THREADS=1 "$MDS_BIN/evaluate" --task WIKITEXT103 --valid-data "$WORK/wiki.txt" \
+    --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
+    --max-position-embeddings 32 --micro-batch-size 2 --overlapping-eval 16 "${gpt2_flags[@]}" \
+    --load "$checkpoint" --results-file "$WORK/$name.json" "$@" > "$WORK/$name.log" 2>&1 ||
+    { cat "$WORK/$name.log"; fail "evaluate $name"; }
+}
+evaluate eval-t1 "$WORK/ckpt-t1"
+evaluate eval-t2 "$WORK/ckpt-t2" --make-vocab-size-divisible-by 64
+grep -q "merging 2 TP shards" "$WORK/eval-t2.log" || fail "evaluate says it merges the TP shards"
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "evaluate of the TP=2 checkpoint differs from T=1"
+import json, pathlib, sys
+work = pathlib.Path(sys.argv[1])
+one, two = (json.loads((work / f"eval-{n}.json").read_text()) for n in ("t1", "t2"))
+def numbers(d, prefix=""):
+    for key, value in d.items():
+        if isinstance(value, dict):
+            yield from numbers(value, prefix + key + ".")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield prefix + key, value
+a, b = dict(numbers(one)), dict(numbers(two))
+assert a.keys() == b.keys() and a, (a, b)
+for key in a:
+    assert abs(a[key] - b[key]) <= 1e-5 * max(1.0, abs(a[key])), (key, a[key], b[key])
+print("evaluate T=1 vs merged T=2:", a)
+PY
+pass "evaluate loads a TP=2 checkpoint by merging its shards: same perplexity as T=1"
+
 # Resume at TP=2 × DP=2: 5 steps, save, 5 more = the 10 straight steps, bit for bit.
 run half 4 "${fp32[@]}" "${tp2[@]}" --train-iters 10 --exit-interval 5 --save "$WORK/ckpt-resume" \
   --save-interval 100
