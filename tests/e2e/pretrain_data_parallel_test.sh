@@ -4,16 +4,10 @@
 # weights; a run stopped and resumed at D = 2 continues bit for bit; a failing rank stops the job.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
-command -v mpirun > /dev/null || fail "mpirun not found (scripts/install-deps.sh installs openmpi-bin)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-export MDS_DIST_TIMEOUT_S=120
+use_mpirun
 make_shakespeare_dataset "$WORK/shakespeare"
 
-cat > "$WORK/ds.json" <<'JSON'
-{ "train_micro_batch_size_per_gpu": 2, "train_batch_size": 8, "gradient_clipping": 1.0,
-  "zero_optimization": {"stage": 0}, "steps_per_print": 2000 }
-JSON
+write_grid_ds_config "$WORK/ds.json"
 flags=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32
        --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8
        --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 3 --weight-decay 0.1
@@ -21,13 +15,7 @@ flags=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32
        --log-interval 5 --data-path "$WORK/shakespeare_text_document" "${gpt2_flags[@]}"
        --deepspeed --deepspeed_config "$WORK/ds.json")
 
-run() {  # name ranks extra-flags...
-  local name=$1 ranks=$2; shift 2
-  local launch=()
-  [ "$ranks" = 1 ] || launch=(timeout 300 mpirun -np "$ranks")
-  "${launch[@]}" "$MDS_BIN/pretrain" "${flags[@]}" --metrics-file "$WORK/$name.jsonl" "$@" \
-    > "$WORK/$name.log" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name run"; }
-}
+run() { run_ranks "$@"; }
 
 run d1 1 --train-iters 10 --save "$WORK/ckpt-d1" --save-interval 10
 run d2 2 --train-iters 10 --save "$WORK/ckpt-d2" --save-interval 10

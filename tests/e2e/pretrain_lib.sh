@@ -40,3 +40,29 @@ for line in open(sys.argv[1]):
         print(record["iteration"], record["lm_loss"])
 PY
 }
+
+# Open MPI settings for oversubscribed runs (more ranks than cores) as root, with short timeouts.
+use_mpirun() {
+  command -v mpirun > /dev/null || fail "mpirun not found (scripts/install-deps.sh installs openmpi-bin)"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
+  export MDS_DIST_TIMEOUT_S=120
+}
+
+# fp32, ZeRO 0, b = 2, G = 8: the config of the multi-rank tests.
+write_grid_ds_config() {  # path
+  cat > "$1" <<'JSON'
+{ "train_micro_batch_size_per_gpu": 2, "train_batch_size": 8, "gradient_clipping": 1.0,
+  "zero_optimization": {"stage": 0}, "steps_per_print": 2000 }
+JSON
+}
+
+# pretrain with the caller's `flags` array on `ranks` processes (mpirun unless 1), its metrics in
+# $WORK/<name>.jsonl and its output in $WORK/<name>.log / .err.
+run_ranks() {  # name ranks extra-flags...
+  local name=$1 ranks=$2; shift 2
+  local launch=()
+  [ "$ranks" = 1 ] || launch=(timeout 300 mpirun -np "$ranks")
+  "${launch[@]}" "$MDS_BIN/pretrain" "${flags[@]}" --metrics-file "$WORK/$name.jsonl" "$@" \
+    > "$WORK/$name.log" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name run"; }
+}

@@ -5,16 +5,10 @@
 # resumed continues bit for bit, and so does a bf16 TP run (per-rank BF16_Optimizer files).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
-command -v mpirun > /dev/null || fail "mpirun not found (scripts/install-deps.sh installs openmpi-bin)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-export MDS_DIST_TIMEOUT_S=120
+use_mpirun
 make_shakespeare_dataset "$WORK/shakespeare"
 
-cat > "$WORK/ds.json" <<'JSON'
-{ "train_micro_batch_size_per_gpu": 2, "train_batch_size": 8, "gradient_clipping": 1.0,
-  "zero_optimization": {"stage": 0}, "steps_per_print": 2000 }
-JSON
+write_grid_ds_config "$WORK/ds.json"
 flags=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
        --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8
        --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 3 --weight-decay 0.1
@@ -24,13 +18,7 @@ flags=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
 # 50432 at T = 2 (more softmax columns, a different loss), so T = 2 pads to multiples of 64·2.
 tp2=(--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64)
 
-run() {  # name ranks extra-flags...
-  local name=$1 ranks=$2; shift 2
-  local launch=()
-  [ "$ranks" = 1 ] || launch=(timeout 300 mpirun -np "$ranks")
-  "${launch[@]}" "$MDS_BIN/pretrain" "${flags[@]}" --metrics-file "$WORK/$name.jsonl" "$@" \
-    > "$WORK/$name.log" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name run"; }
-}
+run() { run_ranks "$@"; }
 fp32=(--deepspeed --deepspeed_config "$WORK/ds.json")
 
 run t1 1 "${fp32[@]}" --train-iters 10 --save "$WORK/ckpt-t1" --save-interval 10
