@@ -1,5 +1,6 @@
 #include "ckpt/deepspeed_layout.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace mds::ckpt {
@@ -15,7 +16,9 @@ std::string tag_for_step(std::int64_t global_steps) {
 
 namespace {
 std::string two_digits(std::int64_t value) {
-  return (value < 10 ? "0" : "") + std::to_string(value);
+  char text[24];
+  std::snprintf(text, sizeof text, "%02lld", static_cast<long long>(value));
+  return text;
 }
 }  // namespace
 
