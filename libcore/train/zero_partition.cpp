@@ -1,0 +1,205 @@
+#include "train/zero_partition.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "ops/elementwise.h"
+
+namespace mds::train {
+
+using tensor::Tensor;
+
+AlignedPartition aligned_partition(std::int64_t numel, std::int64_t dp_size) {
+  if (numel < 0) base::fail("aligned_partition: numel must not be negative, got ", numel);
+  if (dp_size < 1) base::fail("aligned_partition: dp_size must be at least 1, got ", dp_size);
+  const std::int64_t align = kNcclStartAlignment * dp_size;
+  AlignedPartition result;
+  result.aligned_numel = (numel + align - 1) / align * align;
+  result.partition_numel = result.aligned_numel / dp_size;
+  result.padding = result.aligned_numel - numel;
+  return result;
+}
+
+std::int64_t ZeroGroup::owned_numel(std::int64_t rank) const {
+  return std::clamp<std::int64_t>(numel - partition_begin(rank), 0, partition_numel);
+}
+
+std::int64_t ZeroGroup::group_padding(std::int64_t rank) const {
+  return rank == dp_size() - 1 ? padding() : 0;
+}
+
+namespace {
+
+// The fragments of every parameter of `group` that overlap [begin, begin + size), as
+// DeepSpeed's get_hp_fragment_mapping intersects each lp range with the hp partition.
+std::vector<ZeroFragment> fragments_of(const ZeroGroup& group,
+                                       const std::vector<std::int64_t>& param_numels,
+                                       std::int64_t begin, std::int64_t size) {
+  std::vector<ZeroFragment> fragments;
+  const std::int64_t end = begin + size;
+  for (std::size_t k = 0; k < group.params.size(); ++k) {
+    const std::int64_t lp_begin = group.flat_offsets[k];
+    const std::int64_t lp_end = lp_begin + param_numels[k];
+    const std::int64_t first = std::max(lp_begin, begin);
+    const std::int64_t last = std::min(lp_end, end);
+    if (first >= last) continue;
+    fragments.push_back({group.params[k], first - lp_begin, last - first, first - begin});
+  }
+  return fragments;
+}
+
+}  // namespace
+
+ZeroLayout::ZeroLayout(const model::ParamTable& table, std::int64_t dp_size)
+    : table_(&table), dp_size_(dp_size) {
+  if (dp_size < 1) base::fail("ZeroLayout: dp_size must be at least 1, got ", dp_size);
+  for (int g = 0; g < model::kNumDecayGroups; ++g) {
+    ZeroGroup group;
+    group.decay_group = static_cast<model::DecayGroup>(g);
+    std::vector<std::int64_t> numels;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      if (table[i].group != group.decay_group) continue;
+      group.params.push_back(i);
+      group.flat_offsets.push_back(group.numel);
+      numels.push_back(table[i].local_numel());
+      group.numel += table[i].local_numel();
+    }
+    // DeepSpeed drops empty groups, so later groups move up one index.
+    if (group.params.empty()) continue;
+    const AlignedPartition sizes = aligned_partition(group.numel, dp_size);
+    group.aligned_numel = sizes.aligned_numel;
+    group.partition_numel = sizes.partition_numel;
+    for (std::int64_t rank = 0; rank < dp_size; ++rank) {
+      group.fragments.push_back(
+          fragments_of(group, numels, group.partition_begin(rank), group.partition_numel));
+    }
+    groups_.push_back(std::move(group));
+  }
+}
+
+const ZeroGroup& ZeroLayout::operator[](std::size_t group) const {
+  if (group >= groups_.size()) {
+    base::fail("ZeroLayout: group ", group, " out of range; the layout has ", groups_.size());
+  }
+  return groups_[group];
+}
+
+std::optional<std::size_t> ZeroLayout::index_of(model::DecayGroup decay_group) const {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].decay_group == decay_group) return g;
+  }
+  return std::nullopt;
+}
+
+std::int64_t ZeroLayout::aligned_numel() const {
+  std::int64_t total = 0;
+  for (const ZeroGroup& group : groups_) total += group.aligned_numel;
+  return total;
+}
+
+std::int64_t ZeroLayout::partition_numel() const {
+  std::int64_t total = 0;
+  for (const ZeroGroup& group : groups_) total += group.partition_numel;
+  return total;
+}
+
+namespace {
+
+// 1-D views after checking element counts, so a mismatch names the argument.
+Tensor flat_view(const char* op, const char* what, Tensor t, std::int64_t expected) {
+  if (t.numel() != expected) {
+    base::fail(op, ": ", what, " has ", t.numel(), " elements, expected ", expected);
+  }
+  return t.reshape(tensor::Shape{expected});
+}
+
+const ZeroGroup& checked_group(const char* op, const ZeroLayout& layout, std::size_t group,
+                               std::int64_t rank) {
+  const ZeroGroup& g = layout[group];
+  if (rank < 0 || rank >= layout.dp_size()) {
+    base::fail(op, ": DP rank ", rank, " is outside [0, ", layout.dp_size(), ")");
+  }
+  return g;
+}
+
+std::int64_t buffer_offset(const ZeroLayout& layout, const ZeroFragment& fragment) {
+  return layout.table()[fragment.param].offset + fragment.param_offset;
+}
+
+}  // namespace
+
+void gather_partition(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,
+                      std::int64_t rank, Tensor partition_out) {
+  constexpr const char* kOp = "gather_partition";
+  const ZeroGroup& g = checked_group(kOp, layout, group, rank);
+  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
+  const Tensor partition = flat_view(kOp, "partition", partition_out, g.partition_numel);
+  for (const ZeroFragment& fragment : g.fragments[static_cast<std::size_t>(rank)]) {
+    ops::cast(partition.narrow(fragment.hp_start, fragment.numel),
+              buffer.narrow(buffer_offset(layout, fragment), fragment.numel));
+  }
+  const std::int64_t owned = g.owned_numel(rank);
+  ops::fill(partition.narrow(owned, g.partition_numel - owned), 0.0f);
+}
+
+void scatter_partition(Tensor partition_in, const ZeroLayout& layout, std::size_t group,
+                       std::int64_t rank, Tensor buffer_flat) {
+  constexpr const char* kOp = "scatter_partition";
+  const ZeroGroup& g = checked_group(kOp, layout, group, rank);
+  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
+  const Tensor partition = flat_view(kOp, "partition", partition_in, g.partition_numel);
+  for (const ZeroFragment& fragment : g.fragments[static_cast<std::size_t>(rank)]) {
+    ops::cast(buffer.narrow(buffer_offset(layout, fragment), fragment.numel),
+              partition.narrow(fragment.hp_start, fragment.numel));
+  }
+}
+
+void to_flat_group(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,
+                   Tensor flat_group_out) {
+  constexpr const char* kOp = "to_flat_group";
+  const ZeroGroup& g = layout[group];
+  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
+  const Tensor flat = flat_view(kOp, "flat group", flat_group_out, g.aligned_numel);
+  for (std::size_t k = 0; k < g.params.size(); ++k) {
+    const model::ParamSpec& param = layout.table()[g.params[k]];
+    ops::cast(flat.narrow(g.flat_offsets[k], param.local_numel()),
+              buffer.narrow(param.offset, param.local_numel()));
+  }
+  ops::fill(flat.narrow(g.numel, g.padding()), 0.0f);
+}
+
+void from_flat_group(Tensor flat_group, const ZeroLayout& layout, std::size_t group,
+                     Tensor buffer_flat) {
+  constexpr const char* kOp = "from_flat_group";
+  const ZeroGroup& g = layout[group];
+  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
+  const Tensor flat = flat_view(kOp, "flat group", flat_group, g.aligned_numel);
+  for (std::size_t k = 0; k < g.params.size(); ++k) {
+    const model::ParamSpec& param = layout.table()[g.params[k]];
+    ops::cast(buffer.narrow(param.offset, param.local_numel()),
+              flat.narrow(g.flat_offsets[k], param.local_numel()));
+  }
+}
+
+std::vector<GatherShard> allgather_shards(std::int64_t partition_numel, std::int64_t dp_size,
+                                          std::int64_t bucket_size) {
+  if (partition_numel < 0 || dp_size < 1 || bucket_size < 1) {
+    base::fail(
+        "allgather_shards: need partition_numel >= 0, dp_size >= 1 and bucket_size >= 1, "
+        "got ",
+        partition_numel, ", ", dp_size, ", ", bucket_size);
+  }
+  std::vector<GatherShard> shards;
+  // Upstream skips the all-gather when no other rank shares the group.
+  if (dp_size == 1 || partition_numel == 0) return shards;
+  const std::int64_t count = std::max<std::int64_t>(1, partition_numel * dp_size / bucket_size);
+  std::int64_t shard = partition_numel / count;
+  shard -= shard % kNcclStartAlignment;  // each shard starts 4-byte aligned
+  for (std::int64_t s = 0; s < count; ++s) {
+    const std::int64_t numel = s == count - 1 ? partition_numel - s * shard : shard;
+    shards.push_back({s * shard, numel});
+  }
+  return shards;
+}
+
+}  // namespace mds::train
