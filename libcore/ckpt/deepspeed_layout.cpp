@@ -31,6 +31,7 @@ std::string zero_file_name(OptimizerLayout layout, std::int64_t dp_rank, std::in
                            two_digits(mp_rank) + "_optim_states.pt";
   switch (layout) {
     case OptimizerLayout::kFp16Zero1:
+    case OptimizerLayout::kFp32Zero:
       return name;
     case OptimizerLayout::kBf16:
       return "bf16_" + name;

@@ -1,5 +1,6 @@
 // Reading side of deepspeed_checkpoint.h. Everything is checked and planned first (files stay
 // mapped, copies are recorded as byte ranges); the state is written only once all files passed.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -58,7 +59,7 @@ class Loader {
   LoadedCheckpoint run() {
     load_layer_files();
     load_model_states();
-    if (has_zero_file(state_.layout)) load_zero_file();
+    if (has_zero_file(state_.layout) && !options_.weights_only) load_zero_file();
     commit();
     return std::move(loaded_);
   }
@@ -176,7 +177,7 @@ class Loader {
                  "checkpoint");
     }
     const std::int64_t dp_size = root["dp_world_size"].as_int();
-    if (has_zero_file(state_.layout) && dp_size != state_.ranks.dp_size) {
+    if (has_zero_file(state_.layout) && !options_.weights_only && dp_size != state_.ranks.dp_size) {
       base::fail("dp_world_size is ", dp_size, " but this run has ", state_.ranks.dp_size,
                  " data-parallel ranks; the ZeRO partitions need the same count");
     }
@@ -219,7 +220,7 @@ class Loader {
     if (state_.layout == OptimizerLayout::kFp32 && options_.load_optimizer) {
       if (optimizer.is_none()) fail_no_optimizer();
       load_per_param_adam(file, optimizer);
-    } else if (state_.layout == OptimizerLayout::kFp16) {
+    } else if (state_.layout == OptimizerLayout::kFp16 && !options_.weights_only) {
       if (options_.load_optimizer) {
         if (optimizer.is_none()) fail_no_optimizer();
         load_fp16_optimizer(file, optimizer);
@@ -366,26 +367,51 @@ class Loader {
                 [&] { load_zero_state(*file, file->root_ref()["optimizer_state_dict"]); });
   }
 
+  // Group g's partition inside one of the state's partitioned buffers.
+  char* partition_address(const tensor::Tensor& partitions, std::size_t g) const {
+    std::int64_t offset = 0;
+    for (std::size_t k = 0; k < g; ++k) offset += zero()[k].partition_numel;
+    return static_cast<char*>(partitions.raw()) + static_cast<std::size_t>(offset) * sizeof(float);
+  }
+
+  const train::ZeroLayout& zero() const { return *state_.zero; }
+
   void load_zero_state(const io::TorchFile& file, const ValueRef& sd) {
-    const bool zero = state_.layout == OptimizerLayout::kFp16Zero1;
+    const bool zero_optimizer = is_zero_optimizer(state_.layout);
+    const std::int64_t rank = state_.ranks.dp;
+    const std::size_t groups = zero().size();
     const std::string paddings_key = sd.get("group_paddings") ? "group_paddings" : "groups_padding";
     const ValueRef paddings = sd[paddings_key];
     const ValueRef counts = sd["partition_count"];
-    if (paddings.list_size() != groups_.size() || counts.list_size() != groups_.size()) {
-      base::fail(paddings.path(), ": ", paddings.list_size(), " groups, expected ", groups_.size());
+    if (paddings.list_size() != groups || counts.list_size() != groups) {
+      base::fail(paddings.path(), ": ", paddings.list_size(), " groups, expected ", groups);
     }
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      if (counts[g].as_int() != 1) base::fail(counts[g].path(), ": written with D > 1");
-      if (paddings[g].as_int() != groups_[g].aligned_numel - groups_[g].numel) {
+    for (std::size_t g = 0; g < groups; ++g) {
+      if (counts[g].as_int() != zero().dp_size()) {
+        base::fail(counts[g].path(), ": written by ", counts[g].as_int(),
+                   " data-parallel ranks, this run has ", zero().dp_size());
+      }
+      if (paddings[g].as_int() != zero()[g].group_padding(rank)) {
         base::fail(paddings[g].path(), ": ", paddings[g].as_int(), ", expected ",
-                   groups_[g].aligned_numel - groups_[g].numel);
+                   zero()[g].group_padding(rank));
       }
     }
     if (const auto mappings = sd.get("param_slice_mappings")) check_slice_mappings(*mappings);
-    // ZeRO drops the padding from its partitions; BF16_Optimizer keeps it.
-    load_masters(file, sd["single_partition_of_fp32_groups"],
-                 [zero](const OptimizerGroup& g) { return zero ? g.numel : g.aligned_numel; });
-    if (zero) {
+    // ZeRO drops the last rank's padding from its partitions; BF16_Optimizer keeps it.
+    const ValueRef masters = sd["single_partition_of_fp32_groups"];
+    if (masters.list_size() != groups) {
+      base::fail(masters.path(), ": ", masters.list_size(), " groups, expected ", groups);
+    }
+    for (std::size_t g = 0; g < groups; ++g) {
+      const train::ZeroGroup& group = zero()[g];
+      const std::int64_t kept =
+          zero_optimizer
+              ? std::max<std::int64_t>(group.partition_numel - group.group_padding(rank), 0)
+              : group.partition_numel;
+      copies_.push_back({tensor_data(file, masters[g], tensor::DType::kFloat32, {kept}),
+                         partition_address(state_.master, g)});
+    }
+    if (zero_optimizer) {
       read_loss_scaler_object(sd["loss_scaler"], next_.loss_scaler);
       const std::int64_t stage = read_zero_stage(sd["zero_stage"]);
       if (stage != 1 && stage != 2) base::fail("zero_stage: ", stage, " is not ZeRO 1 or 2");
@@ -396,7 +422,28 @@ class Loader {
     if (!base.value().is_dict_like()) {
       base.fail_expected("a rigid state dict (elastic_checkpoint files are not supported)");
     }
-    load_flat_adam(file, base, [](const OptimizerGroup& g) { return g.aligned_numel; });
+    load_partitioned_adam(file, base);
+  }
+
+  // apex FusedAdam over this rank's flat partitions: one tensor per group.
+  void load_partitioned_adam(const io::TorchFile& file, const ValueRef& base) {
+    const ValueRef state = base["state"];
+    const ValueRef param_groups = base["param_groups"];
+    if (param_groups.list_size() != groups_.size() || state.dict_size() != groups_.size()) {
+      base::fail(base.path(), ": ", param_groups.list_size(), " param groups and ",
+                 state.dict_size(), " states, expected ", groups_.size());
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const auto index = static_cast<std::int64_t>(g);
+      const ValueRef moments = state.at_int_key(index);
+      for (const auto& [key, flat] :
+           {std::pair{"exp_avg", &state_.exp_avg}, std::pair{"exp_avg_sq", &state_.exp_avg_sq}}) {
+        copies_.push_back(
+            {tensor_data(file, moments[key], tensor::DType::kFloat32, {zero()[g].partition_numel}),
+             partition_address(*flat, g)});
+      }
+      read_group(param_groups[g], groups_[g], {index});
+    }
   }
 
   static std::int64_t read_zero_stage(const ValueRef& ref) {
@@ -418,22 +465,25 @@ class Loader {
   }
 
   void check_slice_mappings(const ValueRef& list) {
-    if (list.list_size() != groups_.size()) {
-      base::fail(list.path(), ": ", list.list_size(), " groups, expected ", groups_.size());
+    if (list.list_size() != zero().size()) {
+      base::fail(list.path(), ": ", list.list_size(), " groups, expected ", zero().size());
     }
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      std::int64_t start = 0;
-      for (const std::size_t i : groups_[g].params) {
-        const model::ParamSpec& param = table()[i];
+    for (std::size_t g = 0; g < zero().size(); ++g) {
+      const std::vector<train::ZeroFragment>& fragments =
+          zero()[g].fragments[static_cast<std::size_t>(state_.ranks.dp)];
+      if (list[g].dict_size() != fragments.size()) {
+        base::fail(list[g].path(), ": ", list[g].dict_size(), " fragments, expected ",
+                   fragments.size());
+      }
+      for (const train::ZeroFragment& fragment : fragments) {
         std::int64_t numel = 0;
         std::int64_t found_start = 0;
-        const ValueRef address = list[g][param.engine_name()];
+        const ValueRef address = list[g][table()[fragment.param].engine_name()];
         read_fragment_address(address, numel, found_start);
-        if (numel != param.local_numel() || found_start != start) {
+        if (numel != fragment.numel || found_start != fragment.hp_start) {
           base::fail(address.path(), ": fragment (numel ", numel, ", start ", found_start,
-                     "), expected (", param.local_numel(), ", ", start, ")");
+                     "), expected (", fragment.numel, ", ", fragment.hp_start, ")");
         }
-        start += numel;
       }
     }
   }
@@ -461,6 +511,15 @@ class Loader {
   }
 
   void upcast_params_to_master() {
+    if (has_zero_file(state_.layout)) {
+      for (std::size_t g = 0; g < zero().size(); ++g) {
+        train::gather_partition(
+            state_.params, zero(), g, state_.ranks.dp,
+            tensor::Tensor(partition_address(state_.master, g), tensor::DType::kFloat32,
+                           tensor::Shape{zero()[g].partition_numel}));
+      }
+      return;
+    }
     float* master = static_cast<float*>(state_.master.raw());
     const std::int64_t n = state_.params.numel();
     if (state_.params.dtype() == tensor::DType::kBFloat16) {
@@ -489,7 +548,8 @@ class Loader {
 
 LoadedCheckpoint load_deepspeed_checkpoint(const std::string& dir, const std::string& tag,
                                            TrainingState& state, const LoadOptions& options) {
-  check_state_buffers(state, true, options.load_optimizer, "loading checkpoint");
+  check_state_buffers(state, !options.weights_only, options.load_optimizer && !options.weights_only,
+                      "loading checkpoint");
   if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..") {
     base::fail(dir, "/latest: '", tag, "' is not a checkpoint tag");
   }

@@ -1,5 +1,6 @@
 // Writing side of deepspeed_checkpoint.h. Dict keys are set in the order upstream's dicts get
 // them, so that the files list like upstream's (checkpoints.md §2.2-§2.6).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -184,32 +185,56 @@ Value param_shapes(const TrainingState& s, const std::vector<OptimizerGroup>& gr
   return list;
 }
 
-Value slice_mappings(const TrainingState& s, const std::vector<OptimizerGroup>& groups) {
+// The bytes of group g's partition in one of the partitioned state buffers.
+std::string_view partition_bytes(const TrainingState& s, const tensor::Tensor& partitions,
+                                 std::size_t g) {
+  std::int64_t offset = 0;
+  for (std::size_t k = 0; k < g; ++k) offset += (*s.zero)[k].partition_numel;
+  return {
+      static_cast<const char*>(partitions.raw()) + static_cast<std::size_t>(offset) * sizeof(float),
+      static_cast<std::size_t>((*s.zero)[g].partition_numel) * sizeof(float)};
+}
+
+// apex FusedAdam's state_dict() over this rank's flat fp32 partitions (ZeRO, BF16_Optimizer).
+Value partitioned_adam_state(const TrainingState& s, PtBuilder& builder) {
+  Value state = Value::dict();
+  Value param_groups = Value::list();
+  for (std::size_t g = 0; g < s.zero->size(); ++g) {
+    const train::ZeroGroup& group = (*s.zero)[g];
+    Value moments = Value::dict();
+    moments.set("exp_avg", builder.view(partition_bytes(s, s.exp_avg, g), tensor::DType::kFloat32,
+                                        {group.partition_numel}));
+    moments.set("exp_avg_sq", builder.view(partition_bytes(s, s.exp_avg_sq, g),
+                                           tensor::DType::kFloat32, {group.partition_numel}));
+    state.set(Value::integer(static_cast<std::int64_t>(g)), std::move(moments));
+    param_groups.push(adam_param_group(s.adam, group.decay_group != model::DecayGroup::kNoDecay,
+                                       s.adam_step, {static_cast<std::int64_t>(g)}));
+  }
+  Value dict = Value::dict();
+  dict.set("state", std::move(state));
+  dict.set("param_groups", std::move(param_groups));
+  return dict;
+}
+
+// name → fragment_address(numel, start inside the partition) for this DP rank's fragments.
+Value slice_mappings(const TrainingState& s) {
   Value list = Value::list();
-  for (const OptimizerGroup& group : groups) {
+  for (const train::ZeroGroup& group : s.zero->groups()) {
     Value mapping = Value::ordered_dict();
-    std::int64_t start = 0;
-    for (const std::size_t i : group.params) {
-      const std::int64_t numel = (*s.table)[i].local_numel();
-      mapping.set((*s.table)[i].engine_name(), fragment_address(numel, start));
-      start += numel;
+    for (const train::ZeroFragment& fragment :
+         group.fragments[static_cast<std::size_t>(s.ranks.dp)]) {
+      mapping.set((*s.table)[fragment.param].engine_name(),
+                  fragment_address(fragment.numel, fragment.hp_start));
     }
     list.push(std::move(mapping));
   }
   return list;
 }
 
-Value int_list(const std::vector<OptimizerGroup>& groups,
-               std::int64_t (*value)(const OptimizerGroup&)) {
-  Value list = Value::list();
-  for (const OptimizerGroup& group : groups) list.push(Value::integer(value(group)));
-  return list;
-}
-
-// DeepSpeedZeroOptimizer (fp16 + ZeRO 1) or BF16_Optimizer state_dict(), at D = 1.
-Value zero_optimizer_state(const TrainingState& s, const std::vector<OptimizerGroup>& groups,
-                           PtBuilder& builder) {
-  const bool zero = s.layout == OptimizerLayout::kFp16Zero1;
+// DeepSpeedZeroOptimizer (ZeRO 1/2) or BF16_Optimizer state_dict() of this DP rank.
+Value zero_optimizer_state(const TrainingState& s, PtBuilder& builder) {
+  const bool zero = is_zero_optimizer(s.layout);
+  const std::int64_t rank = s.ranks.dp;
   Value dict = Value::dict();
   if (zero) {
     dict.set("loss_scaler", loss_scaler_object(s.loss_scaler));
@@ -217,24 +242,28 @@ Value zero_optimizer_state(const TrainingState& s, const std::vector<OptimizerGr
     dict.set("overflow", Value::boolean(false));
   }
   dict.set("clip_grad", Value::real(s.clip_grad));
-  const auto aligned = [](const OptimizerGroup& g) { return g.aligned_numel; };
-  dict.set("base_optimizer_state", flat_adam_state(s, groups, aligned, builder));
-  // The fp32 partition is the aligned flat tensor; ZeRO saves it narrowed to drop the padding
-  // (torch still writes the whole storage), BF16_Optimizer saves it whole.
+  dict.set("base_optimizer_state", partitioned_adam_state(s, builder));
+  // ZeRO saves its partitions narrowed by the group padding (the last rank's tail; torch still
+  // writes the whole storage), BF16_Optimizer saves them whole.
   Value partitions = Value::list();
-  for (const OptimizerGroup& group : groups) {
-    partitions.push(builder.own(packed_group(s, s.master, group, group.aligned_numel),
-                                tensor::DType::kFloat32, {zero ? group.numel : group.aligned_numel},
-                                true));
+  Value paddings = Value::list();
+  Value counts = Value::list();
+  for (std::size_t g = 0; g < s.zero->size(); ++g) {
+    const train::ZeroGroup& group = (*s.zero)[g];
+    const std::int64_t padding = group.group_padding(rank);
+    const std::int64_t kept =
+        zero ? std::max<std::int64_t>(group.partition_numel - padding, 0) : group.partition_numel;
+    partitions.push(
+        builder.view(partition_bytes(s, s.master, g), tensor::DType::kFloat32, {kept}, true));
+    paddings.push(Value::integer(padding));
+    counts.push(Value::integer(s.zero->dp_size()));
   }
   dict.set("single_partition_of_fp32_groups", std::move(partitions));
-  if (zero) dict.set("zero_stage", zero_stage_enum(1));
-  dict.set("group_paddings",
-           int_list(groups, [](const OptimizerGroup& g) { return g.aligned_numel - g.numel; }));
-  dict.set("partition_count",
-           int_list(groups, [](const OptimizerGroup&) -> std::int64_t { return 1; }));
+  if (zero) dict.set("zero_stage", zero_stage_enum(s.zero_stage));
+  dict.set("group_paddings", std::move(paddings));
+  dict.set("partition_count", std::move(counts));
   dict.set("ds_version", Value::string(std::string(kDeepSpeedVersion)));
-  dict.set("param_slice_mappings", slice_mappings(s, groups));
+  dict.set("param_slice_mappings", slice_mappings(s));
   return dict;
 }
 
@@ -298,10 +327,10 @@ void write_model_states(const StagedFolder& folder, const TrainingState& s,
 }
 
 void write_zero_file(const StagedFolder& folder, const TrainingState& s,
-                     const std::vector<OptimizerGroup>& groups, const SaveOptions& options) {
+                     const SaveOptions& options) {
   PtBuilder builder(options.storage_location);
   Value root = Value::dict();
-  root.set("optimizer_state_dict", zero_optimizer_state(s, groups, builder));
+  root.set("optimizer_state_dict", zero_optimizer_state(s, builder));
   root.set("ds_config", ds_config_of(s));
   root.set("ds_version", Value::string(std::string(kDeepSpeedVersion)));
   builder.write(folder.file(zero_file_name(s.layout, s.ranks.dp, s.ranks.mp_rank())), root);
@@ -328,7 +357,7 @@ void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& stat
     write_model_states(*folder, state, groups, options);
   }
   if (options.save_optimizer && has_zero_file(state.layout)) {
-    write_zero_file(*folder, state, groups, options);
+    write_zero_file(*folder, state, options);
   }
   if (several) world->barrier();
   if (leader) {

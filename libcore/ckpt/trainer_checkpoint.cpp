@@ -1,5 +1,6 @@
 #include "ckpt/trainer_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/error.h"
@@ -36,7 +37,7 @@ MegatronRunValues run_values(const train::Trainer& trainer, const RunDescription
 OptimizerLayout optimizer_layout(const train::OptimizerOptions& options) {
   switch (options.precision) {
     case train::Precision::kFp32:
-      return OptimizerLayout::kFp32;
+      return options.zero_stage >= 1 ? OptimizerLayout::kFp32Zero : OptimizerLayout::kFp32;
     case train::Precision::kBf16:
       return OptimizerLayout::kBf16;
     case train::Precision::kFp16:
@@ -54,9 +55,11 @@ TrainingState trainer_state(const train::Trainer& trainer, const RunDescription&
   state.table = &trainer.table();
   state.layout = optimizer_layout(options);
   state.params = optimizer.params().flat();
-  state.master = optimizer.master().flat();
-  state.exp_avg = optimizer.exp_avg().flat();
-  state.exp_avg_sq = optimizer.exp_avg_sq().flat();
+  state.master = optimizer.master();
+  state.exp_avg = optimizer.exp_avg();
+  state.exp_avg_sq = optimizer.exp_avg_sq();
+  if (optimizer.partitioned()) state.zero = &optimizer.shard().layout();
+  state.zero_stage = std::max(options.zero_stage, 1);
   state.adam_step = optimizer.adam_step();
   state.adam.lr = trainer.lr_scheduler().lr();
   state.adam.beta1 = options.adam.beta1;

@@ -14,6 +14,8 @@ std::string_view layout_name(OptimizerLayout layout) {
       return "fp16-zero1";
     case OptimizerLayout::kBf16:
       return "bf16";
+    case OptimizerLayout::kFp32Zero:
+      return "fp32-zero";
   }
   return "?";
 }
@@ -26,13 +28,18 @@ tensor::DType params_dtype(OptimizerLayout layout) {
     case OptimizerLayout::kBf16:
       return tensor::DType::kBFloat16;
     case OptimizerLayout::kFp32:
+    case OptimizerLayout::kFp32Zero:
       break;
   }
   return tensor::DType::kFloat32;
 }
 
 bool has_zero_file(OptimizerLayout layout) {
-  return layout == OptimizerLayout::kFp16Zero1 || layout == OptimizerLayout::kBf16;
+  return is_zero_optimizer(layout) || layout == OptimizerLayout::kBf16;
+}
+
+bool is_zero_optimizer(OptimizerLayout layout) {
+  return layout == OptimizerLayout::kFp16Zero1 || layout == OptimizerLayout::kFp32Zero;
 }
 
 namespace {
@@ -48,8 +55,7 @@ void check_buffer(const tensor::Tensor& t, std::string_view name, tensor::DType 
                tensor::dtype_name(dtype));
   }
   if (t.numel() != numel) {
-    base::fail(who, ": the ", name, " buffer has ", t.numel(), " elements, the parameter table ",
-               numel);
+    base::fail(who, ": the ", name, " buffer has ", t.numel(), " elements, expected ", numel);
   }
 }
 
@@ -60,12 +66,24 @@ void check_state_buffers(const TrainingState& state, bool need_master, bool need
   if (state.table == nullptr) base::fail(who, ": no parameter table");
   const std::int64_t n = state.table->buffer_numel();
   check_buffer(state.params, "params", params_dtype(state.layout), n, who);
+  std::int64_t optimizer_numel = n;
+  if (has_zero_file(state.layout) && (need_master || need_moments)) {
+    if (state.zero == nullptr || &state.zero->table() != state.table) {
+      base::fail(who, ": the ", layout_name(state.layout),
+                 " layout needs the ZeRO partition layout of its parameter table");
+    }
+    if (state.zero->dp_size() != state.ranks.dp_size) {
+      base::fail(who, ": the ZeRO layout has ", state.zero->dp_size(), " partitions but the run ",
+                 state.ranks.dp_size, " data-parallel ranks");
+    }
+    optimizer_numel = state.zero->partition_numel();
+  }
   if (need_master && state.layout != OptimizerLayout::kFp32) {
-    check_buffer(state.master, "fp32 master", tensor::DType::kFloat32, n, who);
+    check_buffer(state.master, "fp32 master", tensor::DType::kFloat32, optimizer_numel, who);
   }
   if (need_moments) {
-    check_buffer(state.exp_avg, "exp_avg", tensor::DType::kFloat32, n, who);
-    check_buffer(state.exp_avg_sq, "exp_avg_sq", tensor::DType::kFloat32, n, who);
+    check_buffer(state.exp_avg, "exp_avg", tensor::DType::kFloat32, optimizer_numel, who);
+    check_buffer(state.exp_avg_sq, "exp_avg_sq", tensor::DType::kFloat32, optimizer_numel, who);
   }
 }
 

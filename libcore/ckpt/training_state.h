@@ -11,6 +11,7 @@
 #include "tensor/tensor.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
+#include "train/zero_partition.h"
 
 namespace mds::ckpt {
 
@@ -18,15 +19,20 @@ namespace mds::ckpt {
 enum class OptimizerLayout {
   kFp32,       // fp32, ZeRO 0: base FusedAdam state_dict in mp_rank_00's "optimizer" (per-param)
   kFp16,       // fp16, ZeRO 0: FP16_Optimizer state in mp_rank_00's "optimizer" (§2.6)
-  kFp16Zero1,  // fp16, ZeRO 1: zero_pp_rank_0_mp_rank_00_optim_states.pt (DeepSpeedZeroOptimizer)
-  kBf16,       // bf16, ZeRO 0: bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt (BF16_Optimizer)
+  kFp16Zero1,  // fp16, ZeRO 1 or 2: zero_pp_rank_D_mp_rank_TT_optim_states.pt
+               // (DeepSpeedZeroOptimizer)
+  kBf16,       // bf16, ZeRO 0: bf16_zero_pp_rank_D_mp_rank_TT_optim_states.pt (BF16_Optimizer)
+  kFp32Zero,   // fp32, ZeRO 1 or 2: zero_pp_rank_D_… (DeepSpeedZeroOptimizer over fp32 weights)
 };
 
 std::string_view layout_name(OptimizerLayout layout);  // "fp32", "fp16", "fp16-zero1", "bf16"
 // The dtype of the 16-bit (or fp32) model weights the layout implies.
 tensor::DType params_dtype(OptimizerLayout layout);
-// Whether the optimizer state lives in a zero_pp_rank file (ZeRO 1 or BF16_Optimizer).
+// Whether the optimizer state lives in a zero_pp_rank file (ZeRO 1/2 or BF16_Optimizer), i.e. is
+// partitioned over the data-parallel ranks.
 bool has_zero_file(OptimizerLayout layout);
+// Whether that file holds DeepSpeedZeroOptimizer's state (not BF16_Optimizer's).
+bool is_zero_optimizer(OptimizerLayout layout);
 
 // apex FusedAdam's per-group hyperparameters (one value for every group but weight_decay).
 struct AdamHyper {
@@ -49,11 +55,16 @@ struct CheckpointRanks {
 struct TrainingState {
   CheckpointRanks ranks;
   const model::ParamTable* table = nullptr;
-  tensor::Tensor params;      // flat, table layout, params dtype (fp32 / fp16 / bf16)
-  tensor::Tensor master;      // flat fp32 master weights (table layout); unused for kFp32
-  tensor::Tensor exp_avg;     // flat fp32, table layout
-  tensor::Tensor exp_avg_sq;  // flat fp32, table layout
+  tensor::Tensor params;  // flat, table layout, params dtype (fp32 / fp16 / bf16)
+  // fp32 master weights (unused for kFp32) and Adam moments: flat table-layout buffers, or for
+  // the layouts with a ZeRO file this rank's partitions back to back as `zero` lays them out.
+  tensor::Tensor master;
+  tensor::Tensor exp_avg;
+  tensor::Tensor exp_avg_sq;
   OptimizerLayout layout = OptimizerLayout::kFp32;
+  // The partitions over ranks.dp_size ranks (required with a ZeRO file; built on `table`).
+  const train::ZeroLayout* zero = nullptr;
+  std::int64_t zero_stage = 1;  // DeepSpeedZeroOptimizer's zero_stage (1 or 2)
   // Rotary models carry the persistent `self_attention.rotary_emb.inv_freq` buffer ([hn/2]) in
   // every transformer layer file; set this to hn for them, leave 0 otherwise.
   std::int64_t rotary_head_dim = 0;
@@ -93,6 +104,8 @@ struct LoadOptions {
   bool load_optimizer = true;  // --no-load-optim: keep the caller's moments, step, scaler
   bool load_rng = true;        // --no-load-rng
   bool finetune = false;       // --finetune: iteration 0, tokens and RNG not restored
+  // Only the model weights (evaluate, generate): no ZeRO file, no masters, any DP size.
+  bool weights_only = false;
 };
 
 // What the checkpoint says about the run that wrote it, for the caller's consistency checks.

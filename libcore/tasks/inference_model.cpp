@@ -25,15 +25,10 @@ model::ModelOptions inference_model_options(const config::PretrainArgs& args,
 
 namespace {
 
-// The layout pretrain wrote for this precision: the 16-bit ones keep fp32 masters in a ZeRO file
-// (bf16, fp16 with ZeRO 1) or beside the weights (fp16, ZeRO 0).
-ckpt::OptimizerLayout layout_for(const config::PretrainArgs& args, const std::string& folder) {
+// A layout with the weights' dtype; the optimizer files are not read (weights only).
+ckpt::OptimizerLayout layout_for(const config::PretrainArgs& args) {
   if (args.bf16) return ckpt::OptimizerLayout::kBf16;
-  if (!args.fp16) return ckpt::OptimizerLayout::kFp32;
-  std::error_code error;
-  const bool zero1 =
-      std::filesystem::exists(folder + "/" + "zero_pp_rank_0_mp_rank_00_optim_states.pt", error);
-  return zero1 ? ckpt::OptimizerLayout::kFp16Zero1 : ckpt::OptimizerLayout::kFp16;
+  return args.fp16 ? ckpt::OptimizerLayout::kFp16 : ckpt::OptimizerLayout::kFp32;
 }
 
 }  // namespace
@@ -60,22 +55,20 @@ std::int64_t load_shard(const std::string& dir, const std::string& tag,
   state.table = &weights.table();
   state.ranks.tp = tp_rank;
   state.ranks.tp_size = tp_size;
-  state.layout = layout_for(args, dir + "/" + tag);
-  std::unique_ptr<model::ParamBuffer> half, masters;
+  state.layout = layout_for(args);
+  std::unique_ptr<model::ParamBuffer> half;
   if (state.layout == ckpt::OptimizerLayout::kFp32) {
     state.params = weights.flat();
   } else {
     // The 16-bit weights upstream's model computes with are widened to fp32 (architecture.md §4:
-    // 16-bit storage, fp32 compute on the CPU); the loader also wants room for the fp32 masters,
-    // which are not used.
+    // 16-bit storage, fp32 compute on the CPU).
     half = std::make_unique<model::ParamBuffer>(weights.table(), ckpt::params_dtype(state.layout));
-    masters = std::make_unique<model::ParamBuffer>(weights.table(), tensor::DType::kFloat32);
     state.params = half->flat();
-    state.master = masters->flat();
   }
   ckpt::LoadOptions options;
   options.load_optimizer = false;
   options.load_rng = false;
+  options.weights_only = true;
   ckpt::load_deepspeed_checkpoint(dir, tag, state, options);
   if (half) ops::cast(weights.flat(), half->flat());
   return state.iteration;

@@ -82,6 +82,41 @@ void round_through(tensor::Tensor grads, DType dtype) {
   }
 }
 
+namespace {
+
+template <typename Op>
+void map_in_dtype(const char* what, tensor::Tensor x, Op op) {
+  expect_cpu(what, x);
+  expect_dtype(what, x, is_grad_dtype(x.dtype()));
+  const std::int64_t n = x.numel();
+  const DType dtype = x.dtype();
+  if (dtype == DType::kFloat32) {
+    float* v = x.data<float>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) v[i] = op(v[i]);
+  } else if (dtype == DType::kBFloat16) {
+    tensor::BFloat16* v = x.data<tensor::BFloat16>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) v[i] = tensor::to_bfloat16(op(tensor::to_float(v[i])));
+  } else {
+    tensor::Float16* v = x.data<tensor::Float16>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) v[i] = tensor::to_float16(op(tensor::to_float(v[i])));
+  }
+}
+
+}  // namespace
+
+void scale_in_dtype(tensor::Tensor x, double factor) {
+  const float f = static_cast<float>(factor);
+  map_in_dtype("scale_in_dtype", x, [f](float v) { return v * f; });
+}
+
+void divide_in_dtype(tensor::Tensor x, double divisor) {
+  const float d = static_cast<float>(divisor);
+  map_in_dtype("divide_in_dtype", x, [d](float v) { return v / d; });
+}
+
 bool has_inf_or_nan(tensor::Tensor x) {
   expect_cpu("has_inf_or_nan", x);
   const std::int64_t n = x.numel();

@@ -19,6 +19,12 @@ void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro,
 // communication dtype does to the gradients when the data-parallel group has one rank.
 void round_through(tensor::Tensor grads, tensor::DType dtype);
 
+// x = x · factor (mul_ by a Python float: the factor as fp32, the product in fp32, rounded to x's
+// dtype), and x = x / divisor (div_ by an int). x is fp32, bf16 or fp16: the DP averaging of
+// gradients in their communication dtype (post- and pre-scaling, training.md §4.4, §4.5).
+void scale_in_dtype(tensor::Tensor x, double factor);
+void divide_in_dtype(tensor::Tensor x, double divisor);
+
 // Whether any element of `x` (fp32, bf16 or fp16) is inf or NaN.
 bool has_inf_or_nan(tensor::Tensor x);
 

@@ -1,5 +1,6 @@
 #include "train/mixed_precision_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -45,18 +46,15 @@ DType to_dtype(config::CommDataType type) {
 
 void validate(const OptimizerOptions& options) {
   const std::string_view precision = to_string(options.precision);
-  if (options.zero_stage < 0 || options.zero_stage > 1) {
+  if (options.zero_stage < 0 || options.zero_stage > 2) {
     base::fail("zero_optimization.stage ", options.zero_stage,
-               " is not supported: the pipeline engine accepts stages 0 and 1");
+               " is not supported: mds implements stages 0, 1 and 2");
   }
-  if (options.zero_stage == 1 && options.precision == Precision::kBf16) {
-    base::fail(
-        "bf16 with zero_optimization.stage 1 is not supported (DeepSpeed's pipeline "
-        "ReduceGrads raises NotImplementedError); use stage 0, BF16_Optimizer shards "
-        "like stage 1");
-  }
-  if (options.zero_stage == 1 && options.precision == Precision::kFp32) {
-    base::fail("zero_optimization.stage 1 needs fp16 or bf16 in mds; fp32 runs use stage 0");
+  if (options.zero_stage >= 1 && options.precision == Precision::kBf16) {
+    base::fail("bf16 with zero_optimization.stage ", options.zero_stage,
+               " is not supported (DeepSpeed's pipeline ReduceGrads raises "
+               "NotImplementedError); use stage 0: BF16_Optimizer already partitions the fp32 "
+               "master and Adam state like stage 1");
   }
   const bool scaled = options.loss_scaler.rule() != LossScaleRule::kNone;
   if (scaled != (options.precision == Precision::kFp16)) {
@@ -109,17 +107,37 @@ OptimizerOptions optimizer_options_from_config(const config::DeepSpeedConfig& co
 }
 
 MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
-                                                 OptimizerOptions options)
+                                                 OptimizerOptions options,
+                                                 dist::Communicator* data_parallel,
+                                                 dist::Communicator* model_parallel)
     : table_(&table),
       options_(validated(std::move(options))),
+      data_parallel_(data_parallel != nullptr && data_parallel->size() > 1 ? data_parallel
+                                                                           : nullptr),
+      model_parallel_(model_parallel != nullptr && model_parallel->size() > 1 ? model_parallel
+                                                                              : nullptr),
       params_(table, param_dtype(options_.precision)),
-      exp_avg_(table, DType::kFloat32),
-      exp_avg_sq_(table, DType::kFloat32),
-      grad_accumulator_(table, accumulator_dtype(options_.precision)),
       micro_grads_(table, DType::kFloat32) {
-  if (is_16bit()) {
-    master_.emplace(table, DType::kFloat32);
-    compute_.emplace(table, DType::kFloat32);
+  const DType accumulator = accumulator_dtype(options_.precision);
+  if (options_.precision == Precision::kBf16 || is_zero()) {
+    shard_.emplace(table, data_parallel_);
+  } else {
+    exp_avg_.emplace(table, DType::kFloat32);
+    exp_avg_sq_.emplace(table, DType::kFloat32);
+    if (options_.precision == Precision::kFp16) master_.emplace(table, DType::kFloat32);
+  }
+  if (is_16bit()) compute_.emplace(table, DType::kFloat32);
+  if (options_.zero_stage < 2) grad_accumulator_.emplace(table, accumulator);
+  if (is_zero()) {
+    const std::int64_t n = shard_->layout().partition_numel();
+    partition_accumulator_buffer_ = tensor::Buffer(
+        static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * tensor::dtype_size(accumulator),
+        tensor::Device{});
+    partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
+  }
+  if (data_parallel_ != nullptr && options_.zero_stage == 0 &&
+      options_.communication_dtype != accumulator) {
+    comm_scratch_.emplace(table, options_.communication_dtype);
   }
 }
 
@@ -127,8 +145,32 @@ const model::ParamBuffer& MixedPrecisionOptimizer::compute() const {
   return compute_ ? *compute_ : params_;
 }
 
-const model::ParamBuffer& MixedPrecisionOptimizer::master() const {
-  return master_ ? *master_ : params_;
+const ZeroShard& MixedPrecisionOptimizer::shard() const {
+  if (!shard_)
+    base::fail("optimizer: the ", to_string(options_.precision), " ZeRO-", options_.zero_stage,
+               " state is not partitioned");
+  return *shard_;
+}
+
+tensor::Tensor MixedPrecisionOptimizer::master() const {
+  if (shard_) return shard_->master();
+  return master_ ? master_->flat() : params_.flat();
+}
+
+tensor::Tensor MixedPrecisionOptimizer::exp_avg() const {
+  return shard_ ? shard_->exp_avg() : exp_avg_->flat();
+}
+
+tensor::Tensor MixedPrecisionOptimizer::exp_avg_sq() const {
+  return shard_ ? shard_->exp_avg_sq() : exp_avg_sq_->flat();
+}
+
+tensor::Tensor MixedPrecisionOptimizer::grad_accumulator() const {
+  return grad_accumulator_ ? grad_accumulator_->flat() : partition_accumulator_;
+}
+
+std::int64_t MixedPrecisionOptimizer::dp_size() const {
+  return data_parallel_ != nullptr ? data_parallel_->size() : 1;
 }
 
 void MixedPrecisionOptimizer::initialize(tensor::Tensor initial_params, double initial_lr) {
@@ -143,11 +185,17 @@ void MixedPrecisionOptimizer::initialize(tensor::Tensor initial_params, double i
     const model::ParamSpec& param = (*table_)[i];
     ops::cast(params_.view(i), initial_params.narrow(param.offset, param.local_numel()));
   }
-  if (is_16bit()) {
+  if (compute_) ops::cast(compute_->flat(), params_.flat());
+  // The construction step of BF16_Optimizer, FP16_Optimizer and ZeRO (initialize_optimizer_
+  // states): all-zero gradients, masters only. The bare fp32 optimizer takes none.
+  if (shard_) {
+    shard_->master_from_params(params_.flat());
+    ops::fill(shard_->grads(), 0.0f);
+    ++adam_step_;
+    const AdamHyperParams& adam = options_.adam;
+    shard_->adam_step(initial_lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
+  } else if (master_) {
     ops::cast(master_->flat(), params_.flat());
-    ops::cast(compute_->flat(), params_.flat());
-    // The construction step of BF16_Optimizer, FP16_Optimizer and ZeRO (initialize_optimizer_
-    // states): all-zero gradients, masters only.
     ops::fill(micro_grads_.flat(), 0.0f);
     adam_update(*master_, micro_grads_.flat(), initial_lr);
   }
@@ -155,47 +203,67 @@ void MixedPrecisionOptimizer::initialize(tensor::Tensor initial_params, double i
 }
 
 void MixedPrecisionOptimizer::accumulate_micro_batch() {
-  accumulate_gradient(grad_accumulator_.flat(), micro_grads_.flat(), params_.dtype());
+  if (options_.zero_stage == 2) {
+    shard_->reduce_scatter_into(micro_grads_.flat(), options_.communication_dtype,
+                                partition_accumulator_, params_.dtype());
+  } else {
+    accumulate_gradient(grad_accumulator_->flat(), micro_grads_.flat(), params_.dtype());
+  }
   ops::fill(micro_grads_.flat(), 0.0f);
 }
 
-StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration,
-                                         dist::Communicator* data_parallel,
-                                         dist::Communicator* model_parallel) {
+StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
   if (!initialized_) {
     base::fail("optimizer: step() before initialize() or restore_from_checkpoint()");
   }
-  if (data_parallel != nullptr && data_parallel->size() > 1) {
-    if (options_.precision != Precision::kFp32) {
-      base::fail("optimizer: data-parallel gradient reduction is implemented for fp32 only");
-    }
-    const tensor::Tensor grads = grad_accumulator_.flat();
-    data_parallel->all_reduce(grads, dist::ReduceOp::kSum);
-    // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D.
-    ops::scale(grads, grads, static_cast<float>(1.0 / data_parallel->size()));
-  } else {
-    // ReduceGrads over a data-parallel group of one rank: only the dtype round trip remains.
-    round_through(grad_accumulator_.flat(), options_.communication_dtype);
-  }
+  if (is_zero()) return step_zero(lr);
+  all_reduce_gradients();
   switch (options_.precision) {
     case Precision::kBf16:
-      return step_bf16(lr, iteration, model_parallel);
+      return step_bf16(lr, iteration);
     case Precision::kFp16:
-      return step_fp16(lr, model_parallel);
+      return step_fp16(lr);
     case Precision::kFp32:
       break;
   }
-  return step_fp32(lr, model_parallel);
+  return step_fp32(lr);
 }
 
-StepResult MixedPrecisionOptimizer::step_fp32(double lr, dist::Communicator* model_parallel) {
+void MixedPrecisionOptimizer::all_reduce_gradients() {
+  const tensor::Tensor grads = grad_accumulator_->flat();
+  if (data_parallel_ == nullptr) {
+    // A data-parallel group of one rank: only the dtype round trip remains.
+    round_through(grads, options_.communication_dtype);
+    return;
+  }
+  const tensor::Tensor reduced = comm_scratch_ ? comm_scratch_->flat() : grads;
+  if (comm_scratch_) ops::cast(reduced, grads);
+  data_parallel_->all_reduce(reduced, dist::ReduceOp::kSum);
+  // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D in the
+  // communication dtype.
+  scale_in_dtype(reduced, 1.0 / static_cast<double>(dp_size()));
+  if (comm_scratch_) ops::cast(grads, reduced);
+}
+
+bool MixedPrecisionOptimizer::any_overflow(tensor::Tensor grads, bool partitioned_grads) const {
+  std::int64_t flag = has_inf_or_nan(grads) ? 1 : 0;
+  // Whole all-reduced gradients are equal on every DP rank: only ZeRO's partitions need DP.
+  for (dist::Communicator* group :
+       {partitioned_grads ? data_parallel_ : nullptr, model_parallel_}) {
+    if (group == nullptr) continue;
+    group->all_reduce(tensor::Tensor(&flag, DType::kInt64, tensor::Shape{1}), dist::ReduceOp::kMax);
+  }
+  return flag != 0;
+}
+
+StepResult MixedPrecisionOptimizer::step_fp32(double lr) {
   StepResult result;
-  const tensor::Tensor grads = grad_accumulator_.flat();
+  const tensor::Tensor grads = grad_accumulator_->flat();
   const double clip = options_.gradient_clipping;
   if (clip > 0.0) {
     // The engine's clip_fp32_gradients; an inf/NaN norm gives a NaN factor that is not < 1.
     const double coefficient = clip_coefficient(
-        clip, global_grad_norm(*table_, grads, NormRule::kFp32Engine, model_parallel));
+        clip, global_grad_norm(*table_, grads, NormRule::kFp32Engine, model_parallel_));
     if (coefficient < 1.0) {
       scale_gradients(grads, coefficient);
       result.clipped = true;
@@ -207,11 +275,11 @@ StepResult MixedPrecisionOptimizer::step_fp32(double lr, dist::Communicator* mod
   return result;
 }
 
-StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration,
-                                              dist::Communicator* model_parallel) {
+StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration) {
   StepResult result;
-  const tensor::Tensor grads = grad_accumulator_.flat();
-  const double norm = global_grad_norm(*table_, grads, NormRule::kBf16, model_parallel);
+  const tensor::Tensor grads = grad_accumulator_->flat();
+  // The gradients are whole on every rank: the norm needs only the model-parallel reduction.
+  const double norm = global_grad_norm(*table_, grads, NormRule::kBf16, model_parallel_);
   last_grad_norm_ = norm;
   if (!(norm > 0.0)) {
     base::fail("gradient norm is ", norm < 0.0 ? "NaN/inf" : "zero", " at iteration ", iteration,
@@ -225,7 +293,10 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration,
       result.clipped = true;
     }
   }
-  adam_update(*master_, grads, lr);
+  shard_->grads_from_full(grads);
+  ++adam_step_;
+  const AdamHyperParams& adam = options_.adam;
+  shard_->adam_step(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
   publish_master();
   ops::fill(grads, 0.0f);
   result.grad_norm = norm;
@@ -233,19 +304,12 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration,
   return result;
 }
 
-StepResult MixedPrecisionOptimizer::step_fp16(double lr, dist::Communicator* model_parallel) {
+StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   StepResult result;
   LossScaler& scaler = options_.loss_scaler;
-  const tensor::Tensor accumulated = grad_accumulator_.flat();
+  const tensor::Tensor accumulated = grad_accumulator_->flat();
   // Every rank of the replica skips together (all-reduce MAX of the flag, training.md §4.5).
-  std::int64_t overflow_flag = has_inf_or_nan(accumulated) ? 1 : 0;
-  if (model_parallel != nullptr && model_parallel->size() > 1) {
-    model_parallel->all_reduce(
-        tensor::Tensor(&overflow_flag, tensor::DType::kInt64, tensor::Shape{1}),
-        dist::ReduceOp::kMax);
-  }
-  const bool overflow = overflow_flag != 0;
-  const double prev_scale = scaler.scale();
+  const bool overflow = any_overflow(accumulated, false);
   // Both wrappers update the scale before unscaling, so a step that doubles the scale divides its
   // gradients by the doubled one.
   const bool skip = scaler.update(overflow);
@@ -258,26 +322,75 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr, dist::Communicator* mod
     result.adam_step = adam_step_;
     return result;
   }
-
   const tensor::Tensor grads = micro_grads_.flat();  // fp32 scratch
   ops::cast(grads, accumulated);
   ops::fill(accumulated, 0.0f);
-  const double clip = options_.gradient_clipping;
-  double scaled_norm = 0.0;
-  if (options_.zero_stage == 1) {
-    scaled_norm = global_grad_norm(*table_, grads, NormRule::kZero, model_parallel);
-    last_grad_norm_ = scaled_norm / prev_scale;
-  } else {
-    const double norm = global_grad_norm(*table_, grads, NormRule::kFp16Optimizer, model_parallel);
-    scaled_norm = std::sqrt(norm * norm);  // get_global_norm([norm])
-    last_grad_norm_ = scaled_norm / scale;
-  }
-  const double combined = combined_unscale_factor(scale, scaled_norm, clip);
+  const double norm = global_grad_norm(*table_, grads, NormRule::kFp16Optimizer, model_parallel_);
+  const double scaled_norm = std::sqrt(norm * norm);  // get_global_norm([norm])
+  last_grad_norm_ = scaled_norm / scale;
+  const double combined = combined_unscale_factor(scale, scaled_norm, options_.gradient_clipping);
   result.clipped = combined != scale;
   scale_gradients(grads, 1.0 / combined);
   adam_update(*master_, grads, lr);
   publish_master();
   ops::fill(grads, 0.0f);
+  result.grad_norm = last_grad_norm_;
+  result.adam_step = adam_step_;
+  return result;
+}
+
+double MixedPrecisionOptimizer::zero_grad_norm() const {
+  // One norm per group (get_grad_norm_direct): the host sum goes through an fp32 tensor that is
+  // all-reduced over DP, then over the model-parallel group; then the groups combine.
+  double total = 0.0;
+  for (std::size_t g = 0; g < shard_->layout().size(); ++g) {
+    float sum = static_cast<float>(shard_->group_sum_of_squares(g));
+    for (dist::Communicator* group : {data_parallel_, model_parallel_}) {
+      if (group == nullptr) continue;
+      group->all_reduce(tensor::Tensor(&sum, DType::kFloat32, tensor::Shape{1}),
+                        dist::ReduceOp::kSum);
+    }
+    double norm = std::pow(static_cast<double>(sum), 0.5);
+    if (!std::isfinite(norm)) norm = -1.0;
+    total += norm * norm;
+  }
+  return std::sqrt(total);
+}
+
+StepResult MixedPrecisionOptimizer::step_zero(double lr) {
+  StepResult result;
+  if (options_.zero_stage == 1) {
+    shard_->reduce_scatter_into(grad_accumulator_->flat(), options_.communication_dtype,
+                                partition_accumulator_, params_.dtype());
+    ops::fill(grad_accumulator_->flat(), 0.0f);
+  }
+  LossScaler& scaler = options_.loss_scaler;
+  const double prev_scale = scaler.scale();
+  // ZeRO checks its own partition, then agrees over DP and model parallel. An fp32 run has a
+  // static scale of 1 but still skips a non-finite step, as DeepSpeedZeroOptimizer does.
+  const bool overflow = any_overflow(partition_accumulator_, true);
+  scaler.update(overflow);
+  const double scale = scaler.scale();
+  result.loss_scale = scale;
+  if (overflow) {
+    ops::fill(partition_accumulator_, 0.0f);
+    result.skipped = true;
+    result.grad_norm = last_grad_norm_;
+    result.adam_step = adam_step_;
+    return result;
+  }
+  const tensor::Tensor grads = shard_->grads();
+  ops::cast(grads, partition_accumulator_);
+  ops::fill(partition_accumulator_, 0.0f);
+  const double scaled_norm = zero_grad_norm();
+  last_grad_norm_ = scaled_norm / prev_scale;
+  const double combined = combined_unscale_factor(scale, scaled_norm, options_.gradient_clipping);
+  result.clipped = combined != scale;
+  scale_gradients(grads, 1.0 / combined);
+  ++adam_step_;
+  const AdamHyperParams& adam = options_.adam;
+  shard_->adam_step(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
+  publish_master();
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;
@@ -300,14 +413,18 @@ void MixedPrecisionOptimizer::adam_update(const model::ParamBuffer& weights, ten
     config.weight_decay =
         group == model::DecayGroup::kNoDecay ? 0.0f : static_cast<float>(adam.weight_decay);
     ops::adamw_step(weights.flat().narrow(begin, count), grads.narrow(begin, count),
-                    exp_avg_.flat().narrow(begin, count), exp_avg_sq_.flat().narrow(begin, count),
+                    exp_avg_->flat().narrow(begin, count), exp_avg_sq_->flat().narrow(begin, count),
                     config, adam_step_);
   }
 }
 
 void MixedPrecisionOptimizer::publish_master() {
-  ops::cast(params_.flat(), master_->flat());
-  ops::cast(compute_->flat(), params_.flat());
+  if (shard_) {
+    shard_->publish(params_.flat());
+  } else {
+    ops::cast(params_.flat(), master_->flat());
+  }
+  if (compute_) ops::cast(compute_->flat(), params_.flat());
 }
 
 void MixedPrecisionOptimizer::set_adam_step(std::int64_t step) {
@@ -320,20 +437,20 @@ void MixedPrecisionOptimizer::load_loss_scaler_state(const LossScalerState& stat
 }
 
 void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
-  if (is_16bit()) {
-    switch (source) {
-      case RestoreSource::kParamsFromMaster:
-        ops::cast(params_.flat(), master_->flat());
-        break;
-      case RestoreSource::kMasterFromParams:
-        ops::cast(master_->flat(), params_.flat());
-        break;
-      case RestoreSource::kAsLoaded:
-        break;
-    }
-    ops::cast(compute_->flat(), params_.flat());
+  switch (source) {
+    case RestoreSource::kParamsFromMaster:
+      // Every rank holds only its partition of the masters: publishing gathers the rest.
+      if (shard_ || master_) publish_master();
+      break;
+    case RestoreSource::kMasterFromParams:
+      if (shard_) shard_->master_from_params(params_.flat());
+      if (master_) ops::cast(master_->flat(), params_.flat());
+      break;
+    case RestoreSource::kAsLoaded:
+      break;
   }
-  ops::fill(grad_accumulator_.flat(), 0.0f);
+  if (compute_) ops::cast(compute_->flat(), params_.flat());
+  ops::fill(grad_accumulator(), 0.0f);
   ops::fill(micro_grads_.flat(), 0.0f);
   initialized_ = true;
 }

@@ -1,11 +1,16 @@
-// The optimizer DeepSpeed wraps around apex FusedAdam in a single-process run (data-parallel size
-// 1), over flat buffers laid out by a ParamTable (training.md §4.1, §4.3–§4.5, §5.1–§5.4):
-//   fp32          the base optimizer directly, the engine's clip_fp32_gradients before it;
-//   bf16, ZeRO 0  BF16_Optimizer;
-//   fp16, ZeRO 0  FP16_Optimizer;   fp16, ZeRO 1  DeepSpeedZeroOptimizer.
-// On CPU the model computes in fp32 (architecture.md §4): it reads the fp32 `compute` copy and adds
-// each micro-batch's gradient, in fp32, into `micro_grads`; accumulate_micro_batch() then rounds
-// it as the 16-bit gradient upstream would have been.
+// The optimizer DeepSpeed wraps around apex FusedAdam, over flat buffers laid out by a ParamTable
+// (training.md §4.1, §4.3–§4.6, §5.1–§5.4):
+//   fp32, ZeRO 0      the base optimizer directly, the engine's clip_fp32_gradients before it;
+//   fp16, ZeRO 0      FP16_Optimizer (whole fp32 master and Adam state on every rank);
+//   bf16, ZeRO 0      BF16_Optimizer (gradients all-reduced whole, master and Adam state
+//                     partitioned over the data-parallel ranks);
+//   fp16/fp32, ZeRO 1 or 2   DeepSpeedZeroOptimizer (gradients reduce-scattered, master and Adam
+//                     state partitioned; stage 2 reduces every micro-batch into a partition-sized
+//                     accumulator instead of keeping a whole one).
+// Model weights stay whole on every rank. On CPU the model computes in fp32 (architecture.md §4):
+// it reads the fp32 `compute` copy and adds each micro-batch's gradient, in fp32, into
+// `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
+// have been.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,7 @@
 #include "tensor/tensor.h"
 #include "train/grad_clip.h"
 #include "train/loss_scaler.h"
+#include "train/zero_shard.h"
 
 namespace mds::config {
 struct DeepSpeedConfig;
@@ -39,7 +45,7 @@ struct AdamHyperParams {
 
 struct OptimizerOptions {
   Precision precision = Precision::kFp32;
-  int zero_stage = 0;              // 0, or 1 with fp16
+  int zero_stage = 0;              // 0, 1 or 2 (not 1 or 2 with bf16)
   double gradient_clipping = 0.0;  // JSON gradient_clipping; 0 disables clipping
   AdamHyperParams adam;
   // The dtype gradients are all-reduced in; with one rank only its rounding remains (bf16: the
@@ -50,7 +56,7 @@ struct OptimizerOptions {
 
 // The options DeepSpeed derives from its JSON (precision, ZeRO stage, clipping, communication
 // dtype, loss scaler) with Megatron's Adam flags. Combinations upstream rejects or mds does not
-// implement (bf16 with ZeRO 1, ZeRO 2/3, fp32 with ZeRO) are Errors.
+// implement (bf16 with ZeRO 1 or 2, ZeRO 3) are Errors.
 OptimizerOptions optimizer_options_from_config(const config::DeepSpeedConfig& config,
                                                const AdamHyperParams& adam);
 
@@ -75,9 +81,14 @@ enum class RestoreSource {
 
 class MixedPrecisionOptimizer {
  public:
-  // `table` must outlive the optimizer. Buffers start zeroed; call initialize() or load a
-  // checkpoint and call restore_from_checkpoint() before the first step.
-  MixedPrecisionOptimizer(const model::ParamTable& table, OptimizerOptions options);
+  // `table` must outlive the optimizer, and so must the groups: `data_parallel` (null or one
+  // rank: no reduction, no partitioning) and `model_parallel`, DeepSpeed's P×T group of this
+  // replica (the gradient norm's sums and the overflow flag are reduced over it). Buffers start
+  // zeroed; call initialize() or load a checkpoint and call restore_from_checkpoint() before
+  // the first step.
+  MixedPrecisionOptimizer(const model::ParamTable& table, OptimizerOptions options,
+                          dist::Communicator* data_parallel = nullptr,
+                          dist::Communicator* model_parallel = nullptr);
 
   // Sets the weights from fp32 initial values (a flat buffer laid out by the table; padding is
   // ignored): params = rounded, master = compute = params widened, as DeepSpeed's `module.half()`
@@ -97,27 +108,34 @@ class MixedPrecisionOptimizer {
   // The factor the micro-batch loss is multiplied by before backward (1 unless fp16).
   double loss_scale() const { return options_.loss_scaler.scale(); }
 
-  // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it.
+  // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it. At
+  // ZeRO stage 2 this reduce-scatters the micro-batch's gradient (a collective: every
+  // data-parallel rank calls it together).
   void accumulate_micro_batch();
 
   // ReduceGrads and OptimizerStep at a gradient-accumulation boundary with this step's LR; the
-  // accumulator is zeroed afterwards. With a data-parallel group of more than one rank (fp32 only
-  // so far) the accumulated gradients are all-reduced and multiplied by 1/size first, as
-  // DeepSpeed's allreduce_bucket (sum, then × 1/D). `iteration` only names the step in errors: bf16
-  // fails where upstream asserts the norm is positive.
-  // `model_parallel` is DeepSpeed's P×T group of this replica: the gradient norm's sums of squares
-  // and the fp16 overflow flag are reduced over it.
-  StepResult step(double lr, std::int64_t iteration, dist::Communicator* data_parallel = nullptr,
-                  dist::Communicator* model_parallel = nullptr);
+  // accumulator is zeroed afterwards. Stage 0 all-reduces the gradients in the communication
+  // dtype and multiplies by 1/D (DeepSpeed's allreduce_bucket); ZeRO 1 divides by D and
+  // reduce-scatters. `iteration` only names the step in errors: bf16 fails where upstream asserts
+  // the norm is positive.
+  StepResult step(double lr, std::int64_t iteration);
 
-  // Checkpoint state. Each is a flat buffer laid out by the table; for fp32, params, master and
-  // compute are one buffer.
-  const model::ParamBuffer& params() const { return params_; }  // fp32, bf16 or fp16
-  const model::ParamBuffer& master() const;                     // fp32
-  const model::ParamBuffer& exp_avg() const { return exp_avg_; }
-  const model::ParamBuffer& exp_avg_sq() const { return exp_avg_sq_; }
-  // fp32 (fp32, bf16) or fp16 (fp16); zero at every step boundary.
-  const model::ParamBuffer& grad_accumulator() const { return grad_accumulator_; }
+  // Whether master and Adam state are this rank's ZeRO partitions (bf16, ZeRO 1 and 2).
+  bool partitioned() const { return shard_.has_value(); }
+  // The partitions' layout and buffers; only when partitioned().
+  const ZeroShard& shard() const;
+
+  // Checkpoint state. params is the whole table-layout weight buffer (fp32, bf16 or fp16). The
+  // fp32 master and Adam moments are table-layout buffers too, or, when partitioned(), this
+  // rank's partitions back to back (shard().layout().partition_numel() elements). For fp32 at
+  // ZeRO 0, params and master are one buffer.
+  const model::ParamBuffer& params() const { return params_; }
+  tensor::Tensor master() const;
+  tensor::Tensor exp_avg() const;
+  tensor::Tensor exp_avg_sq() const;
+  // The gradients accumulated so far (fp32 for fp32 and bf16, fp16 for fp16): table layout, or
+  // at ZeRO stage 2 this rank's reduced partitions. Zero at every step boundary.
+  tensor::Tensor grad_accumulator() const;
 
   // Adam's per-group `step` (equal in every group).
   std::int64_t adam_step() const { return adam_step_; }
@@ -135,23 +153,40 @@ class MixedPrecisionOptimizer {
 
  private:
   bool is_16bit() const { return options_.precision != Precision::kFp32; }
-  NormRule norm_rule() const;
+  bool is_zero() const { return options_.zero_stage >= 1; }
+  std::int64_t dp_size() const;
   // One FusedAdam step over every non-empty group of `weights` with its weight decay.
   void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr);
-  // params = master rounded, compute = params widened.
+  // params = master rounded (gathered from every partition), compute = params widened.
   void publish_master();
-  StepResult step_fp32(double lr, dist::Communicator* model_parallel);
-  StepResult step_bf16(double lr, std::int64_t iteration, dist::Communicator* model_parallel);
-  StepResult step_fp16(double lr, dist::Communicator* model_parallel);
+  // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D.
+  void all_reduce_gradients();
+  // Whether any rank of the model-parallel group (and of the DP group, for partitioned
+  // gradients) saw an inf/NaN.
+  bool any_overflow(tensor::Tensor grads, bool partitioned_grads) const;
+  StepResult step_fp32(double lr);
+  StepResult step_bf16(double lr, std::int64_t iteration);
+  StepResult step_fp16(double lr);
+  StepResult step_zero(double lr);
+  // ZeRO's per-group norm over the partitions, reduced over DP and model parallel.
+  double zero_grad_norm() const;
 
   const model::ParamTable* table_;
   OptimizerOptions options_;
+  dist::Communicator* data_parallel_;
+  dist::Communicator* model_parallel_;
   model::ParamBuffer params_;
-  std::optional<model::ParamBuffer> master_;   // 16-bit only
-  std::optional<model::ParamBuffer> compute_;  // 16-bit only
-  model::ParamBuffer exp_avg_;
-  model::ParamBuffer exp_avg_sq_;
-  model::ParamBuffer grad_accumulator_;
+  std::optional<ZeroShard> shard_;                      // partitioned state
+  std::optional<model::ParamBuffer> master_;            // FP16_Optimizer's whole master
+  std::optional<model::ParamBuffer> compute_;           // 16-bit only
+  std::optional<model::ParamBuffer> exp_avg_;           // unpartitioned state
+  std::optional<model::ParamBuffer> exp_avg_sq_;        // unpartitioned state
+  std::optional<model::ParamBuffer> grad_accumulator_;  // stages 0 and 1
+  // ZeRO's reduced gradient partitions (accumulator dtype): stage 2 adds every micro-batch here.
+  tensor::Buffer partition_accumulator_buffer_;
+  tensor::Tensor partition_accumulator_;
+  // Stage 0 with a communication dtype other than the accumulator's: the whole gradient in it.
+  std::optional<model::ParamBuffer> comm_scratch_;
   // Also the fp32 gradient scratch of the fp16 step, which leaves it zeroed.
   model::ParamBuffer micro_grads_;
   std::int64_t adam_step_ = 0;

@@ -63,7 +63,7 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
       data_(std::move(data)),
       outputs_(std::move(outputs)),
       model_(options_.model, table_, options_.tensor_parallel),
-      optimizer_(table_, options_.optimizer),
+      optimizer_(table_, options_.optimizer, options_.data_parallel, options_.model_parallel),
       lr_scheduler_(options_.lr_schedule),
       batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size,
                       options_.data_parallel != nullptr ? options_.data_parallel->size() : 1,
@@ -102,8 +102,7 @@ Trainer::IterationResult Trainer::train_iteration(data::BatchLoader& loader) {
   }
   result.loss =
       sum_over_ranks(loss_sum) / static_cast<double>(micro_batches * data_parallel_size());
-  result.step = optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1, options_.data_parallel,
-                                options_.model_parallel);
+  result.step = optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1);
   return result;
 }
 

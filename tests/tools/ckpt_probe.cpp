@@ -10,12 +10,15 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "ckpt/deepspeed_checkpoint.h"
 #include "ckpt/json_value.h"
 #include "config/json_document.h"
 #include "model/param_buffer.h"
+#include "tensor/buffer.h"
+#include "train/zero_partition.h"
 
 namespace {
 
@@ -53,18 +56,45 @@ float sample(std::uint32_t stream, std::int64_t i) {
 struct Probe {
   Probe(bool rotary, ckpt::OptimizerLayout layout, bool filled)
       : table(model::ParamTable::build(probe_config(rotary))),
+        zero(table, 1),
         params(table, ckpt::params_dtype(layout)),
         master(table, tensor::DType::kFloat32),
         exp_avg(table, tensor::DType::kFloat32),
-        exp_avg_sq(table, tensor::DType::kFloat32) {
+        exp_avg_sq(table, tensor::DType::kFloat32),
+        partitions(static_cast<std::size_t>(3 * zero.partition_numel()) * sizeof(float),
+                   tensor::Device{}) {
     state.table = &table;
     state.layout = layout;
     state.params = params.flat();
     state.master = master.flat();
     state.exp_avg = exp_avg.flat();
     state.exp_avg_sq = exp_avg_sq.flat();
+    if (ckpt::has_zero_file(layout)) {
+      // The ZeRO layouts keep master and moments as this (only) rank's partitions.
+      const std::int64_t n = zero.partition_numel();
+      const tensor::Tensor all = partitions.as(tensor::DType::kFloat32, tensor::Shape{3 * n});
+      state.zero = &zero;
+      state.master = all.narrow(0, n);
+      state.exp_avg = all.narrow(n, n);
+      state.exp_avg_sq = all.narrow(2 * n, n);
+    }
     state.rotary_head_dim = rotary ? 8 : 0;
     if (filled) fill();
+  }
+
+  // The table-layout buffers' values moved into the state's partitions.
+  void partition_optimizer_state() {
+    if (state.zero == nullptr) return;
+    const std::pair<const model::ParamBuffer*, tensor::Tensor> pairs[] = {
+        {&master, state.master}, {&exp_avg, state.exp_avg}, {&exp_avg_sq, state.exp_avg_sq}};
+    for (const auto& [values, partitions_out] : pairs) {
+      std::int64_t offset = 0;
+      for (std::size_t g = 0; g < zero.size(); ++g) {
+        const std::int64_t n = zero[g].partition_numel;
+        train::gather_partition(values->flat(), zero, g, 0, partitions_out.narrow(offset, n));
+        offset += n;
+      }
+    }
   }
 
   void fill() {
@@ -88,11 +118,12 @@ struct Probe {
             break;
           }
         }
-        static_cast<float*>(state.master.raw())[j] = value;
-        static_cast<float*>(state.exp_avg.raw())[j] = sample(3, j) / 64.0f;
-        static_cast<float*>(state.exp_avg_sq.raw())[j] = std::fabs(sample(4, j)) / 4096.0f;
+        master.flat().data<float>()[j] = value;
+        exp_avg.flat().data<float>()[j] = sample(3, j) / 64.0f;
+        exp_avg_sq.flat().data<float>()[j] = std::fabs(sample(4, j)) / 4096.0f;
       }
     }
+    partition_optimizer_state();
     ckpt::TrainingState& s = state;
     s.adam_step = 13;
     s.adam = {3.0e-4, 0.9, 0.95, 1e-8, 0.1};
@@ -126,7 +157,9 @@ struct Probe {
   }
 
   model::ParamTable table;
+  train::ZeroLayout zero;
   model::ParamBuffer params, master, exp_avg, exp_avg_sq;
+  tensor::Buffer partitions;
   ckpt::TrainingState state;
 };
 

@@ -207,11 +207,17 @@ TEST(DeepSpeedCheckpoint, WeightsOnlySaveNeedsNoLoadOptimAndDerivesMasters) {
             std::string::npos);
   load_deepspeed_checkpoint(dir.path(), "global_step12", loaded.state, {false, false, false});
   EXPECT_TRUE(same_bytes(loaded.state.params, saved.state.params));
+  // The masters are the partitions of the widened 16-bit weights.
   const auto* params = static_cast<const tensor::Float16*>(saved.state.params.raw());
-  const auto* master = static_cast<const float*>(loaded.state.master.raw());
+  model::ParamBuffer widened(loaded.table, tensor::DType::kFloat32);
   for (std::int64_t i = 0; i < saved.state.params.numel(); ++i) {
-    ASSERT_EQ(master[i], tensor::to_float(params[i])) << i;
+    widened.flat().data<float>()[i] = tensor::to_float(params[i]);
   }
+  tensor::Buffer expected(loaded.state.master.bytes(), tensor::Device{});
+  const tensor::Tensor expected_master =
+      expected.as(tensor::DType::kFloat32, tensor::Shape{loaded.state.master.numel()});
+  testing::store(loaded, widened, expected_master);
+  EXPECT_TRUE(same_bytes(loaded.state.master, expected_master));
 }
 
 TEST(DeepSpeedCheckpoint, FinetuneRestartsIterationButKeepsConsumedSamples) {

@@ -11,6 +11,8 @@
 #include "model/gpt_config.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "tensor/buffer.h"
+#include "train/zero_partition.h"
 
 namespace mds::ckpt::testing {
 
@@ -29,28 +31,59 @@ inline model::GptConfig tiny_config(
   return c;
 }
 
+// The layouts with a ZeRO file keep master and moments as partitions (one DP rank here).
 struct OwnedState {
   OwnedState(const model::GptConfig& config, OptimizerLayout layout)
       : table(model::ParamTable::build(config)),
+        zero(table, 1),
         params(table, params_dtype(layout)),
         master(table, tensor::DType::kFloat32),
         exp_avg(table, tensor::DType::kFloat32),
-        exp_avg_sq(table, tensor::DType::kFloat32) {
+        exp_avg_sq(table, tensor::DType::kFloat32),
+        partitions(static_cast<std::size_t>(3 * zero.partition_numel()) * sizeof(float),
+                   tensor::Device{}) {
     state.table = &table;
     state.layout = layout;
     state.params = params.flat();
-    state.master = master.flat();
-    state.exp_avg = exp_avg.flat();
-    state.exp_avg_sq = exp_avg_sq.flat();
+    if (has_zero_file(layout)) {
+      const std::int64_t n = zero.partition_numel();
+      const tensor::Tensor all = partitions.as(tensor::DType::kFloat32, tensor::Shape{3 * n});
+      state.zero = &zero;
+      state.master = all.narrow(0, n);
+      state.exp_avg = all.narrow(n, n);
+      state.exp_avg_sq = all.narrow(2 * n, n);
+    } else {
+      state.master = master.flat();
+      state.exp_avg = exp_avg.flat();
+      state.exp_avg_sq = exp_avg_sq.flat();
+    }
     if (config.position_embedding == model::PositionEmbedding::kRotary) {
       state.rotary_head_dim = config.head_dim();
     }
   }
 
   model::ParamTable table;
+  train::ZeroLayout zero;
   model::ParamBuffer params, master, exp_avg, exp_avg_sq;
+  tensor::Buffer partitions;
   TrainingState state;
 };
+
+// Table-layout values written into `state_buffer`, which is table-layout too or, with a ZeRO
+// layout, the partitions of one rank.
+inline void store(const OwnedState& o, const model::ParamBuffer& values,
+                  const tensor::Tensor& state_buffer) {
+  if (o.state.zero == nullptr) {
+    std::memcpy(state_buffer.raw(), values.flat().raw(), state_buffer.bytes());
+    return;
+  }
+  std::int64_t offset = 0;
+  for (std::size_t g = 0; g < o.zero.size(); ++g) {
+    const std::int64_t n = o.zero[g].partition_numel;
+    train::gather_partition(values.flat(), o.zero, g, 0, state_buffer.narrow(offset, n));
+    offset += n;
+  }
+}
 
 // A value per element that differs between buffers (`stream`) and positions, never zero.
 inline float sample(std::uint32_t stream, std::int64_t i) {
@@ -64,6 +97,9 @@ inline float sample(std::uint32_t stream, std::int64_t i) {
 // Fills the parameter slices (not the alignment gaps) of every buffer and sets the scalars.
 inline void fill(OwnedState& o) {
   TrainingState& s = o.state;
+  model::ParamBuffer master(o.table, tensor::DType::kFloat32);
+  model::ParamBuffer exp_avg(o.table, tensor::DType::kFloat32);
+  model::ParamBuffer exp_avg_sq(o.table, tensor::DType::kFloat32);
   for (const model::ParamSpec& p : o.table.params()) {
     for (std::int64_t j = p.offset; j < p.offset + p.local_numel(); ++j) {
       const float value = sample(1, j);
@@ -78,11 +114,14 @@ inline void fill(OwnedState& o) {
           static_cast<tensor::Float16*>(s.params.raw())[j] = tensor::to_float16(value);
           break;
       }
-      static_cast<float*>(s.master.raw())[j] = sample(2, j);
-      static_cast<float*>(s.exp_avg.raw())[j] = sample(3, j);
-      static_cast<float*>(s.exp_avg_sq.raw())[j] = std::abs(sample(4, j));
+      master.flat().data<float>()[j] = sample(2, j);
+      exp_avg.flat().data<float>()[j] = sample(3, j);
+      exp_avg_sq.flat().data<float>()[j] = std::abs(sample(4, j));
     }
   }
+  store(o, master, s.master);
+  store(o, exp_avg, s.exp_avg);
+  store(o, exp_avg_sq, s.exp_avg_sq);
   s.adam_step = 7;
   s.adam = {2.5e-4, 0.9, 0.95, 1e-8, 0.1};
   s.clip_grad = 1.0;

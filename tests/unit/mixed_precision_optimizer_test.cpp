@@ -100,20 +100,49 @@ float value(const ParamBuffer& buffer, std::size_t index, std::int64_t k) {
   }
 }
 
+// A copy of one of the optimizer's fp32 states in table layout: partitioned states (bf16, ZeRO;
+// one rank here) are scattered back out of their partitions.
+ParamBuffer table_layout(const MixedPrecisionOptimizer& opt, tensor::Tensor state) {
+  ParamBuffer out(tiny_table(), state.dtype());
+  if (state.numel() == tiny_table().buffer_numel()) {
+    std::memcpy(out.flat().raw(), state.raw(), state.bytes());
+    return out;
+  }
+  const ZeroShard& shard = opt.shard();
+  for (std::size_t g = 0; g < shard.layout().size(); ++g) {
+    scatter_partition(shard.group_slice(state, g), shard.layout(), g, 0, out.flat());
+  }
+  return out;
+}
+ParamBuffer master_of(const MixedPrecisionOptimizer& opt) {
+  return table_layout(opt, opt.master());
+}
+ParamBuffer exp_avg_of(const MixedPrecisionOptimizer& opt) {
+  return table_layout(opt, opt.exp_avg());
+}
+ParamBuffer exp_avg_sq_of(const MixedPrecisionOptimizer& opt) {
+  return table_layout(opt, opt.exp_avg_sq());
+}
+ParamBuffer accumulator_of(const MixedPrecisionOptimizer& opt) {
+  return table_layout(opt, opt.grad_accumulator());
+}
+
 void set_grad(const MixedPrecisionOptimizer& opt, std::size_t index, std::int64_t k, float g) {
   opt.micro_grads().view(index).data<float>()[k] = g;
 }
 
-std::vector<std::byte> bytes_of(const ParamBuffer& buffer) {
-  const tensor::Tensor flat = buffer.flat();
+std::vector<std::byte> bytes_of(const tensor::Tensor& flat) {
   std::vector<std::byte> out(flat.bytes());
   std::memcpy(out.data(), flat.raw(), out.size());
   return out;
 }
+std::vector<std::byte> bytes_of(const ParamBuffer& buffer) {
+  return bytes_of(buffer.flat());
+}
 
-void load_bytes(const ParamBuffer& buffer, const std::vector<std::byte>& bytes) {
-  ASSERT_EQ(buffer.flat().bytes(), bytes.size());
-  std::memcpy(buffer.flat().raw(), bytes.data(), bytes.size());
+void load_bytes(const tensor::Tensor& flat, const std::vector<std::byte>& bytes) {
+  ASSERT_EQ(flat.bytes(), bytes.size());
+  std::memcpy(flat.raw(), bytes.data(), bytes.size());
 }
 
 void initialize(MixedPrecisionOptimizer& opt, double lr0) {
@@ -144,20 +173,20 @@ TEST(MixedPrecisionOptimizer, Bf16DummyStepThenFirstUpdateUsesStepTwo) {
   for (std::int64_t k = 0; k < 4; ++k) {
     const float p16 = value(opt.params(), word(), k);
     // The construction step decays the decay groups' masters only: p − lr₀·(wd·p) in fp32.
-    EXPECT_EQ(value(opt.master(), word(), k),
+    EXPECT_EQ(value(master_of(opt), word(), k),
               p16 - static_cast<float>(lr0) * (static_cast<float>(wd) * p16));
-    EXPECT_NEAR(value(opt.master(), word(), k), p16 * (1 - lr0 * wd), 1e-8);
+    EXPECT_NEAR(value(master_of(opt), word(), k), p16 * (1 - lr0 * wd), 1e-8);
     EXPECT_EQ(value(opt.compute(), word(), k), p16);  // 16-bit weights are not refreshed yet
-    EXPECT_EQ(value(opt.master(), ln_weight(), k), value(opt.params(), ln_weight(), k));
-    EXPECT_EQ(value(opt.exp_avg(), word(), k), 0.0f);
+    EXPECT_EQ(value(master_of(opt), ln_weight(), k), value(opt.params(), ln_weight(), k));
+    EXPECT_EQ(value(exp_avg_of(opt), word(), k), 0.0f);
   }
 
   const std::vector<float> grads = {0.5f, -0.25f, 0.75f, 1.5f};  // exact in bf16
   std::vector<float> before(4), before_ln(4);
   for (std::int64_t k = 0; k < 4; ++k) {
     set_grad(opt, word(), k, grads[static_cast<std::size_t>(k)]);
-    before[static_cast<std::size_t>(k)] = value(opt.master(), word(), k);
-    before_ln[static_cast<std::size_t>(k)] = value(opt.master(), ln_weight(), k);
+    before[static_cast<std::size_t>(k)] = value(master_of(opt), word(), k);
+    before_ln[static_cast<std::size_t>(k)] = value(master_of(opt), ln_weight(), k);
   }
   set_grad(opt, ln_weight(), 0, 0.5f);
   opt.accumulate_micro_batch();
@@ -169,21 +198,21 @@ TEST(MixedPrecisionOptimizer, Bf16DummyStepThenFirstUpdateUsesStepTwo) {
   for (std::int64_t k = 0; k < 4; ++k) {
     const auto i = static_cast<std::size_t>(k);
     const double expected = adam_reference(before[i], grads[i], lr, wd, 2);
-    EXPECT_NEAR(value(opt.master(), word(), k), expected, 1e-8) << k;
+    EXPECT_NEAR(value(master_of(opt), word(), k), expected, 1e-8) << k;
     // With step 1 the update would be sign(g)·lr = 1e-2 away instead of 0.744·lr.
     EXPECT_GT(std::fabs(adam_reference(before[i], grads[i], lr, wd, 1) - expected), 2e-3);
     // Relative: the kernel's (1 − β) is computed in fp32 from β = 0.9f, 0.999f.
-    EXPECT_NEAR(value(opt.exp_avg(), word(), k), 0.1 * grads[i], 1e-6 * std::fabs(grads[i]));
-    EXPECT_NEAR(value(opt.exp_avg_sq(), word(), k), 0.001 * grads[i] * grads[i],
+    EXPECT_NEAR(value(exp_avg_of(opt), word(), k), 0.1 * grads[i], 1e-6 * std::fabs(grads[i]));
+    EXPECT_NEAR(value(exp_avg_sq_of(opt), word(), k), 0.001 * grads[i] * grads[i],
                 2e-5 * 0.001 * grads[i] * grads[i]);
-    const float rounded = tensor::to_float(tensor::to_bfloat16(value(opt.master(), word(), k)));
+    const float rounded = tensor::to_float(tensor::to_bfloat16(value(master_of(opt), word(), k)));
     EXPECT_EQ(value(opt.params(), word(), k), rounded);
     EXPECT_EQ(value(opt.compute(), word(), k), rounded);
   }
   // No-decay group: wd = 0 even with a gradient; without one the master does not move.
-  EXPECT_NEAR(value(opt.master(), ln_weight(), 0), adam_reference(before_ln[0], 0.5, lr, 0.0, 2),
+  EXPECT_NEAR(value(master_of(opt), ln_weight(), 0), adam_reference(before_ln[0], 0.5, lr, 0.0, 2),
               1e-7);
-  EXPECT_EQ(value(opt.master(), ln_weight(), 1), before_ln[1]);
+  EXPECT_EQ(value(master_of(opt), ln_weight(), 1), before_ln[1]);
 }
 
 TEST(MixedPrecisionOptimizer, Fp32TakesNoDummyStepAndReportsNoNorm) {
@@ -191,7 +220,7 @@ TEST(MixedPrecisionOptimizer, Fp32TakesNoDummyStepAndReportsNoNorm) {
   initialize(opt, 1e-3);
   EXPECT_EQ(opt.adam_step(), 0);
   EXPECT_EQ(opt.params().flat().raw(), opt.compute().flat().raw());
-  EXPECT_EQ(opt.params().flat().raw(), opt.master().flat().raw());
+  EXPECT_EQ(opt.params().flat().raw(), opt.master().raw());
   const float p = value(opt.params(), word(), 0);
   set_grad(opt, word(), 0, 0.5f);
   opt.accumulate_micro_batch();
@@ -258,9 +287,9 @@ TEST(MixedPrecisionOptimizer, Bf16ClipsOnlyAboveTheThreshold) {
     EXPECT_DOUBLE_EQ(*result.grad_norm, 10.0);  // pre-clip
     EXPECT_EQ(result.clipped, clip < 10.0);
     const float factor = clip < 10.0 ? static_cast<float>(clip / (10.0 + 1e-6)) : 1.0f;
-    EXPECT_EQ(value(opt.exp_avg(), word(), 3), adam_first_moment(6.0f * factor));
-    EXPECT_EQ(value(opt.exp_avg(), dense_4h_to_h(), 5), adam_first_moment(8.0f * factor));
-    EXPECT_NEAR(value(opt.exp_avg(), word(), 3), clip < 10.0 ? 0.06 : 0.6, 1e-6);
+    EXPECT_EQ(value(exp_avg_of(opt), word(), 3), adam_first_moment(6.0f * factor));
+    EXPECT_EQ(value(exp_avg_of(opt), dense_4h_to_h(), 5), adam_first_moment(8.0f * factor));
+    EXPECT_NEAR(value(exp_avg_of(opt), word(), 3), clip < 10.0 ? 0.06 : 0.6, 1e-6);
   }
 }
 
@@ -279,8 +308,8 @@ TEST(MixedPrecisionOptimizer, Fp16CombinedUnscaleAndClip) {
       EXPECT_EQ(result.clipped, clip < 10.0);
       const double combined = clip < 10.0 ? 1024.0 * ((10.0 + 1e-6) / clip) : 1024.0;
       const float inverse = static_cast<float>(1.0 / combined);
-      EXPECT_EQ(value(opt.exp_avg(), word(), 3), adam_first_moment(6144.0f * inverse));
-      EXPECT_NEAR(value(opt.exp_avg(), dense_4h_to_h(), 5), clip < 10.0 ? 0.08 : 0.8, 1e-6);
+      EXPECT_EQ(value(exp_avg_of(opt), word(), 3), adam_first_moment(6144.0f * inverse));
+      EXPECT_NEAR(value(exp_avg_of(opt), dense_4h_to_h(), 5), clip < 10.0 ? 0.08 : 0.8, 1e-6);
     }
   }
 }
@@ -302,12 +331,12 @@ TEST(MixedPrecisionOptimizer, Fp16UnscalesWithTheUpdatedScale) {
       EXPECT_EQ(opt.step(1e-3, 1).loss_scale, 1024.0);
       ASSERT_EQ(opt.loss_scale(), 1024.0);
     }
-    const float m_before = value(opt.exp_avg(), word(), 3);
+    const float m_before = value(exp_avg_of(opt), word(), 3);
     put_norm_ten(opt, 1024.0f);
     const StepResult result = opt.step(1e-3, 2);
     EXPECT_EQ(result.loss_scale, 2048.0) << stage;
     EXPECT_DOUBLE_EQ(*result.grad_norm, stage == 1 ? 10.0 : 5.0);
-    EXPECT_EQ(value(opt.exp_avg(), word(), 3), 0.9f * m_before + (1 - 0.9f) * 3.0f) << stage;
+    EXPECT_EQ(value(exp_avg_of(opt), word(), 3), 0.9f * m_before + (1 - 0.9f) * 3.0f) << stage;
   }
 }
 
@@ -327,20 +356,20 @@ std::vector<double> run_overflow_sequence(int stage, LossScaleRule rule) {
     const float scale = static_cast<float>(opt.loss_scale());
     fill_pattern(opt.micro_grads(), 1e-3 * scale, static_cast<int>(scales.size()));
     if (overflow) set_grad(opt, dense_bias(), 2, 1e30f);  // inf once rounded to fp16
-    const std::vector<std::byte> params = bytes_of(opt.params()), master = bytes_of(opt.master()),
-                                 m = bytes_of(opt.exp_avg()), v = bytes_of(opt.exp_avg_sq());
+    const std::vector<std::byte> params = bytes_of(opt.params()), master = bytes_of(master_of(opt)),
+                                 m = bytes_of(exp_avg_of(opt)), v = bytes_of(exp_avg_sq_of(opt));
     opt.accumulate_micro_batch();
     const StepResult result = opt.step(1e-3, static_cast<std::int64_t>(scales.size()));
     EXPECT_EQ(result.skipped, overflow);
     if (overflow) {
       EXPECT_EQ(bytes_of(opt.params()), params);
-      EXPECT_EQ(bytes_of(opt.master()), master);
-      EXPECT_EQ(bytes_of(opt.exp_avg()), m);
-      EXPECT_EQ(bytes_of(opt.exp_avg_sq()), v);
+      EXPECT_EQ(bytes_of(master_of(opt)), master);
+      EXPECT_EQ(bytes_of(exp_avg_of(opt)), m);
+      EXPECT_EQ(bytes_of(exp_avg_sq_of(opt)), v);
       EXPECT_EQ(*result.grad_norm, last_norm);  // the previous step's norm
     } else {
       ++expected_step;
-      EXPECT_NE(bytes_of(opt.master()), master);
+      EXPECT_NE(bytes_of(master_of(opt)), master);
       last_norm = *result.grad_norm;
       EXPECT_GT(last_norm, 0.0);
     }
@@ -349,7 +378,7 @@ std::vector<double> run_overflow_sequence(int stage, LossScaleRule rule) {
     EXPECT_EQ(result.loss_scale, opt.loss_scale());
     scales.push_back(result.loss_scale);
   }
-  const std::vector<std::byte> acc = bytes_of(opt.grad_accumulator());
+  const std::vector<std::byte> acc = bytes_of(accumulator_of(opt));
   EXPECT_EQ(acc, std::vector<std::byte>(acc.size()));  // dropped or consumed
   return scales;
 }
@@ -374,7 +403,7 @@ TEST(MixedPrecisionOptimizer, Bf16RoundsEachMicroBatchThenAddsInFp32) {
     opt.accumulate_micro_batch();
     EXPECT_EQ(value(opt.micro_grads(), word(), 0), 0.0f);
   }
-  EXPECT_EQ(value(opt.grad_accumulator(), word(), 0), 2.015625f);
+  EXPECT_EQ(value(accumulator_of(opt), word(), 0), 2.015625f);
   EXPECT_NE(g + g, 2.015625f);  // 2.01171875 in fp32
 }
 
@@ -388,11 +417,11 @@ TEST(MixedPrecisionOptimizer, Bf16CommunicationDtypeRoundsTheAccumulatedGradient
     opt.accumulate_micro_batch();
     set_grad(opt, word(), 0, 1.0f / 256.0f);
     opt.accumulate_micro_batch();
-    EXPECT_EQ(value(opt.grad_accumulator(), word(), 0), 1.0f + 1.0f / 256.0f);
+    EXPECT_EQ(value(accumulator_of(opt), word(), 0), 1.0f + 1.0f / 256.0f);
     opt.step(1e-3, 1);
     // bf16 rounds 1 + 2^-8 to even, i.e. 1.
     const float reduced = comm == DType::kBFloat16 ? 1.0f : 1.0f + 1.0f / 256.0f;
-    EXPECT_EQ(value(opt.exp_avg(), word(), 0), adam_first_moment(reduced));
+    EXPECT_EQ(value(exp_avg_of(opt), word(), 0), adam_first_moment(reduced));
   }
 }
 
@@ -405,8 +434,8 @@ TEST(MixedPrecisionOptimizer, Fp16AccumulatesInFp16) {
     set_grad(opt, word(), 0, 1.0f / 2048.0f);  // half an fp16 ulp of 1: ties to even each time
     opt.accumulate_micro_batch();
   }
-  EXPECT_EQ(opt.grad_accumulator().dtype(), DType::kFloat16);
-  EXPECT_EQ(opt.grad_accumulator().view(word()).data<tensor::Float16>()[0].bits, 0x3C00);  // 1.0
+  EXPECT_EQ(accumulator_of(opt).dtype(), DType::kFloat16);
+  EXPECT_EQ(accumulator_of(opt).view(word()).data<tensor::Float16>()[0].bits, 0x3C00);  // 1.0
   // An fp32 accumulator would hold 1 + 3·2^-11, i.e. 1 + 2^-9 in fp16.
   EXPECT_EQ(tensor::to_float16(1.0f + 3.0f / 2048.0f).bits, 0x3C02);
 }
@@ -440,7 +469,7 @@ Snapshot save(const MixedPrecisionOptimizer& opt) {
 }
 
 void restore(MixedPrecisionOptimizer& opt, const Snapshot& s) {
-  load_bytes(opt.params(), s.params);
+  load_bytes(opt.params().flat(), s.params);
   load_bytes(opt.master(), s.master);
   load_bytes(opt.exp_avg(), s.exp_avg);
   load_bytes(opt.exp_avg_sq(), s.exp_avg_sq);
@@ -462,9 +491,10 @@ StepResult train_iteration(MixedPrecisionOptimizer& opt, int it) {
 }
 
 TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
-  std::vector<OptimizerOptions> all = {options(Precision::kFp32, 0, 0.05),
-                                       options(Precision::kBf16, 0, 0.05)};
-  for (const int stage : {0, 1}) {
+  std::vector<OptimizerOptions> all = {
+      options(Precision::kFp32, 0, 0.05), options(Precision::kFp32, 1, 0.05),
+      options(Precision::kFp32, 2, 0.05), options(Precision::kBf16, 0, 0.05)};
+  for (const int stage : {0, 1, 2}) {
     OptimizerOptions o = options(Precision::kFp16, stage, 0.05);
     DynamicLossScaleArgs args = spec_scaler_args();
     args.scale_window = 2;
@@ -512,7 +542,8 @@ TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
               uninterrupted.loss_scaler().state().cur_scale)
         << name;
 
-    if (o.precision != Precision::kFp32) {  // after a real step params == round(master)
+    // After a real step params == round(master) wherever master is a separate copy.
+    if (o.precision != Precision::kFp32 || o.zero_stage >= 1) {
       MixedPrecisionOptimizer from_master(tiny_table(), o);
       restore(from_master, snapshot);
       from_master.restore_from_checkpoint(RestoreSource::kParamsFromMaster);

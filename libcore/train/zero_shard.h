@@ -1,0 +1,84 @@
+// One data-parallel rank's share of the optimizer in BF16_Optimizer and ZeRO stages 1 and 2
+// (training.md §4.3–§4.6): the fp32 master weights, Adam moments and gradients of its partition
+// of every flat group, and the collectives that bring reduced gradients in and send updated
+// weights out. Model weights stay whole on every rank (ZeRO ≤ 2); only this state is 1/D.
+//
+// The partition buffers hold the groups back to back: group g at group_offset(g), each
+// partition_numel long (padding included, zero). That is the layout of the checkpoint's
+// single_partition_of_fp32_groups and base-optimizer state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dist/communicator.h"
+#include "model/param_table.h"
+#include "tensor/buffer.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+#include "train/zero_partition.h"
+
+namespace mds::train {
+
+class ZeroShard {
+ public:
+  // `data_parallel` may be null (one rank). The table and the communicator must outlive the
+  // shard. Buffers start zeroed.
+  ZeroShard(const model::ParamTable& table, dist::Communicator* data_parallel);
+
+  const ZeroLayout& layout() const { return layout_; }
+  std::int64_t rank() const { return rank_; }
+  std::int64_t dp_size() const { return layout_.dp_size(); }
+  std::int64_t group_offset(std::size_t group) const;
+  // Group `group`'s slice of one of the partition buffers below.
+  tensor::Tensor group_slice(tensor::Tensor partitions, std::size_t group) const;
+
+  // fp32 [layout().partition_numel()] each.
+  tensor::Tensor master() const { return master_; }
+  tensor::Tensor exp_avg() const { return exp_avg_; }
+  tensor::Tensor exp_avg_sq() const { return exp_avg_sq_; }
+  tensor::Tensor grads() const { return grads_; }
+
+  // master = this rank's partitions of `params_flat` (a table-layout buffer), widened.
+  void master_from_params(tensor::Tensor params_flat);
+  // grads = this rank's partitions of fully reduced gradients (table layout, fp32).
+  void grads_from_full(tensor::Tensor grads_flat);
+
+  // ZeRO's reduction: each flat group of `grads_flat` (table layout, fp32 or fp16) is cast to
+  // `comm_dtype`, divided by D, SUM-reduce-scattered over the data-parallel group, and this
+  // rank's partition is added into `accumulator` (a partition buffer of fp32 or fp16, rounded as
+  // accumulate_gradient does with `grad_dtype`). Upstream stage 1 all-reduces the whole group and
+  // keeps its slice; the reduce-scatter gives the same sums with half the bytes.
+  void reduce_scatter_into(tensor::Tensor grads_flat, tensor::DType comm_dtype,
+                           tensor::Tensor accumulator, tensor::DType grad_dtype);
+
+  // Σ g² over the parameter elements of group `group` in grads(): TP duplicates count on TP rank
+  // 0 only and the last stage's tied replica not at all (ZeRO's get_grad_norm_direct). The local
+  // part of a norm whose sums are then reduced over DP and model parallel.
+  double group_sum_of_squares(std::size_t group) const;
+
+  // apex FusedAdam on every group's partition of master() with grads(), at `step`.
+  void adam_step(double lr, double beta1, double beta2, double eps, double weight_decay,
+                 std::int64_t step);
+
+  // params = master rounded to params' dtype, gathered from every rank (§4.6); `params_flat` is
+  // the table-layout weight buffer every rank keeps whole.
+  void publish(tensor::Tensor params_flat);
+
+ private:
+  tensor::Tensor allocate(tensor::Buffer& buffer, tensor::DType dtype, std::int64_t numel);
+  // §4.6 in place: every rank's partition of `flat` (the whole group) from its owner.
+  void all_gather_group(tensor::Tensor flat, const ZeroGroup& group);
+  // The whole flat group `group` in `dtype`, from a scratch buffer.
+  tensor::Tensor flat_scratch(tensor::DType dtype, std::size_t group);
+
+  ZeroLayout layout_;
+  dist::Communicator* data_parallel_;
+  std::int64_t rank_ = 0;
+  std::int64_t largest_group_ = 0;
+  tensor::Buffer master_buffer_, exp_avg_buffer_, exp_avg_sq_buffer_, grads_buffer_;
+  tensor::Buffer flat_buffer_, partition_fp32_buffer_;
+  tensor::Tensor master_, exp_avg_, exp_avg_sq_, grads_;
+};
+
+}  // namespace mds::train
