@@ -8,6 +8,8 @@ A tiny model is pretrained and saved; then
   sequence, with tiktoken as tokenizer; --recompute and standard input give the same bytes;
 * unconditional sampling (--num-samples, --genfile) writes json.dumps lines with the keys text,
   length, finished; the same --seed gives the same file, another seed another file;
+* on a terminal (a pty here) upstream's interactive prompt continues a typed prompt greedily as the
+  oracle does, and `stop` exits;
 * bad input fails with one clear line.
 Environment: MDS_BIN (programs), MDS_DATA (data/), run by a python with torch and tiktoken.
 """
@@ -70,6 +72,52 @@ def check_greedy(work, weights, encoding):
     check(again.stdout == expected, "--recompute from standard input differs from the cached run")
 
 
+def check_interactive(work, weights, encoding):
+    """On a terminal generate prompts like upstream; `stop` ends it. Driven through a pty."""
+    import os
+    import pty
+    import select
+
+    prompt = "Context prompt (stop to exit) >>> "
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([str(lib.BIN / "generate"), *lib.model_flags(work), "--greedy",
+                                "--out-seq-length", str(OUT)],
+                               stdin=follower, stdout=follower, stderr=subprocess.PIPE, cwd=work,
+                               env={"OMP_NUM_THREADS": "1"})
+    os.close(follower)
+    output = b""
+
+    def read_until(marker, seconds=60):
+        nonlocal output
+        while marker.encode() not in output:
+            ready, _, _ = select.select([leader], [], [], seconds)
+            if not ready:
+                return False
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                return False
+            if not chunk:
+                return False
+            output += chunk
+        return True
+
+    check(read_until(prompt), f"no interactive prompt on a terminal: {output!r}")
+    os.write(leader, b"First Citizen:\n")
+    check(read_until("Megatron-LM:") and read_until(prompt),
+          f"no continuation and second prompt: {output!r}")
+    os.write(leader, b"stop\n")
+    code = process.wait(timeout=60)
+    os.close(leader)
+    check(code == 0, f"`stop` exited {code}: {process.stderr.read()!r}")
+    text = output.decode().replace("\r\n", "\n")
+    record, tie = oracle_record(weights, encoding, "First Citizen:")
+    continuation = record.split("\n\nMegatron-LM:", 1)[1]
+    check(tie or f"Megatron-LM: {continuation}" in text,
+          f"interactive continuation differs from the oracle's {continuation!r}: {text!r}")
+    print("interactive: a terminal gets upstream's prompt, the greedy continuation, `stop` exits")
+
+
 def check_sampling(work):
     def sample(seed, name):
         run_generate(work, ["--num-samples", "5", "--micro-batch-size", "2", "--top_k", "50",
@@ -109,6 +157,7 @@ def main():
         weights = lib.pretrain_tiny(work)
         encoding = lib.gpt2_encoding()
         check_greedy(work, weights, encoding)
+        check_interactive(work, weights, encoding)
         check_sampling(work)
         check_bad_inputs(work)
     lib.finish("generate matches the PyTorch oracle")
