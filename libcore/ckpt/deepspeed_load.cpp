@@ -276,9 +276,10 @@ class Loader {
     }
   }
 
-  // apex FusedAdam over one flat tensor per group; the moments hold `length(g)` elements.
-  template <typename Length>
-  void load_flat_adam(const io::TorchFile& file, const ValueRef& base, Length length) {
+  // apex FusedAdam over one flat tensor per group; group g's moments hold `length(g)` elements,
+  // which `place(bytes, g, buffer)` plans to copy into the state's buffer.
+  template <typename Length, typename Place>
+  void load_flat_adam(const io::TorchFile& file, const ValueRef& base, Length length, Place place) {
     const ValueRef state = base["state"];
     const ValueRef param_groups = base["param_groups"];
     if (param_groups.list_size() != groups_.size() || state.dict_size() != groups_.size()) {
@@ -290,8 +291,7 @@ class Loader {
       const ValueRef moments = state.at_int_key(index);
       for (const auto& [key, flat] :
            {std::pair{"exp_avg", &state_.exp_avg}, std::pair{"exp_avg_sq", &state_.exp_avg_sq}}) {
-        plan_unpack(tensor_data(file, moments[key], tensor::DType::kFloat32, {length(groups_[g])}),
-                    groups_[g], *flat);
+        place(tensor_data(file, moments[key], tensor::DType::kFloat32, {length(g)}), g, *flat);
       }
       read_group(param_groups[g], groups_[g], {index});
     }
@@ -320,7 +320,11 @@ class Loader {
       scaler.scale_window = read_integer(optimizer["scale_window"]);
     }
     const auto unpadded = [](const OptimizerGroup& g) { return g.numel; };
-    load_flat_adam(file, optimizer["optimizer_state_dict"], unpadded);
+    load_flat_adam(
+        file, optimizer["optimizer_state_dict"], [this](std::size_t g) { return groups_[g].numel; },
+        [this](std::string_view bytes, std::size_t g, const tensor::Tensor& flat) {
+          plan_unpack(bytes, groups_[g], flat);
+        });
     load_masters(file, optimizer["fp32_groups_flat"], unpadded);
     next_.clip_grad = optimizer["clip_grad"].as_float();
   }
@@ -427,23 +431,11 @@ class Loader {
 
   // apex FusedAdam over this rank's flat partitions: one tensor per group.
   void load_partitioned_adam(const io::TorchFile& file, const ValueRef& base) {
-    const ValueRef state = base["state"];
-    const ValueRef param_groups = base["param_groups"];
-    if (param_groups.list_size() != groups_.size() || state.dict_size() != groups_.size()) {
-      base::fail(base.path(), ": ", param_groups.list_size(), " param groups and ",
-                 state.dict_size(), " states, expected ", groups_.size());
-    }
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      const auto index = static_cast<std::int64_t>(g);
-      const ValueRef moments = state.at_int_key(index);
-      for (const auto& [key, flat] :
-           {std::pair{"exp_avg", &state_.exp_avg}, std::pair{"exp_avg_sq", &state_.exp_avg_sq}}) {
-        copies_.push_back(
-            {tensor_data(file, moments[key], tensor::DType::kFloat32, {zero()[g].partition_numel}),
-             partition_address(*flat, g)});
-      }
-      read_group(param_groups[g], groups_[g], {index});
-    }
+    load_flat_adam(
+        file, base, [this](std::size_t g) { return zero()[g].partition_numel; },
+        [this](std::string_view bytes, std::size_t g, const tensor::Tensor& flat) {
+          copies_.push_back({bytes, partition_address(flat, g)});
+        });
   }
 
   static std::int64_t read_zero_stage(const ValueRef& ref) {
