@@ -118,6 +118,16 @@ resume bf16 "$WORK/bf16.json" --bf16
 [ -e "$WORK/ckpt-bf16/global_step5/bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt" ] ||
   fail "bf16 at D=2 writes one BF16_Optimizer file per rank"
 
+# A D = 2 ZeRO checkpoint resumed on one rank: one line naming the mismatch, nothing written.
+rc=0
+"$MDS_BIN/pretrain" "${flags[@]}" --deepspeed_config "$WORK/z2.json" --train-iters 12 \
+  --load "$WORK/ckpt-z2" --save "$WORK/ckpt-z2" --save-interval 1 > "$WORK/bad.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] || fail "resuming a D=2 ZeRO checkpoint on one rank exited 0"
+grep -q "dp_world_size is 2 but this run has 1 data-parallel ranks" "$WORK/bad.log" ||
+  { cat "$WORK/bad.log"; fail "the D mismatch is not named"; }
+[ "$(cat "$WORK/ckpt-z2/latest")" = global_step5 ] || fail "the refused resume moved latest"
+pass "a D=2 ZeRO checkpoint at D=1 is refused with one line and writes nothing"
+
 # 16-bit at D = 2 against one process: the 16-bit gradient sums round differently.
 for precision in fp16 bf16; do
   run_ranks "$precision-d1" 1 --deepspeed_config "$WORK/$precision.json" --"$precision" \
