@@ -101,7 +101,6 @@ constexpr std::string_view kUnsupportedTopLevel[] = {
     "tensorboard",
     "wandb",
     "csv_monitor",
-    "comms_logger",
     "elasticity",
     "aio",
     "curriculum_learning",
@@ -278,6 +277,25 @@ void parse_pipeline(const Reader& r, const JsonValue& value, int64_t& interval) 
             });
 }
 
+void parse_comms_logger(const Reader& r, const JsonValue& value, CommsLoggerConfig& logger) {
+  r.members(r.block(value, "comms_logger"), "comms_logger",
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
+              if (key == "enabled") {
+                logger.enabled = r.boolean(v, path);
+              } else if (key == "prof_all") {
+                logger.prof_all = r.boolean(v, path);
+              } else if (key == "prof_ops") {
+                if (!v.is_array()) r.wrong_type(path, "a list of operation names", v);
+                logger.prof_ops.clear();
+                for (const JsonValue& op : v.items()) logger.prof_ops.push_back(r.text(op, path));
+              } else if (key == "verbose" || key == "debug") {
+                if (r.boolean(v, path)) r.unsupported(path, "only the end-of-training summary is");
+              } else {
+                r.unknown(path);
+              }
+            });
+}
+
 // The three batch keys may be null (DeepSpeed's "unset").
 std::optional<int64_t> optional_positive(const Reader& r, const JsonValue& value,
                                          const std::string& path) {
@@ -359,6 +377,8 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
       parse_checkpoint(r, v, config.checkpoint);
     } else if (key == "pipeline") {
       parse_pipeline(r, v, config.pipeline_activation_checkpoint_interval);
+    } else if (key == "comms_logger") {
+      parse_comms_logger(r, v, config.comms_logger);
     } else if (key == "zero_allow_untested_optimizer") {
       config.zero_allow_untested_optimizer = r.boolean(v, path);
     } else if (key == "optimizer") {

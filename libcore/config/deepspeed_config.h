@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mds::config {
 
@@ -44,6 +45,14 @@ struct CheckpointConfig {
   bool use_node_local_storage = false;
 };
 
+// "comms_logger" (DeepSpeed's CommsLoggerConfig). mds prints a summary at the end of training when
+// enabled (train/comms_report.h); verbose and debug (per-call lines, caller names) are refused.
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool prof_all = true;
+  std::vector<std::string> prof_ops;  // op names profiled when prof_all is false
+};
+
 struct DeepSpeedConfig {
   std::string source;     // the file name used in messages
   std::string json_text;  // as read, for the ds_config saved in checkpoints
@@ -63,6 +72,7 @@ struct DeepSpeedConfig {
   CheckpointConfig checkpoint;
   int64_t pipeline_activation_checkpoint_interval = 0;
   bool zero_allow_untested_optimizer = false;
+  CommsLoggerConfig comms_logger;
 };
 
 // Parses `json`; `source` names it in every message ("ds_config.json: unknown key 'fp16.foo'").

@@ -32,6 +32,12 @@ std::uint64_t CommStats::total_bytes() const {
   return total;
 }
 
+double CommStats::total_seconds() const {
+  double total = 0.0;
+  for (const double s : wait_seconds) total += s;
+  return total;
+}
+
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     if (impl_) impl_->wait();

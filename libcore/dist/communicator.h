@@ -29,12 +29,25 @@ std::string_view comm_op_name(CommOp op);  // "all_reduce", "reduce_scatter", ..
 // zero-byte synchronisation messages, nothing received). The volumes per call, for n ranks and
 // element size s, are written out in docs/parallelism.md; e.g. reduce_scatter of n·k elements and
 // all_gather of k elements each send (n−1)·k·s bytes.
+// message_bytes sums DeepSpeed's comms_logger msg_size over the calls: the bytes of the tensor
+// argument (all_reduce, broadcast, send, recv), of the input (k elements for all_gather, n·k for
+// reduce_scatter), 0 for barrier.
+// wait_seconds: wall time this rank spent blocked in wait() (the blocking forms and a dropped
+// unfinished Request wait too) until the operation completed, charged to the operation waited on.
+// Each started operation is waited on at most once; time spent starting it, or in test(), is not
+// counted. Waiting advances every operation in flight, so work of another operation that completes
+// meanwhile is charged to the one waited on.
 struct CommStats {
   std::array<std::uint64_t, kNumCommOps> bytes_sent{};
   std::array<std::uint64_t, kNumCommOps> calls{};
+  std::array<std::uint64_t, kNumCommOps> message_bytes{};
+  std::array<double, kNumCommOps> wait_seconds{};
   std::uint64_t bytes(CommOp op) const { return bytes_sent[static_cast<std::size_t>(op)]; }
   std::uint64_t count(CommOp op) const { return calls[static_cast<std::size_t>(op)]; }
+  std::uint64_t message(CommOp op) const { return message_bytes[static_cast<std::size_t>(op)]; }
+  double seconds(CommOp op) const { return wait_seconds[static_cast<std::size_t>(op)]; }
   std::uint64_t total_bytes() const;
+  double total_seconds() const;
 };
 
 // How an implementation completes one started operation.

@@ -169,7 +169,7 @@ Request MpiCommunicator::all_reduce_async(tensor::Tensor data, ReduceOp rop) {
   CommState& c = *state_;
   check_host(c, CommOp::kAllReduce, data);
   check_reduce_dtype(c.name, CommOp::kAllReduce, data.dtype());
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kAllReduce);
+  auto op = std::make_shared<MpiOp>(state_, CommOp::kAllReduce, data.bytes());
   if (c.size > 1) {
     const int tag = take_tag(c);
     const std::int64_t count = data.numel();
@@ -207,7 +207,7 @@ Request MpiCommunicator::reduce_scatter_async(tensor::Tensor input, tensor::Tens
     base::fail("dist: reduce_scatter on group '", c.name, "': input has ", input.numel(),
                " elements, expected ", c.size, " ranks x ", k, " output elements");
   }
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kReduceScatter);
+  auto op = std::make_shared<MpiOp>(state_, CommOp::kReduceScatter, input.bytes());
   const int tag = c.size > 1 ? take_tag(c) : 0;
   post_reduce_to_owner(*op, input, static_cast<std::byte*>(output.raw()), rop, tag, [k](int r) {
     return Chunk{r * k, k};
@@ -228,7 +228,7 @@ Request MpiCommunicator::all_gather_async(tensor::Tensor input, tensor::Tensor o
   }
   std::byte* own = at(output, c.rank * k);
   if (own != input.raw() && k > 0) std::memmove(own, input.raw(), bytes_of(input, k));
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kAllGather);
+  auto op = std::make_shared<MpiOp>(state_, CommOp::kAllGather, input.bytes());
   if (c.size > 1) {
     const int tag = take_tag(c);
     for (int p = 0; p < c.size; ++p) {
@@ -245,7 +245,7 @@ Request MpiCommunicator::broadcast_async(tensor::Tensor data, int root) {
   CommState& c = *state_;
   check_host(c, CommOp::kBroadcast, data);
   check_peer(c, CommOp::kBroadcast, root);
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kBroadcast);
+  auto op = std::make_shared<MpiOp>(state_, CommOp::kBroadcast, data.bytes());
   if (c.size > 1) {
     const int tag = take_tag(c);
     if (c.rank == root) {
@@ -276,7 +276,7 @@ Request MpiCommunicator::point_to_point_async(CommOp kind, tensor::Tensor data, 
     base::fail("dist: ", comm_op_name(kind), " on group '", c.name, "': tag ", tag,
                " outside [0, 32767]");
   }
-  auto op = std::make_shared<MpiOp>(state_, kind);
+  auto op = std::make_shared<MpiOp>(state_, kind, data.bytes());
   if (kind == CommOp::kSend) {
     op->post_send(c.point_to_point, data.raw(), data.bytes(), peer, tag);
   } else {
@@ -288,7 +288,7 @@ Request MpiCommunicator::point_to_point_async(CommOp kind, tensor::Tensor data, 
 
 Request MpiCommunicator::barrier_async() {
   CommState& c = *state_;
-  auto op = std::make_shared<MpiOp>(state_, CommOp::kBarrier);
+  auto op = std::make_shared<MpiOp>(state_, CommOp::kBarrier, 0);
   if (c.size > 1) {
     // Everyone reports to rank 0, which releases everyone once all have arrived.
     const int tag = take_tag(c);

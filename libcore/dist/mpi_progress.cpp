@@ -29,8 +29,10 @@ CommState::~CommState() {
   if (point_to_point != MPI_COMM_NULL) MPI_Comm_free(&point_to_point);
 }
 
-MpiOp::MpiOp(std::shared_ptr<CommState> comm, CommOp op) : comm_(std::move(comm)), op_(op) {
+MpiOp::MpiOp(std::shared_ptr<CommState> comm, CommOp op, std::uint64_t message_bytes)
+    : comm_(std::move(comm)), op_(op) {
   comm_->stats.calls[static_cast<std::size_t>(op)] += 1;
+  comm_->stats.message_bytes[static_cast<std::size_t>(op)] += message_bytes;
 }
 
 void MpiOp::post_send(MPI_Comm comm, const void* data, std::size_t bytes, int peer, int tag) {
@@ -114,8 +116,11 @@ void ProgressEngine::wait(MpiOp& op) {
   const auto limit = std::chrono::duration<double>(op.comm().timeout_s);
   for (long polls = 0;; ++polls) {
     progress();
-    if (op.done()) return;
     const std::chrono::duration<double> waited = Clock::now() - start;
+    if (op.done()) {
+      op.comm().stats.wait_seconds[static_cast<std::size_t>(op.kind())] += waited.count();
+      return;
+    }
     if (waited > limit) {
       std::fprintf(stderr, "%s\n", op.timeout_message(op.comm().timeout_s).c_str());
       std::fflush(stderr);

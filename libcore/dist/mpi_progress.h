@@ -2,6 +2,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -37,7 +38,8 @@ struct CommState {
 // transfers posted before it have completed (a step may post further transfers).
 class MpiOp {
  public:
-  MpiOp(std::shared_ptr<CommState> comm, CommOp op);
+  // Counts one call of `op` carrying `message_bytes` (CommStats::message_bytes).
+  MpiOp(std::shared_ptr<CommState> comm, CommOp op, std::uint64_t message_bytes);
   MpiOp(const MpiOp&) = delete;
   MpiOp& operator=(const MpiOp&) = delete;
 
@@ -53,6 +55,7 @@ class MpiOp {
   std::string timeout_message(double waited_s) const;
 
   CommState& comm() { return *comm_; }
+  CommOp kind() const { return op_; }
   std::vector<std::byte> scratch;
 
  private:
@@ -75,8 +78,9 @@ class ProgressEngine {
  public:
   void add(std::shared_ptr<MpiOp> op);
   void progress();
-  // Returns once `op` is done; past its communicator's timeout, prints the op's timeout line to
-  // stderr and calls MPI_Abort (the job exits non-zero).
+  // Returns once `op` is done, adding the time blocked to its kind's CommStats::wait_seconds;
+  // past its communicator's timeout, prints the op's timeout line to stderr and calls MPI_Abort
+  // (the job exits non-zero).
   void wait(MpiOp& op);
 
  private:

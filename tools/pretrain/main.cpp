@@ -35,6 +35,7 @@
 #include "model/param_table.h"
 #include "text/tokenizer_factory.h"
 #include "train/batch_rampup.h"
+#include "train/comms_report.h"
 #include "train/model_args.h"
 #include "train/trainer.h"
 
@@ -300,7 +301,10 @@ int run(int argc, char** argv, Processes& processes) {
       saver = std::make_unique<ckpt::TrainerCheckpointSaver>(
           *args.save, run_description, save_options, log, processes.world.get());
     }
+    const train::CommsLogger comms(ds_config.comms_logger, groups, processes.world.get(),
+                                   trainer.progress().iteration);
     const train::StopReason reason = trainer.train(saver.get());
+    comms.report(log, trainer.progress().iteration);
     if (reason == train::StopReason::kSignal) {
       log.note("stopped by signal " + std::to_string(base::stop_signal_received()) +
                " after iteration " + std::to_string(trainer.progress().iteration) +
