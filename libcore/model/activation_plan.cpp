@@ -11,6 +11,13 @@ using tensor::DType;
 using tensor::Shape;
 using tensor::Tensor;
 
+StageLayers StageLayers::of(const GptConfig& config) {
+  const auto local = [&](std::int64_t spec) {
+    return std::clamp<std::int64_t>(spec - GptConfig::layer_spec(0), 0, config.num_layers);
+  };
+  return {local(config.stage_first_spec), local(config.stage_end())};
+}
+
 std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options) {
   const GptConfig& c = options.config;
   std::vector<LayerChunk> chunks;
@@ -18,7 +25,8 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options) {
     for (std::int64_t layer = first; layer < end; ++layer) chunks.push_back({layer, layer + 1});
   };
   if (!options.checkpoint_activations) {
-    single_layers(0, c.num_layers);
+    const StageLayers stage = StageLayers::of(c);
+    single_layers(stage.first, stage.end);
     return chunks;
   }
   const std::int64_t k = options.checkpoint_num_layers;
@@ -47,22 +55,20 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options) {
 // to plan the arena and once to point the views at it.
 template <typename Visit>
 void Activations::lay_out(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
-                          Views& v, Visit&& visit) {
+                          int num_buffers, Views& v, Visit&& visit) {
   const GptConfig& c = options.config;
   const std::int64_t s = c.seq_length, b = options.micro_batch_size, h = c.hidden_size;
   // This TP rank's heads, attention width, MLP width and vocabulary columns.
   const std::int64_t n = c.local_heads(), attention = c.local_hidden(), f = c.local_ffn();
-  const std::int64_t vocab = c.local_vocab(), layers = c.num_layers;
+  const std::int64_t vocab = c.local_vocab();
+  const StageLayers stage = StageLayers::of(c);
+  const bool owns_embedding = c.stage_owns(GptConfig::kEmbeddingSpec);
+  const bool owns_head = c.stage_owns(c.head_spec());
   const auto fp32 = [&](Tensor& t, const std::string& name, Shape shape) {
     visit(t, name, DType::kFloat32, shape);
   };
   const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s};
   const Shape qkv{s, b, 3 * attention}, context{s, b, attention};
-
-  visit(v.inputs.tokens, "tokens", DType::kInt64, tokens);
-  visit(v.inputs.positions, "position_ids", DType::kInt64, tokens);
-  visit(v.inputs.labels, "labels", DType::kInt64, tokens);
-  fp32(v.inputs.loss_mask, "loss_mask", tokens);
 
   const auto layer_set = [&](LayerActivations& a, const std::string& p) {
     fp32(a.ln1, p + "ln1", hidden);
@@ -80,16 +86,16 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   };
 
   // A recomputed chunk of k layers uses shared sets 0..k-1 and shared inputs for positions
-  // 1..k-1; its first input is kept per chunk, as is every other layer's input and set.
+  // 1..k-1, refilled inside its backward; its first input is kept per chunk and buffer, as is
+  // every other layer's input and set.
   std::int64_t shared_count = 0;
+  std::size_t own_sets = 0;
   for (const LayerChunk& chunk : chunks) {
     if (chunk.recompute) shared_count = std::max(shared_count, chunk.end - chunk.first);
+    own_sets += chunk.recompute ? 0 : 1;
   }
-  v.layer_inputs.assign(static_cast<std::size_t>(layers) + 1, Tensor{});
-  v.set_of_layer.assign(static_cast<std::size_t>(layers), 0);
-  std::size_t own_sets = 0;
-  for (const LayerChunk& chunk : chunks) own_sets += chunk.recompute ? 0 : 1;
-  v.sets.assign(own_sets + static_cast<std::size_t>(shared_count), LayerActivations{});
+  const auto buffers = static_cast<std::size_t>(num_buffers);
+  v.sets.assign(static_cast<std::size_t>(shared_count) + buffers * own_sets, LayerActivations{});
   std::vector<Tensor> shared_inputs(
       static_cast<std::size_t>(std::max<std::int64_t>(shared_count, 1)));
   for (std::int64_t j = 1; j < shared_count; ++j) {
@@ -97,41 +103,59 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
          hidden);
   }
   for (std::int64_t j = 0; j < shared_count; ++j) {
-    layer_set(v.sets[own_sets + static_cast<std::size_t>(j)],
-              "recompute." + std::to_string(j) + ".");
-  }
-  std::size_t next_own = 0;
-  for (const LayerChunk& chunk : chunks) {
-    for (std::int64_t layer = chunk.first; layer < chunk.end; ++layer) {
-      const auto index = static_cast<std::size_t>(layer);
-      const std::string prefix = "layer." + std::to_string(layer) + ".";
-      const std::int64_t position = layer - chunk.first;
-      if (chunk.recompute && position > 0) {
-        v.layer_inputs[index] = shared_inputs[static_cast<std::size_t>(position)];
-      } else {
-        fp32(v.layer_inputs[index], prefix + "input", hidden);
-      }
-      if (chunk.recompute) {
-        v.set_of_layer[index] = own_sets + static_cast<std::size_t>(position);
-      } else {
-        v.set_of_layer[index] = next_own;
-        layer_set(v.sets[next_own++], prefix);
-      }
-    }
+    layer_set(v.sets[static_cast<std::size_t>(j)], "recompute." + std::to_string(j) + ".");
   }
 
-  HeadActivations& head = v.head;
-  fp32(head.input, "head.input", hidden);
-  v.layer_inputs[static_cast<std::size_t>(layers)] = head.input;
-  fp32(head.ln, "head.ln", hidden);
-  fp32(head.ln_mean, "head.ln_mean", tokens);
-  fp32(head.ln_rstd, "head.ln_rstd", tokens);
-  fp32(head.logits, "head.logits", Shape{s, b, vocab});
-  fp32(head.max, "head.max", tokens);
-  fp32(head.target_logit, "head.target_logit", tokens);
-  fp32(head.sum_exp, "head.sum_exp", tokens);
-  fp32(head.loss, "head.loss", tokens);
-  fp32(head.dloss, "head.dloss", tokens);
+  HeadActivations head;
+  if (owns_head) {
+    fp32(head.ln, "head.ln", hidden);
+    fp32(head.ln_mean, "head.ln_mean", tokens);
+    fp32(head.ln_rstd, "head.ln_rstd", tokens);
+    fp32(head.logits, "head.logits", Shape{s, b, vocab});
+    fp32(head.max, "head.max", tokens);
+    fp32(head.target_logit, "head.target_logit", tokens);
+    fp32(head.sum_exp, "head.sum_exp", tokens);
+    fp32(head.loss, "head.loss", tokens);
+    fp32(head.dloss, "head.dloss", tokens);
+  }
+
+  v.buffers.assign(buffers, BufferViews{});
+  std::size_t next_own = static_cast<std::size_t>(shared_count);
+  for (std::size_t k = 0; k < buffers; ++k) {
+    BufferViews& buffer = v.buffers[k];
+    const std::string tag = "buffer." + std::to_string(k) + ".";
+    if (owns_embedding) {
+      visit(buffer.inputs.tokens, tag + "tokens", DType::kInt64, tokens);
+      visit(buffer.inputs.positions, tag + "position_ids", DType::kInt64, tokens);
+    }
+    if (owns_head) {
+      visit(buffer.inputs.labels, tag + "labels", DType::kInt64, tokens);
+      fp32(buffer.inputs.loss_mask, tag + "loss_mask", tokens);
+    }
+    buffer.hidden.assign(static_cast<std::size_t>(stage.count()) + 1, Tensor{});
+    buffer.set_of_layer.assign(static_cast<std::size_t>(stage.count()), 0);
+    for (const LayerChunk& chunk : chunks) {
+      for (std::int64_t layer = chunk.first; layer < chunk.end; ++layer) {
+        const auto local = static_cast<std::size_t>(layer - stage.first);
+        const std::string prefix = tag + "layer." + std::to_string(layer) + ".";
+        const std::int64_t position = layer - chunk.first;
+        if (chunk.recompute && position > 0) {
+          buffer.hidden[local] = shared_inputs[static_cast<std::size_t>(position)];
+        } else {
+          fp32(buffer.hidden[local], prefix + "input", hidden);
+        }
+        if (chunk.recompute) {
+          buffer.set_of_layer[local] = static_cast<std::size_t>(position);
+        } else {
+          buffer.set_of_layer[local] = next_own;
+          layer_set(v.sets[next_own++], prefix);
+        }
+      }
+    }
+    fp32(buffer.hidden.back(), tag + "output", hidden);
+    buffer.head = head;
+    buffer.head.input = buffer.hidden.back();
+  }
 
   Workspace& w = v.workspace;
   fp32(w.grad, "workspace.grad", hidden);
@@ -146,43 +170,80 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
 }
 
 tensor::ArenaPlan Activations::plan(const ModelOptions& options,
-                                    const std::vector<LayerChunk>& chunks) {
+                                    const std::vector<LayerChunk>& chunks, int num_buffers) {
   tensor::ArenaPlan arena_plan;
   Views scratch;
-  lay_out(options, chunks, scratch,
+  lay_out(options, chunks, num_buffers, scratch,
           [&](Tensor&, const std::string& name, DType dtype, Shape shape) {
             arena_plan.add(name, dtype, shape);
           });
   return arena_plan;
 }
 
-std::size_t Activations::planned_bytes(const ModelOptions& options) {
-  validate(options);
-  return plan(options, checkpoint_chunks(options)).total_bytes();
+namespace {
+
+int checked_buffers(int num_buffers) {
+  if (num_buffers < 1) base::fail("Activations: num_buffers must be at least 1, got ", num_buffers);
+  return num_buffers;
 }
 
-Activations::Activations(const ModelOptions& options)
-    : chunks_((validate(options), checkpoint_chunks(options))),
-      arena_(plan(options, chunks_), tensor::Device{}, "GptModel activations") {
+}  // namespace
+
+std::size_t Activations::planned_bytes(const ModelOptions& options, int num_buffers) {
+  validate(options);
+  return plan(options, checkpoint_chunks(options), checked_buffers(num_buffers)).total_bytes();
+}
+
+Activations::Activations(const ModelOptions& options, int num_buffers)
+    : stage_((validate(options), StageLayers::of(options.config))),
+      chunks_(checkpoint_chunks(options)),
+      arena_(plan(options, chunks_, checked_buffers(num_buffers)), tensor::Device{},
+             "GptModel activations") {
   std::size_t slot = 0;
-  lay_out(options, chunks_, views_,
+  lay_out(options, chunks_, num_buffers, views_,
           [&](Tensor& view, const std::string&, DType, Shape) { view = arena_[slot++]; });
 }
 
-const Tensor& Activations::layer_input(std::int64_t layer) const {
-  if (layer < 0 || layer >= static_cast<std::int64_t>(views_.set_of_layer.size()))
-    base::fail("Activations: layer ", layer, " is out of range");
-  return views_.layer_inputs[static_cast<std::size_t>(layer)];
+const Activations::BufferViews& Activations::buffer(int buffer) const {
+  if (buffer < 0 || buffer >= num_buffers())
+    base::fail("Activations: pipe buffer ", buffer, " is outside [0, ", num_buffers(), ")");
+  return views_.buffers[static_cast<std::size_t>(buffer)];
 }
 
-const Tensor& Activations::layer_output(std::int64_t layer) const {
-  layer_input(layer);  // range check
-  return views_.layer_inputs[static_cast<std::size_t>(layer) + 1];
+std::size_t Activations::local_layer(std::int64_t layer) const {
+  if (layer < stage_.first || layer >= stage_.end) {
+    base::fail("Activations: layer ", layer, " is not one of the stage's layers [", stage_.first,
+               ", ", stage_.end, ")");
+  }
+  return static_cast<std::size_t>(layer - stage_.first);
 }
 
-const LayerActivations& Activations::layer(std::int64_t layer) const {
-  layer_input(layer);
-  return views_.sets[views_.set_of_layer[static_cast<std::size_t>(layer)]];
+const InputActivations& Activations::inputs(int buffer) const {
+  return this->buffer(buffer).inputs;
+}
+
+const Tensor& Activations::stage_input(int buffer) const {
+  return this->buffer(buffer).hidden.front();
+}
+
+const Tensor& Activations::stage_output(int buffer) const {
+  return this->buffer(buffer).hidden.back();
+}
+
+const Tensor& Activations::layer_input(int buffer, std::int64_t layer) const {
+  return this->buffer(buffer).hidden[local_layer(layer)];
+}
+
+const Tensor& Activations::layer_output(int buffer, std::int64_t layer) const {
+  return this->buffer(buffer).hidden[local_layer(layer) + 1];
+}
+
+const LayerActivations& Activations::layer(int buffer, std::int64_t layer) const {
+  return views_.sets[this->buffer(buffer).set_of_layer[local_layer(layer)]];
+}
+
+const HeadActivations& Activations::head(int buffer) const {
+  return this->buffer(buffer).head;
 }
 
 }  // namespace mds::model

@@ -59,46 +59,78 @@ struct LayerChunk {
   bool recompute = false;
 };
 
+// The transformer layers [first, end) of the stage's spec range (all of them for P = 1).
+struct StageLayers {
+  std::int64_t first = 0;
+  std::int64_t end = 0;
+  std::int64_t count() const { return end - first; }
+  static StageLayers of(const GptConfig& config);
+};
+
 // DeepSpeed's rule for GPTModelPipe (training.md §6): the stage's specs are cut into chunks of
 // checkpoint_num_layers specs counted from the stage's first spec, and a chunk is recomputed only
 // if every spec in it is a transformer layer. Layers outside recomputed chunks come one per chunk.
+// Only the stage's own layers appear.
 std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options);
 
-// Every activation of a micro-batch in one arena planned from the options: training allocates
-// nothing per step. Layers of a recomputed chunk share one set of activation tensors per position
-// in the chunk, so memory grows with the number of chunks instead of layers.
+// Every activation of the stage's micro-batches in flight in one arena planned from the options:
+// training allocates nothing per step. Each of `num_buffers` pipe buffers (training.md §3.3)
+// keeps what one micro-batch's backward reads: its inputs, the input of every layer (of every
+// chunk when recomputing), the non-recomputed layers' sets and the stage's output. Shared by the
+// buffers: the workspace, the sets a recomputed chunk refills inside its backward, and the head
+// (logits and loss), because the stage owning the head runs each micro-batch's backward right
+// after its forward (1F1B). Layers of a recomputed chunk share one set of activation tensors per
+// position in the chunk, so memory grows with the number of chunks instead of layers.
 class Activations {
  public:
   // Fails with the bytes needed when the arena cannot be allocated.
-  explicit Activations(const ModelOptions& options);
+  explicit Activations(const ModelOptions& options, int num_buffers = 1);
   // The bytes the arena for these options needs, without allocating it.
-  static std::size_t planned_bytes(const ModelOptions& options);
+  static std::size_t planned_bytes(const ModelOptions& options, int num_buffers = 1);
 
   std::size_t bytes() const { return arena_.bytes(); }
+  int num_buffers() const { return static_cast<int>(views_.buffers.size()); }
+  const StageLayers& stage_layers() const { return stage_; }
   const std::vector<LayerChunk>& chunks() const { return chunks_; }
-  const InputActivations& inputs() const { return views_.inputs; }
-  // The tensor layer `layer` reads its input from; its output goes to layer_output(layer).
-  const tensor::Tensor& layer_input(std::int64_t layer) const;
-  const tensor::Tensor& layer_output(std::int64_t layer) const;
-  const LayerActivations& layer(std::int64_t layer) const;
-  const HeadActivations& head() const { return views_.head; }
+  // Tokens and positions exist on the stage owning the embedding, labels and the loss mask on
+  // the one owning the head; the others are empty tensors.
+  const InputActivations& inputs(int buffer) const;
+  // [s, b, h]: the first layer's input (the embedding's output or the previous stage's output),
+  // and the stage's output (the last layer's output, the head's input on the last stage). They
+  // are the same tensor on a stage without transformer layers.
+  const tensor::Tensor& stage_input(int buffer) const;
+  const tensor::Tensor& stage_output(int buffer) const;
+  // The tensor layer `layer` (global index, one of the stage's) reads its input from; its output
+  // goes to layer_output(buffer, layer).
+  const tensor::Tensor& layer_input(int buffer, std::int64_t layer) const;
+  const tensor::Tensor& layer_output(int buffer, std::int64_t layer) const;
+  const LayerActivations& layer(int buffer, std::int64_t layer) const;
+  // Empty tensors, head.input aside, on a stage without the head.
+  const HeadActivations& head(int buffer) const;
   const Workspace& workspace() const { return views_.workspace; }
 
  private:
+  struct BufferViews {
+    InputActivations inputs;
+    std::vector<tensor::Tensor> hidden;     // stage layer count + 1: the last is the stage output
+    std::vector<std::size_t> set_of_layer;  // by local layer, into Views::sets
+    HeadActivations head;                   // the shared head with this buffer's input
+  };
   // The views into the arena; laid out by one walk over the options (activation_plan.cpp).
   struct Views {
-    InputActivations inputs;
-    std::vector<tensor::Tensor> layer_inputs;  // layer count + 1: the last is the head's input
+    std::vector<BufferViews> buffers;
     std::vector<LayerActivations> sets;
-    std::vector<std::size_t> set_of_layer;
-    HeadActivations head;
     Workspace workspace;
   };
   template <typename Visit>
   static void lay_out(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
-                      Views& views, Visit&& visit);
-  static tensor::ArenaPlan plan(const ModelOptions& options, const std::vector<LayerChunk>& chunks);
+                      int num_buffers, Views& views, Visit&& visit);
+  static tensor::ArenaPlan plan(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
+                                int num_buffers);
+  const BufferViews& buffer(int buffer) const;
+  std::size_t local_layer(std::int64_t layer) const;
 
+  StageLayers stage_;
   std::vector<LayerChunk> chunks_;
   tensor::Arena arena_;
   Views views_;

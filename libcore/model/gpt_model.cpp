@@ -6,6 +6,7 @@
 #include "model/embedding_layer.h"
 #include "model/lm_head.h"
 #include "ops/attention.h"
+#include "ops/elementwise.h"
 
 namespace mds::model {
 
@@ -19,6 +20,9 @@ namespace {
 template <typename T>
 void transpose_in(Tensor dst, const Tensor& src, const char* field, std::int64_t limit) {
   const std::int64_t s = dst.dim(0), b = dst.dim(1);
+  if (src.raw() == nullptr) {
+    base::fail("MicroBatch.", field, " is missing; this pipeline stage reads it");
+  }
   if (src.dtype() != tensor::dtype_of<T>()) {
     base::fail("MicroBatch.", field, ": expected ", tensor::dtype_name(tensor::dtype_of<T>()),
                ", got ", tensor::dtype_name(src.dtype()));
@@ -46,10 +50,12 @@ void transpose_in(Tensor dst, const Tensor& src, const char* field, std::int64_t
 }  // namespace
 
 GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
-                   dist::Communicator* tensor_parallel)
+                   dist::Communicator* tensor_parallel, int num_buffers)
     : options_((validate(options), options)),
       table_size_(table.size()),
       table_numel_(table.buffer_numel()),
+      owns_embedding_(options_.config.stage_owns(GptConfig::kEmbeddingSpec)),
+      owns_head_(options_.config.stage_owns(options_.config.head_spec())),
       tp_(tensor_parallel) {
   const GptConfig& c = options_.config;
   const int tp_ranks = tensor_parallel != nullptr ? tensor_parallel->size() : 1;
@@ -58,24 +64,34 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
     base::fail("GptModel: the model is TP rank ", c.tp_rank, " of ", c.tensor_parallel_size,
                " but its TP group makes it rank ", tp_rank, " of ", tp_ranks);
   }
-  const std::int64_t embed = GptConfig::kEmbeddingSpec;
-  index_.word = table.index_of(embed, "word_embeddings.weight");
-  index_.position = table.index_of(embed, "position_embeddings.weight");
-  index_.final_ln_weight = table.index_of(c.final_layernorm_spec(), "weight");
-  index_.final_ln_bias = table.index_of(c.final_layernorm_spec(), "bias");
-  for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
-    index_.layers.push_back(LayerParamIndex::find(table, layer));
-  }
+  if (num_buffers < 1) base::fail("GptModel: num_buffers must be at least 1, got ", num_buffers);
   const auto expect_shape = [&](std::size_t index, tensor::Shape shape) {
     if (!(table[index].local_shape == shape)) {
       base::fail("GptModel: parameter ", table[index].engine_name(), " has shape ",
                  table[index].local_shape.to_string(), " but the options need ", shape.to_string());
     }
   };
-  expect_shape(index_.word, {c.local_vocab(), c.hidden_size});
-  expect_shape(index_.position, {c.max_position_embeddings, c.hidden_size});
-  expect_shape(index_.layers[0].fc1_weight, {c.local_ffn(), c.hidden_size});
-  activations_ = std::make_unique<Activations>(options_);
+  const std::int64_t embed = GptConfig::kEmbeddingSpec;
+  if (owns_embedding_ || owns_head_) {
+    index_.word = table.index_of(embed, "word_embeddings.weight");
+    expect_shape(index_.word, {c.local_vocab(), c.hidden_size});
+  }
+  if (owns_embedding_) {
+    index_.position = table.index_of(embed, "position_embeddings.weight");
+    expect_shape(index_.position, {c.max_position_embeddings, c.hidden_size});
+  }
+  if (owns_head_) {
+    index_.final_ln_weight = table.index_of(c.final_layernorm_spec(), "weight");
+    index_.final_ln_bias = table.index_of(c.final_layernorm_spec(), "bias");
+  }
+  const StageLayers stage = StageLayers::of(c);
+  for (std::int64_t layer = stage.first; layer < stage.end; ++layer) {
+    index_.layers.push_back(LayerParamIndex::find(table, layer));
+  }
+  if (!index_.layers.empty())
+    expect_shape(index_.layers[0].fc1_weight, {c.local_ffn(), c.hidden_size});
+  activations_ = std::make_unique<Activations>(options_, num_buffers);
+  buffers_.assign(static_cast<std::size_t>(num_buffers), BufferState{});
 }
 
 void GptModel::check_buffer(const ParamBuffer& buffer, const char* role) const {
@@ -89,14 +105,54 @@ void GptModel::check_buffer(const ParamBuffer& buffer, const char* role) const {
   }
 }
 
-void GptModel::load_batch(const MicroBatch& batch) {
-  const InputActivations& in = activations_->inputs();
+void GptModel::check_whole_model(const char* call) const {
+  if (!owns_embedding_ || !owns_head_) {
+    base::fail("GptModel::", call, " runs the whole model, but this is pipeline stage [",
+               options_.config.stage_first_spec, ", ", options_.config.stage_end(),
+               "); use forward_stage and backward_stage");
+  }
+}
+
+void GptModel::check_hidden(const Tensor& hidden, bool wanted, const char* role) const {
+  const bool given = hidden.raw() != nullptr;
+  if (!wanted) {
+    if (given) {
+      base::fail("GptModel: ", role, " must be empty on pipeline stage [",
+                 options_.config.stage_first_spec, ", ", options_.config.stage_end(), ")");
+    }
+    return;
+  }
+  const tensor::Shape expected{options_.config.seq_length, options_.micro_batch_size,
+                               options_.config.hidden_size};
+  if (!given || hidden.dtype() != DType::kFloat32 || !(hidden.shape() == expected) ||
+      hidden.device() != tensor::Device{}) {
+    base::fail("GptModel: ", role, " must be a host fp32 ", expected.to_string(),
+               " tensor on pipeline stage [", options_.config.stage_first_spec, ", ",
+               options_.config.stage_end(), "), got ",
+               given ? tensor::dtype_name(hidden.dtype()) : "none", " ",
+               hidden.shape().to_string());
+  }
+}
+
+int GptModel::checked_pipe_buffer(int buffer) const {
+  if (buffer < 0 || buffer >= num_buffers()) {
+    base::fail("GptModel: pipe buffer ", buffer, " is outside [0, ", num_buffers(), ")");
+  }
+  return buffer;
+}
+
+void GptModel::load_batch(int buffer, const MicroBatch& batch) {
+  const InputActivations& in = activations_->inputs(buffer);
   const GptConfig& c = options_.config;
-  transpose_in<std::int64_t>(in.tokens, batch.tokens, "tokens", c.padded_vocab_size);
-  transpose_in<std::int64_t>(in.positions, batch.position_ids, "position_ids",
-                             c.max_position_embeddings);
-  transpose_in<std::int64_t>(in.labels, batch.labels, "labels", c.padded_vocab_size);
-  transpose_in<float>(in.loss_mask, batch.loss_mask, "loss_mask", 0);
+  if (owns_embedding_) {
+    transpose_in<std::int64_t>(in.tokens, batch.tokens, "tokens", c.padded_vocab_size);
+    transpose_in<std::int64_t>(in.positions, batch.position_ids, "position_ids",
+                               c.max_position_embeddings);
+  }
+  if (owns_head_) {
+    transpose_in<std::int64_t>(in.labels, batch.labels, "labels", c.padded_vocab_size);
+    transpose_in<float>(in.loss_mask, batch.loss_mask, "loss_mask", 0);
+  }
 }
 
 LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropout) const {
@@ -118,66 +174,127 @@ LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropo
   return setup;
 }
 
-void GptModel::forward_layer(const ParamBuffer& params, std::int64_t layer,
-                             const DropoutContext& dropout) {
-  const Activations& a = *activations_;
-  transformer_layer_forward(
-      layer_setup(layer, dropout),
-      LayerWeights::view(params, index_.layers[static_cast<std::size_t>(layer)]), a.layer(layer),
-      a.workspace(), a.layer_input(layer), a.layer_output(layer));
+const LayerParamIndex& GptModel::layer_index(std::int64_t layer) const {
+  return index_.layers[static_cast<std::size_t>(layer - activations_->stage_layers().first)];
 }
 
-float GptModel::forward(const ParamBuffer& params, const DropoutContext& dropout) {
+void GptModel::forward_layer(int buffer, const ParamBuffer& params, std::int64_t layer) {
   const Activations& a = *activations_;
-  embedding_layer_forward(a.layer_input(0), a.inputs(), params.view(index_.word),
-                          params.view(index_.position),
-                          embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
-                          options_.config.vocab_start(), options_.config.padded_vocab_size);
-  for (std::int64_t layer = 0; layer < options_.config.num_layers; ++layer) {
-    forward_layer(params, layer, dropout);
+  const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
+  transformer_layer_forward(layer_setup(layer, dropout),
+                            LayerWeights::view(params, layer_index(layer)), a.layer(buffer, layer),
+                            a.workspace(), a.layer_input(buffer, layer),
+                            a.layer_output(buffer, layer));
+}
+
+float GptModel::forward(int buffer, const ParamBuffer& params) {
+  const Activations& a = *activations_;
+  const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
+  if (owns_embedding_) {
+    embedding_layer_forward(a.stage_input(buffer), a.inputs(buffer), params.view(index_.word),
+                            params.view(index_.position),
+                            embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
+                            options_.config.vocab_start(), options_.config.padded_vocab_size);
   }
-  return lm_head_forward(a.head(), a.inputs(), params.view(index_.final_ln_weight),
+  const StageLayers& stage = a.stage_layers();
+  for (std::int64_t layer = stage.first; layer < stage.end; ++layer) {
+    forward_layer(buffer, params, layer);
+  }
+  if (!owns_head_) return 0.0f;
+  head_buffer_ = buffer;
+  return lm_head_forward(a.head(buffer), a.inputs(buffer), params.view(index_.final_ln_weight),
                          params.view(index_.final_ln_bias), params.view(index_.word),
                          options_.layernorm_epsilon, tp_, options_.config.vocab_start());
 }
 
-float GptModel::forward_backward(const ParamBuffer& params, const ParamBuffer& grads,
-                                 const MicroBatch& batch, const DropoutContext& dropout,
-                                 float loss_scale) {
-  check_buffer(params, "params");
-  check_buffer(grads, "grads");
-  load_batch(batch);
-  const float loss = forward(params, dropout);
-
+void GptModel::backward(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
+                        float loss_scale) {
   const Activations& a = *activations_;
-  lm_head_backward(a.head(), a.inputs(), a.workspace(), params.view(index_.final_ln_weight),
-                   params.view(index_.word), grads.view(index_.final_ln_weight),
-                   grads.view(index_.final_ln_bias), grads.view(index_.word), loss_scale, tp_,
-                   options_.config.vocab_start());
+  const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
+  if (owns_head_) {
+    lm_head_backward(a.head(buffer), a.inputs(buffer), a.workspace(),
+                     params.view(index_.final_ln_weight), params.view(index_.word),
+                     grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
+                     grads.view(index_.word), loss_scale, tp_, options_.config.vocab_start());
+    head_buffer_ = -1;  // the backward overwrote the logits with their gradient
+  }
   const std::vector<LayerChunk>& chunks = a.chunks();
   for (auto chunk = chunks.rbegin(); chunk != chunks.rend(); ++chunk) {
     // A recomputed chunk kept only its input: run its forward again (same dropout streams, so
     // the same masks) to refill the shared activations, then go back through it.
     if (chunk->recompute) {
       for (std::int64_t layer = chunk->first; layer < chunk->end; ++layer) {
-        forward_layer(params, layer, dropout);
+        forward_layer(buffer, params, layer);
       }
     }
     for (std::int64_t layer = chunk->end - 1; layer >= chunk->first; --layer) {
-      const LayerParamIndex& index = index_.layers[static_cast<std::size_t>(layer)];
+      const LayerParamIndex& index = layer_index(layer);
       transformer_layer_backward(layer_setup(layer, dropout), LayerWeights::view(params, index),
-                                 LayerWeights::view(grads, index), a.layer(layer), a.workspace(),
-                                 a.layer_input(layer));
+                                 LayerWeights::view(grads, index), a.layer(buffer, layer),
+                                 a.workspace(), a.layer_input(buffer, layer));
     }
   }
-  embedding_layer_backward(grads.view(index_.word), grads.view(index_.position), a.workspace().grad,
-                           a.inputs(), embedding_dropout_stream(dropout, options_.hidden_dropout),
-                           options_.config.vocab_start());
+  if (owns_embedding_) {
+    embedding_layer_backward(
+        grads.view(index_.word), grads.view(index_.position), a.workspace().grad, a.inputs(buffer),
+        embedding_dropout_stream(dropout, options_.hidden_dropout), options_.config.vocab_start());
+  }
+}
+
+float GptModel::forward_stage(int buffer, const ParamBuffer& params, const MicroBatch& batch,
+                              const DropoutContext& dropout, Tensor input_hidden,
+                              Tensor output_hidden) {
+  BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
+  check_buffer(params, "params");
+  check_hidden(input_hidden, !owns_embedding_, "input_hidden");
+  check_hidden(output_hidden, !owns_head_, "output_hidden");
+  load_batch(buffer, batch);
+  state = BufferState{dropout, false};
+  if (head_buffer_ == buffer) head_buffer_ = -1;
+  const Tensor& own_input = activations_->stage_input(buffer);
+  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) ops::cast(own_input, input_hidden);
+  const float loss = forward(buffer, params);
+  const Tensor& own_output = activations_->stage_output(buffer);
+  if (!owns_head_ && output_hidden.raw() != own_output.raw()) ops::cast(output_hidden, own_output);
+  state.forward_done = true;
+  return loss;
+}
+
+void GptModel::backward_stage(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
+                              Tensor output_grad, Tensor input_grad, float loss_scale) {
+  BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
+  check_buffer(params, "params");
+  check_buffer(grads, "grads");
+  check_hidden(output_grad, !owns_head_, "output_grad");
+  check_hidden(input_grad, !owns_embedding_, "input_grad");
+  if (!state.forward_done) {
+    base::fail("GptModel::backward_stage: pipe buffer ", buffer,
+               " holds no forward (run forward_stage into it first, once per backward)");
+  }
+  if (owns_head_ && head_buffer_ != buffer) {
+    base::fail("GptModel::backward_stage: the last stage's pipe buffers share the head, so the ",
+               "backward of buffer ", buffer, " must follow its forward directly (1F1B)");
+  }
+  const Tensor& grad = activations_->workspace().grad;
+  if (!owns_head_) ops::cast(grad, output_grad);
+  backward(buffer, params, grads, loss_scale);
+  if (!owns_embedding_) ops::cast(input_grad, grad);
+  state.forward_done = false;
+}
+
+float GptModel::forward_backward(const ParamBuffer& params, const ParamBuffer& grads,
+                                 const MicroBatch& batch, const DropoutContext& dropout,
+                                 float loss_scale) {
+  check_whole_model("forward_backward");
+  check_buffer(grads, "grads");
+  const float loss = forward_stage(0, params, batch, dropout, {}, {});
+  backward_stage(0, params, grads, {}, {}, loss_scale);
   return loss;
 }
 
 float GptModel::forward_loss(const ParamBuffer& params, const MicroBatch& batch,
                              const DropoutContext& dropout, Tensor token_losses) {
+  check_whole_model("forward_loss");
   check_buffer(params, "params");
   const std::int64_t s = options_.config.seq_length, b = options_.micro_batch_size;
   const bool per_token = token_losses.raw() != nullptr;
@@ -186,10 +303,9 @@ float GptModel::forward_loss(const ParamBuffer& params, const MicroBatch& batch,
     base::fail("GptModel: token_losses must be fp32 [", b, ", ", s, "], got ",
                tensor::dtype_name(token_losses.dtype()), " ", token_losses.shape().to_string());
   }
-  load_batch(batch);
-  const float loss = forward(params, dropout);
+  const float loss = forward_stage(0, params, batch, dropout, {}, {});
   if (per_token) {
-    const float* in = activations_->head().loss.data<float>();
+    const float* in = activations_->head(0).loss.data<float>();
     float* out = token_losses.host_span<float>().data();
     for (std::int64_t row = 0; row < b; ++row) {
       for (std::int64_t col = 0; col < s; ++col) out[row * s + col] = in[col * b + row];

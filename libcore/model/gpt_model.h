@@ -22,51 +22,101 @@ struct MicroBatch {             // host tensors
   tensor::Tensor position_ids;  // int64 [b, s]
 };
 
-// GPTModelPipe (P = 1), fp32 on the CPU, with every layer's forward and backward written out
+// GPTModelPipe, fp32 on the CPU, with every layer's forward and backward written out
 // (architecture.md §3). With T > 1 this rank holds its TP shard of every split weight (the
 // table's local shapes) and `tp` carries the collectives of training.md §2.3; the results equal
-// the T = 1 model's up to the order of the sums. Activations live in an arena planned from the
-// options at construction; a step allocates nothing.
+// the T = 1 model's up to the order of the sums. The config's spec range [stage_first_spec,
+// stage_end) makes it one pipeline stage (training.md §3): the stage owning the embedding reads
+// tokens, a later one the previous stage's output [s, b, h]; the stage owning the head (final
+// LayerNorm, logits through its replica of the tied word embedding, loss) returns the loss, the
+// others their output [s, b, h]. Dropout masks follow the global layer index, so they do not
+// depend on the split. Activations live in an arena planned from the options at construction
+// for `num_buffers` micro-batches in flight; a step allocates nothing.
 class GptModel {
  public:
   // Plans and allocates the activations; fails with the bytes needed if they cannot be had, or
   // naming the option or parameter that does not fit the model. A TP group, when given, must
   // have config.tensor_parallel_size ranks with this one at config.tp_rank.
   GptModel(const ModelOptions& options, const ParamTable& table,
-           dist::Communicator* tensor_parallel = nullptr);
+           dist::Communicator* tensor_parallel = nullptr, int num_buffers = 1);
 
   const ModelOptions& options() const { return options_; }
   std::size_t activation_bytes() const { return activations_->bytes(); }
+  int num_buffers() const { return activations_->num_buffers(); }
+  bool owns_embedding() const { return owns_embedding_; }  // the first stage
+  bool owns_head() const { return owns_head_; }            // the last stage
 
-  // Forward and backward of one micro-batch. params and grads are fp32 ParamBuffers laid out by
-  // the table. The gradient of (loss · loss_scale) is ADDED into grads (micro-batches
-  // accumulate). Returns the unscaled micro-batch loss Σ loss·mask / Σ mask.
+  // Forward and backward of one micro-batch through the whole model (P = 1; fails on a partial
+  // stage). params and grads are fp32 ParamBuffers laid out by the table. The gradient of
+  // (loss · loss_scale) is ADDED into grads (micro-batches accumulate). Returns the unscaled
+  // micro-batch loss Σ loss·mask / Σ mask.
   float forward_backward(const ParamBuffer& params, const ParamBuffer& grads,
                          const MicroBatch& batch, const DropoutContext& dropout, float loss_scale);
 
-  // Forward only; returns the micro-batch loss. With `token_losses` (fp32 [b, s]) also writes
-  // each token's loss (for evaluate/perplexity later).
+  // Forward only through the whole model; returns the micro-batch loss. With `token_losses`
+  // (fp32 [b, s]) also writes each token's loss (for evaluate/perplexity later).
   float forward_loss(const ParamBuffer& params, const MicroBatch& batch,
                      const DropoutContext& dropout, tensor::Tensor token_losses = {});
 
+  // The stage's forward of one micro-batch into pipe buffer `buffer`, which keeps what its
+  // backward needs (the dropout context included) until the next forward into that buffer.
+  // `batch` needs tokens and position_ids on the first stage, labels and loss_mask on the last
+  // (other fields may be empty). `input_hidden` (fp32 [s, b, h]) is the previous stage's output,
+  // empty on the first stage; `output_hidden` receives this stage's output, empty on the last.
+  // Either may be the buffer's own stage_input / stage_output (then nothing is copied). Returns
+  // the micro-batch loss on the last stage, 0 elsewhere.
+  float forward_stage(int buffer, const ParamBuffer& params, const MicroBatch& batch,
+                      const DropoutContext& dropout, tensor::Tensor input_hidden,
+                      tensor::Tensor output_hidden);
+
+  // The backward of the micro-batch in `buffer`, adding its parameter gradients into grads.
+  // On the last stage it starts from loss · loss_scale (the last forward must have been into
+  // this buffer, as 1F1B does, since the buffers share the head); elsewhere from `output_grad`
+  // = ∂/∂output_hidden (fp32 [s, b, h]) and loss_scale is unused. `input_grad` receives
+  // ∂/∂input_hidden, empty on the first stage. The tied word embedding's gradient of each
+  // stage (first: lookups, last: logits) lands in that stage's own view; summing the two is the
+  // caller's ReduceTiedGrads.
+  void backward_stage(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
+                      tensor::Tensor output_grad, tensor::Tensor input_grad, float loss_scale);
+
+  // The buffer's tensors, for receiving or sending without a copy.
+  const tensor::Tensor& stage_input(int buffer) const { return activations_->stage_input(buffer); }
+  const tensor::Tensor& stage_output(int buffer) const {
+    return activations_->stage_output(buffer);
+  }
+
  private:
   struct ParamIndex {
-    std::size_t word, position, final_ln_weight, final_ln_bias;
-    std::vector<LayerParamIndex> layers;
+    // The word embedding is the first stage's module or the last stage's tied replica.
+    std::size_t word = 0, position = 0, final_ln_weight = 0, final_ln_bias = 0;
+    std::vector<LayerParamIndex> layers;  // the stage's layers, from StageLayers::first
+  };
+  struct BufferState {
+    DropoutContext dropout;
+    bool forward_done = false;
   };
 
   void check_buffer(const ParamBuffer& buffer, const char* role) const;
-  void load_batch(const MicroBatch& batch);
+  void check_whole_model(const char* call) const;
+  void check_hidden(const tensor::Tensor& hidden, bool wanted, const char* role) const;
+  int checked_pipe_buffer(int buffer) const;
+  void load_batch(int buffer, const MicroBatch& batch);
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
-  float forward(const ParamBuffer& params, const DropoutContext& dropout);
-  void forward_layer(const ParamBuffer& params, std::int64_t layer, const DropoutContext& dropout);
+  const LayerParamIndex& layer_index(std::int64_t layer) const;
+  float forward(int buffer, const ParamBuffer& params);
+  void backward(int buffer, const ParamBuffer& params, const ParamBuffer& grads, float loss_scale);
+  void forward_layer(int buffer, const ParamBuffer& params, std::int64_t layer);
 
   ModelOptions options_;
   std::size_t table_size_;
   std::int64_t table_numel_;
+  bool owns_embedding_;
+  bool owns_head_;
   ParamIndex index_;
   std::unique_ptr<Activations> activations_;
   TensorParallel tp_;
+  std::vector<BufferState> buffers_;
+  int head_buffer_ = -1;  // the buffer whose forward the shared head activations hold
 };
 
 }  // namespace mds::model

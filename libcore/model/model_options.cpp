@@ -21,9 +21,24 @@ void validate(const ModelOptions& options) {
   }
   if (c.embed_layernorm) base::fail("GptModel: --embed-layernorm is not supported yet");
   if (c.glu) base::fail("GptModel: --glu-activation is not supported yet");
-  if (!c.stage_owns(GptConfig::kEmbeddingSpec) || !c.stage_owns(c.head_spec())) {
-    base::fail("GptModel: pipeline stages are not supported yet: the stage [", c.stage_first_spec,
-               ", ", c.stage_end(), ") must hold the whole model");
+  // What passes between stages is always the residual stream [s, b, h]; a boundary that would
+  // pass the raw batch (a stage of only the input cast), the final LayerNorm's output or the
+  // logits is not implemented.
+  const std::int64_t first = c.stage_first_spec, end = c.stage_end();
+  if (!c.stage_owns(GptConfig::kEmbeddingSpec) && first < GptConfig::kEmbeddingSpec + 1) {
+    base::fail("GptModel: pipeline stage [", first, ", ", end,
+               ") holds only the input cast; the first stage must hold the embedding (spec ",
+               GptConfig::kEmbeddingSpec, ")");
+  }
+  if (c.stage_owns(c.final_layernorm_spec()) != c.stage_owns(c.head_spec())) {
+    base::fail("GptModel: pipeline stage [", first, ", ", end,
+               ") splits the final LayerNorm (spec ", c.final_layernorm_spec(),
+               ") from the head (spec ", c.head_spec(), "); they must be on one stage");
+  }
+  if (!c.stage_owns(c.head_spec()) && end > c.head_spec()) {
+    base::fail("GptModel: pipeline stage [", first, ", ", end,
+               ") holds only the output cast; the last stage must hold the head (spec ",
+               c.head_spec(), ")");
   }
   if (!(options.layernorm_epsilon > 0.0f)) {
     base::fail("ModelOptions: layernorm_epsilon must be positive, got ", options.layernorm_epsilon);

@@ -9,7 +9,7 @@ namespace mds::model {
 // Everything besides the parameter shapes that decides what one micro-batch computes: the
 // upstream flags of training.md §1.3–§1.6 and §6, with their upstream defaults.
 struct ModelOptions {
-  GptConfig config;  // the whole model or this rank's TP shard of it (P = 1 for now)
+  GptConfig config;  // the whole model, or this rank's TP shard of it and pipeline stage
   float layernorm_epsilon = 1e-5f;
   ops::GeluKind gelu = ops::GeluKind::kTanhFused;
   bool apply_query_key_layer_scaling =
@@ -23,7 +23,8 @@ struct ModelOptions {
 };
 
 // Fails with the offending field when the options are invalid, or name a feature the model does
-// not implement yet (rotary/ALiBi positions, embedding LayerNorm, GLU, a partial stage).
+// not implement yet (rotary/ALiBi positions, embedding LayerNorm, GLU, a stage boundary that
+// does not pass the residual stream).
 void validate(const ModelOptions& options);
 
 }  // namespace mds::model
