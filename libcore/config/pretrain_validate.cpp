@@ -10,8 +10,6 @@
 namespace mds::config {
 namespace {
 
-constexpr const char* kParallelBuild = "needs the parallel build (issue 4)";
-
 void check_process_layout(PretrainArgs& a, const ProcessEnv& env) {
   if (env.world_size < 1) base::fail("the world size is ", env.world_size, ", not positive");
   if (env.rank < 0 || env.rank >= env.world_size) {
@@ -24,10 +22,6 @@ void check_process_layout(PretrainArgs& a, const ProcessEnv& env) {
   }
   if (a.pipeline_model_parallel_size < 1) {
     base::fail("--pipeline-model-parallel-size must be >= 1, got ", a.pipeline_model_parallel_size);
-  }
-  if (a.pipeline_model_parallel_size > 1) {
-    base::fail("--pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
-               ": pipeline parallelism ", kParallelBuild);
   }
   // Upstream quietly uses min(degree, world size); a degree the world cannot hold means the job
   // was started with the wrong number of processes, so say so.

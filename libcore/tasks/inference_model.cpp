@@ -35,26 +35,33 @@ ckpt::OptimizerLayout layout_for(const config::PretrainArgs& args) {
 
 namespace {
 
+struct SavedGrid {
+  std::int64_t tp_size = 1;
+  std::int64_t pp_size = 1;
+};
+
 // The tensor- and pipeline-parallel sizes the checkpoint was trained with (its saved args).
-std::int64_t saved_tensor_parallel_size(const io::ValueRef& saved_args) {
+SavedGrid saved_grid(const io::ValueRef& saved_args) {
   const io::ValueRef fields = saved_args.object_state();
-  const auto pipeline = fields.get("pipeline_model_parallel_size");
-  if (pipeline && pipeline->as_int() != 1) {
-    base::fail("the checkpoint was trained with --pipeline-model-parallel-size ",
-               pipeline->as_int(), "; evaluate and generate load T×1 checkpoints only so far");
+  SavedGrid grid;
+  if (const auto pipeline = fields.get("pipeline_model_parallel_size")) {
+    grid.pp_size = pipeline->as_int();
   }
-  const auto tensor = fields.get("tensor_model_parallel_size");
-  return tensor ? tensor->as_int() : 1;
+  if (const auto tensor = fields.get("tensor_model_parallel_size")) grid.tp_size = tensor->as_int();
+  return grid;
 }
 
-// Loads the weights of TP rank `tp_rank` (of `tp_size`) as fp32 into `weights`.
+// Loads the weights of TP rank `tp_rank` as fp32 into `weights`. The layer files of every
+// pipeline stage lie in one folder under the same names, so the whole model's table finds each
+// stage's layers; the model-states file read is stage 0's.
 std::int64_t load_shard(const std::string& dir, const std::string& tag,
                         const config::PretrainArgs& args, const model::ParamBuffer& weights,
-                        std::int64_t tp_rank, std::int64_t tp_size) {
+                        std::int64_t tp_rank, const SavedGrid& grid) {
   ckpt::TrainingState state;
   state.table = &weights.table();
   state.ranks.tp = tp_rank;
-  state.ranks.tp_size = tp_size;
+  state.ranks.tp_size = grid.tp_size;
+  state.ranks.pp_size = grid.pp_size;
   state.layout = layout_for(args);
   std::unique_ptr<model::ParamBuffer> half;
   if (state.layout == ckpt::OptimizerLayout::kFp32) {
@@ -90,17 +97,19 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
   m.checkpoint = dir + "/" + *tag;
 
   // A checkpoint of T TP ranks is loaded shard by shard and merged: the model then runs whole on
-  // this process, with the vocabulary padded as the T-way run padded it.
-  std::int64_t tp_size = 1;
+  // this process, with the vocabulary padded as the T-way run padded it. Pipeline stages are put
+  // together by loading every stage's layer files.
+  SavedGrid grid;
   std::int64_t padded = 0;
   {
     const io::TorchFile model_states =
         io::TorchFile::open(m.checkpoint + "/" + ckpt::model_states_file_name(0));
     const io::ValueRef saved_args = model_states.root_ref()["args"];
-    tp_size = saved_tensor_parallel_size(saved_args);
-    padded = text::padded_vocab_size(m.vocab_size, args.tokenizer, tp_size);
+    grid = saved_grid(saved_args);
+    padded = text::padded_vocab_size(m.vocab_size, args.tokenizer, grid.tp_size);
     config::PretrainArgs as_trained = args;
-    as_trained.tensor_model_parallel_size = tp_size;
+    as_trained.tensor_model_parallel_size = grid.tp_size;
+    as_trained.pipeline_model_parallel_size = grid.pp_size;
     ckpt::check_checkpoint_args(saved_args, as_trained, padded, m.checkpoint);
   }
   m.options = inference_model_options(args, padded);
@@ -108,11 +117,14 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
   m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(m.options.config));
   m.params = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
 
-  log.info(" loading checkpoint from " + dir + " at tag " + *tag +
-           (tp_size > 1 ? " (merging " + std::to_string(tp_size) + " TP shards)" : ""));
+  const std::int64_t tp_size = grid.tp_size;
+  log.info(
+      " loading checkpoint from " + dir + " at tag " + *tag +
+      (tp_size > 1 ? " (merging " + std::to_string(tp_size) + " TP shards)" : "") +
+      (grid.pp_size > 1 ? " (joining " + std::to_string(grid.pp_size) + " pipeline stages)" : ""));
   std::int64_t iteration = 0;
   if (tp_size == 1) {
-    iteration = load_shard(dir, *tag, args, *m.params, 0, 1);
+    iteration = load_shard(dir, *tag, args, *m.params, 0, grid);
   } else {
     for (std::int64_t rank = 0; rank < tp_size; ++rank) {
       model::GptConfig shard_config = m.options.config;
@@ -120,7 +132,7 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
       shard_config.tp_rank = rank;
       const model::ParamTable shard_table = model::ParamTable::build(shard_config);
       const model::ParamBuffer shard(shard_table, tensor::DType::kFloat32);
-      iteration = load_shard(dir, *tag, args, shard, rank, tp_size);
+      iteration = load_shard(dir, *tag, args, shard, rank, grid);
       model::merge_tp_shard(shard, tp_size, *m.params);
     }
   }

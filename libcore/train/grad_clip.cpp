@@ -24,12 +24,14 @@ double finite_or_minus_one(double norm) {
   return std::isfinite(norm) ? norm : -1.0;
 }
 
-double params_sum_of_squares(const model::ParamTable& table, tensor::Tensor grads, int group,
-                             bool skip_tied_replica) {
+// The last stage's tied replica never counts: its gradient equals the first stage's after
+// ReduceTiedGrads. Upstream's fp32 engine path and FP16_Optimizer count it (a second time);
+// docs/parallelism.md says why mds does not.
+double params_sum_of_squares(const model::ParamTable& table, tensor::Tensor grads, int group) {
   double sum = 0.0;
   for (const model::ParamSpec& param : table.params()) {
     if (group >= 0 && static_cast<int>(param.group) != group) continue;
-    if (skip_tied_replica && param.tied_replica) continue;
+    if (param.tied_replica) continue;
     if (!table.counts_in_norm(param)) continue;
     sum += ops::sum_of_squares(grads.narrow(param.offset, param.local_numel()));
   }
@@ -47,23 +49,22 @@ double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, No
   }
   switch (rule) {
     case NormRule::kFp32Engine: {
-      const double norm = root(params_sum_of_squares(table, grads, -1, false));
+      const double norm = root(params_sum_of_squares(table, grads, -1));
       // `total_norm / dp_world_size` goes through another FloatTensor for the DP all-reduce.
       return static_cast<double>(static_cast<float>(norm));
     }
     case NormRule::kFp16Optimizer:
-      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1, false)));
+      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1)));
     case NormRule::kZero: {
       double total = 0.0;
       for (int g = 0; g < model::kNumDecayGroups; ++g) {
-        const double group_norm =
-            finite_or_minus_one(root(params_sum_of_squares(table, grads, g, true)));
+        const double group_norm = finite_or_minus_one(root(params_sum_of_squares(table, grads, g)));
         total += group_norm * group_norm;
       }
       return std::sqrt(total);
     }
     case NormRule::kBf16:
-      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1, true)));
+      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1)));
   }
   return -1.0;
 }

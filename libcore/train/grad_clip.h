@@ -17,12 +17,12 @@
 namespace mds::train {
 
 enum class NormRule {
-  // Engine.clip_fp32_gradients → utils.clip_grad_norm_ (fp32, no wrapper): every parameter, the
-  // tied replica included; the root is rounded to fp32 again by the DP averaging; no -1 for
-  // inf/NaN.
+  // Engine.clip_fp32_gradients → utils.clip_grad_norm_ (fp32, no wrapper): every parameter
+  // (upstream counts the tied replica too; mds does not, see below); the root is rounded to fp32
+  // again by the DP averaging; no -1 for inf/NaN.
   kFp32Engine,
   // FP16_Optimizer (fp16, ZeRO 0): get_grad_norm over the flat fp32 group copies, which carry no
-  // pipe-replica flag, so the tied replica counts.
+  // pipe-replica flag, so upstream counts the tied replica; mds does not (see below).
   kFp16Optimizer,
   // DeepSpeedZeroOptimizer (fp16, ZeRO 1): one norm per group (replica skipped), each rounded
   // through fp32, combined as sqrt(Σ norm_g²).
@@ -31,7 +31,9 @@ enum class NormRule {
   kBf16,
 };
 
-// The norm upstream's function returns for `grads` (fp32, table.buffer_numel() elements): -1 when
+// The norm upstream's function returns for `grads` (fp32, table.buffer_numel() elements), except
+// that the last pipeline stage's tied replica is skipped by every rule (training.md §5.3: a norm
+// over the unique gradient elements, so that it does not depend on P): -1 when
 // it is inf or NaN (except kFp32Engine, which passes inf/NaN on). For fp16 the gradients are still
 // scaled: this is the scaled norm. With TP, replicated parameters count on TP rank 0 only; with a
 // model-parallel group (DeepSpeed's P×T group of this data-parallel replica) each sum of squares

@@ -212,6 +212,39 @@ void MixedPrecisionOptimizer::accumulate_micro_batch() {
   ops::fill(micro_grads_.flat(), 0.0f);
 }
 
+void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
+                                                   dist::Communicator& embedding) {
+  if (grad_accumulator_) {
+    embedding.all_reduce(grad_accumulator_->view(param), dist::ReduceOp::kSum);
+    return;
+  }
+  // Stage 2: the partitions of the first and the last stage cut the parameter at different
+  // places, so it is made whole over the data-parallel group first (every element has one
+  // owner, the others add zeros: exact), summed over the embedding group, then put back.
+  const model::ParamSpec& spec = (*table_)[param];
+  const DType dtype = partition_accumulator_.dtype();
+  tensor::Buffer whole_buffer(
+      static_cast<std::size_t>(spec.local_numel()) * tensor::dtype_size(dtype), tensor::Device{});
+  const tensor::Tensor whole = whole_buffer.as(dtype, tensor::Shape{spec.local_numel()});
+  ops::fill(whole, 0.0f);
+  const ZeroLayout& layout = shard_->layout();
+  const auto for_each_fragment = [&](auto&& action) {
+    for (std::size_t g = 0; g < layout.size(); ++g) {
+      for (const ZeroFragment& f : layout[g].fragments[static_cast<std::size_t>(shard_->rank())]) {
+        if (f.param != param) continue;
+        action(partition_accumulator_.narrow(shard_->group_offset(g) + f.hp_start, f.numel),
+               whole.narrow(f.param_offset, f.numel));
+      }
+    }
+  };
+  for_each_fragment(
+      [](tensor::Tensor partition, tensor::Tensor part) { ops::cast(part, partition); });
+  if (data_parallel_ != nullptr) data_parallel_->all_reduce(whole, dist::ReduceOp::kSum);
+  embedding.all_reduce(whole, dist::ReduceOp::kSum);
+  for_each_fragment(
+      [](tensor::Tensor partition, tensor::Tensor part) { ops::cast(partition, part); });
+}
+
 StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
   if (!initialized_) {
     base::fail("optimizer: step() before initialize() or restore_from_checkpoint()");

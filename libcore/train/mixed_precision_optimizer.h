@@ -113,6 +113,12 @@ class MixedPrecisionOptimizer {
   // data-parallel rank calls it together).
   void accumulate_micro_batch();
 
+  // Pipeline ReduceTiedGrads (training.md §3.2): sums the accumulated gradient of table
+  // parameter `param` (the tied word embedding) over the first and last stage's `embedding`
+  // group, between the last accumulate_micro_batch() and step(). At stage 2 the gradient is
+  // already reduced and partitioned, and this is also a collective over the data-parallel group.
+  void reduce_tied_gradient(std::size_t param, dist::Communicator& embedding);
+
   // ReduceGrads and OptimizerStep at a gradient-accumulation boundary with this step's LR; the
   // accumulator is zeroed afterwards. Stage 0 all-reduces the gradients in the communication
   // dtype and multiplies by 1/D (DeepSpeed's allreduce_bucket); ZeRO 1 divides by D and

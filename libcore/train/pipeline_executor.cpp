@@ -131,7 +131,12 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Para
           if (input.after_backward) input.after_backward(mb);
           break;
         case InstructionKind::kReduceTiedGrads:
-          if (tied_grad.raw() != nullptr) embedding_->all_reduce(tied_grad, dist::ReduceOp::kSum);
+          if (tied_grad.raw() == nullptr) break;
+          if (input.reduce_tied_grads) {
+            input.reduce_tied_grads(*embedding_);
+          } else {
+            embedding_->all_reduce(tied_grad, dist::ReduceOp::kSum);
+          }
           break;
         case InstructionKind::kReduceGrads:
         case InstructionKind::kOptimizerStep:

@@ -30,6 +30,9 @@ struct PipelineStepInput {
   // Optional: called after each BackwardPass, e.g. to fold the micro-batch's gradients into an
   // accumulator (training.md §3.6).
   std::function<void(std::int64_t mb)> after_backward;
+  // Optional: ReduceTiedGrads itself, over the embedding group it is given, in place of the
+  // all-reduce of train_step's tied_grad (e.g. when ZeRO 2 keeps the gradient partitioned).
+  std::function<void(dist::Communicator& embedding)> reduce_tied_grads;
 };
 
 // One pipeline stage's executor. `pipeline` is this rank's pp group (its rank is the stage id;

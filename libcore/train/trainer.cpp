@@ -32,8 +32,11 @@ FlopsModel flops_model(const TrainerOptions& options) {
 }
 
 // The parameters upstream's get_parameters_in_billions(exclude_embeddings=True) counts: all but
-// the word and position embedding tables.
-double non_embedding_parameters_in_billions(const model::ParamTable& table) {
+// the word and position embedding tables, of the whole model whatever this rank's stage.
+double non_embedding_parameters_in_billions(model::GptConfig config) {
+  config.stage_first_spec = 0;
+  config.stage_end_spec = -1;
+  const model::ParamTable table = model::ParamTable::build(config);
   std::int64_t count = 0;
   for (const model::ParamSpec& spec : table.params()) {
     if (spec.tied_replica) continue;
@@ -54,6 +57,18 @@ model::MicroBatch view_of(data::MicroBatchArrays& arrays) {
   return batch;
 }
 
+bool several(const dist::Communicator* group) {
+  return group != nullptr && group->size() > 1;
+}
+
+// Micro-batches a stage keeps in flight: the 1F1B buffers for any M (max(2, min(P − k, M)) ≤
+// max(2, P − k)), which also covers the inference schedule's 2.
+int pipe_buffers(const TrainerOptions& options) {
+  if (!several(options.pipeline)) return 1;
+  return static_cast<int>(std::max<std::int64_t>(
+      kInferenceBuffers, options.pipeline->size() - options.pipeline->rank()));
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
@@ -62,13 +77,25 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
       table_(table),
       data_(std::move(data)),
       outputs_(std::move(outputs)),
-      model_(options_.model, table_, options_.tensor_parallel),
+      model_(options_.model, table_, options_.tensor_parallel, pipe_buffers(options_)),
       optimizer_(table_, options_.optimizer, options_.data_parallel, options_.model_parallel),
       lr_scheduler_(options_.lr_schedule),
       batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size,
                       options_.data_parallel != nullptr ? options_.data_parallel->size() : 1,
                       options_.rampup),
-      flops_(flops_model(options_)) {}
+      flops_(flops_model(options_)) {
+  if (several(options_.pipeline)) {
+    pipeline_.emplace(model_, options_.pipeline,
+                      several(options_.embedding) ? options_.embedding : nullptr);
+  }
+}
+
+void Trainer::broadcast_tied_weights() {
+  if (!pipelined() || !several(options_.embedding)) return;
+  const std::size_t word =
+      table_.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+  options_.embedding->broadcast(optimizer_.params().view(word), 0);
+}
 
 void Trainer::initialize_parameters() {
   model::ParamBuffer initial(table_, tensor::DType::kFloat32);
@@ -85,25 +112,80 @@ Trainer::IterationResult Trainer::train_iteration(data::BatchLoader& loader) {
   // fp16 scaler multiplies it by the loss scale.
   const float loss_scale =
       static_cast<float>(optimizer_.loss_scale() / static_cast<double>(micro_batches));
-  double loss_sum = 0.0;
-  for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
-    data::MicroBatchArrays arrays = loader.next();
-    model::DropoutContext dropout;
-    dropout.seed = options_.seed;
-    dropout.iteration = static_cast<std::uint64_t>(progress_.iteration);
-    // The micro-batch's index in the whole global batch (the sampler deals rank r the r-th b of
-    // every b·D samples), so that masks do not depend on D.
-    dropout.micro_batch =
-        static_cast<std::uint64_t>(mb * data_parallel_size() + data_parallel_rank());
-    dropout.training = true;
-    loss_sum += model_.forward_backward(optimizer_.compute(), optimizer_.micro_grads(),
-                                        view_of(arrays), dropout, loss_scale);
-    optimizer_.accumulate_micro_batch();
-  }
+  const double loss_sum = pipelined()
+                              ? pipelined_forward_backward(loader, micro_batches, loss_scale)
+                              : forward_backward_all(loader, micro_batches, loss_scale);
   result.loss =
       sum_over_ranks(loss_sum) / static_cast<double>(micro_batches * data_parallel_size());
   result.step = optimizer_.step(lr_scheduler_.lr(), progress_.iteration + 1);
   return result;
+}
+
+model::DropoutContext Trainer::training_dropout(std::int64_t micro_batch) const {
+  model::DropoutContext dropout;
+  dropout.seed = options_.seed;
+  dropout.iteration = static_cast<std::uint64_t>(progress_.iteration);
+  // The micro-batch's index in the whole global batch (the sampler deals rank r the r-th b of
+  // every b·D samples), so that masks do not depend on D.
+  dropout.micro_batch =
+      static_cast<std::uint64_t>(micro_batch * data_parallel_size() + data_parallel_rank());
+  dropout.training = true;
+  return dropout;
+}
+
+double Trainer::forward_backward_all(data::BatchLoader& loader, std::int64_t micro_batches,
+                                     float loss_scale) {
+  double loss_sum = 0.0;
+  for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
+    data::MicroBatchArrays arrays = loader.next();
+    loss_sum += model_.forward_backward(optimizer_.compute(), optimizer_.micro_grads(),
+                                        view_of(arrays), training_dropout(mb), loss_scale);
+    optimizer_.accumulate_micro_batch();
+  }
+  return loss_sum;
+}
+
+double Trainer::pipelined_forward_backward(data::BatchLoader& loader, std::int64_t micro_batches,
+                                           float loss_scale) {
+  data::MicroBatchArrays arrays;
+  PipelineStepInput input;
+  input.micro_batches = micro_batches;
+  input.load = [&](std::int64_t) {
+    arrays = loader.next();
+    return view_of(arrays);
+  };
+  input.dropout = [this](std::int64_t mb) { return training_dropout(mb); };
+  input.loss_scale = loss_scale;
+  input.after_backward = [this](std::int64_t) { optimizer_.accumulate_micro_batch(); };
+  const std::size_t word =
+      table_.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+  input.reduce_tied_grads = [this, word](dist::Communicator& embedding) {
+    optimizer_.reduce_tied_gradient(word, embedding);
+  };
+  // Only the first and the last stage read the data; the others leave their loader alone.
+  return pipeline_->train_step(optimizer_.compute(), optimizer_.micro_grads(), input);
+}
+
+double Trainer::evaluation_losses(data::BatchLoader& loader, std::int64_t micro_batches) {
+  model::DropoutContext no_dropout;
+  no_dropout.training = false;
+  if (pipelined()) {
+    data::MicroBatchArrays arrays;
+    PipelineStepInput input;
+    input.micro_batches = micro_batches;
+    input.load = [&](std::int64_t) {
+      arrays = loader.next();
+      return view_of(arrays);
+    };
+    input.dropout = [&](std::int64_t) { return no_dropout; };
+    return pipeline_->eval_step(optimizer_.compute(), input);
+  }
+  double total = 0.0;
+  for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
+    data::MicroBatchArrays arrays = loader.next();
+    total += model_.forward_loss(optimizer_.compute(), view_of(arrays), no_dropout);
+  }
+  return total;
 }
 
 EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
@@ -113,12 +195,7 @@ EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
       batch_schedule_.num_microbatches_at(progress_.consumed_train_samples);
   double total = 0.0;
   for (std::int64_t it = 0; it < options_.eval_iters; ++it) {
-    for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
-      data::MicroBatchArrays arrays = loader.next();
-      model::DropoutContext no_dropout;
-      no_dropout.training = false;
-      total += model_.forward_loss(optimizer_.compute(), view_of(arrays), no_dropout);
-    }
+    total += evaluation_losses(loader, micro_batches);
     progress_.consumed_valid_samples +=
         data_parallel_size() * options_.model.micro_batch_size * micro_batches;
   }
@@ -237,7 +314,8 @@ double Trainer::params_norm() const {
   const model::ParamBuffer& weights = optimizer_.compute();
   double sum = 0.0;
   for (std::size_t i = 0; i < table_.size(); ++i) {
-    if (!table_.counts_in_norm(table_[i])) continue;
+    // The last stage's tied replica would count the word embedding twice (upstream does).
+    if (table_[i].tied_replica || !table_.counts_in_norm(table_[i])) continue;
     sum += ops::sum_of_squares(weights.view(i));
   }
   if (options_.model_parallel != nullptr && options_.model_parallel->size() > 1) {
@@ -264,10 +342,12 @@ double Trainer::sum_over_ranks(double value) const {
 }
 
 bool Trainer::any_rank(bool condition) const {
-  if (data_parallel_size() == 1) return condition;
+  dist::Communicator* everyone =
+      options_.world != nullptr ? options_.world : options_.data_parallel;
+  if (!several(everyone)) return condition;
   std::int64_t flag = condition ? 1 : 0;
-  options_.data_parallel->all_reduce(tensor::Tensor(&flag, tensor::DType::kInt64, tensor::Shape{1}),
-                                     dist::ReduceOp::kMax);
+  everyone->all_reduce(tensor::Tensor(&flag, tensor::DType::kInt64, tensor::Shape{1}),
+                       dist::ReduceOp::kMax);
   return flag != 0;
 }
 
@@ -295,7 +375,7 @@ bool Trainer::save_if(CheckpointSaver* saver, bool condition) {
 
 StopReason Trainer::train(CheckpointSaver* saver) {
   const Clock::time_point start = Clock::now();
-  const double params_billions = non_embedding_parameters_in_billions(table_);
+  const double params_billions = non_embedding_parameters_in_billions(options_.model.config);
   if (!data_.train) base::fail("pretrain: there is no training data (the split gives it none)");
   data::BatchLoader loader(*data_.train, loader_options(progress_.consumed_train_samples));
   while (progress_.iteration < options_.train_iters) {

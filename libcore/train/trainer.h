@@ -21,6 +21,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/mixed_precision_optimizer.h"
+#include "train/pipeline_executor.h"
 #include "train/throughput.h"
 
 namespace mds::train {
@@ -51,6 +52,13 @@ struct TrainerOptions {
   // ranks of one replica: gradient norm and overflow reductions). Not owned; null for T = P = 1.
   dist::Communicator* tensor_parallel = nullptr;
   dist::Communicator* model_parallel = nullptr;
+  // With P > 1: this rank's pipeline group (its rank is the stage, model.config the stage's
+  // specs) and, on the first and last stage, the tied-embedding group. Not owned.
+  dist::Communicator* pipeline = nullptr;
+  dist::Communicator* embedding = nullptr;
+  // Every rank of the job: decisions to stop are taken by all of them together. Not owned;
+  // null for one process.
+  dist::Communicator* world = nullptr;
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.
@@ -107,6 +115,11 @@ class Trainer {
   const AnnealingLR& lr_scheduler() const { return lr_scheduler_; }
   bool has_valid_data() const { return !data_.valid.empty(); }
 
+  // With P > 1: the last stage's replica of the tied word embedding (weights) := the first
+  // stage's, as DeepSpeed re-broadcasts tied weights after loading a checkpoint. A collective
+  // over the embedding group; nothing on other stages or with one stage.
+  void broadcast_tied_weights();
+
  private:
   struct IterationResult {
     double loss = 0.0;
@@ -114,6 +127,16 @@ class Trainer {
     std::int64_t global_batch = 0;
   };
   IterationResult train_iteration(data::BatchLoader& loader);
+  // Σ of the micro-batch losses of one global batch on this DP rank (every stage gets the last
+  // stage's sum), gradients accumulated in the optimizer.
+  double forward_backward_all(data::BatchLoader& loader, std::int64_t micro_batches,
+                              float loss_scale);
+  double pipelined_forward_backward(data::BatchLoader& loader, std::int64_t micro_batches,
+                                    float loss_scale);
+  model::DropoutContext training_dropout(std::int64_t micro_batch) const;
+  // Σ of the micro-batch losses of one evaluation batch (no dropout), as above.
+  double evaluation_losses(data::BatchLoader& loader, std::int64_t micro_batches);
+  bool pipelined() const { return pipeline_.has_value(); }
   void log_iteration(const IterationResult& result, double elapsed_seconds);
   bool save_if(CheckpointSaver* saver, bool condition);
   bool kill_switch_found() const;
@@ -131,6 +154,7 @@ class Trainer {
   data::TrainValidTestDatasets data_;
   TrainingOutputs outputs_;
   model::GptModel model_;
+  std::optional<PipelineExecutor> pipeline_;  // P > 1
   MixedPrecisionOptimizer optimizer_;
   AnnealingLR lr_scheduler_;
   GlobalBatchSchedule batch_schedule_;

@@ -370,7 +370,6 @@ TEST_F(PretrainArgsTest, HelpMarksTheMdsAdditions) {
 }
 
 TEST_F(PretrainArgsTest, ValidationRefusals) {
-  const std::string parallel = "needs the parallel build (issue 4)";
   struct Case {
     std::vector<std::string> line;
     std::string message;
@@ -383,7 +382,8 @@ TEST_F(PretrainArgsTest, ValidationRefusals) {
       {with(base, {"--tensor-model-parallel-size", "0"}),
        "--tensor-model-parallel-size must be >= 1, got 0"},
       {with(base, {"--pipeline-model-parallel-size", "4"}),
-       "--pipeline-model-parallel-size 4: pipeline parallelism " + parallel},
+       "the world size 1 is not divisible by --tensor-model-parallel-size 1 × "
+       "--pipeline-model-parallel-size 4"},
       {with(base, {"--local_rank", "1"}), "--local_rank 1: a single process has local rank 0"},
       {with(base, {"--train-weighted-split-paths", "A: 1 0:1 x"}),
        "--data-path/--split (mode 1) and --(train|valid|test)-weighted-split-paths (mode 2) "

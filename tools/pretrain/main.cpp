@@ -33,6 +33,7 @@
 #include "io/indexed_dataset.h"
 #include "io/tensorboard_writer.h"
 #include "model/param_table.h"
+#include "model/pipeline_partition.h"
 #include "text/tokenizer_factory.h"
 #include "train/batch_rampup.h"
 #include "train/comms_report.h"
@@ -196,8 +197,8 @@ int run(int argc, char** argv, Processes& processes) {
     options.model = train::model_options_from_args(args, padded_vocab);
     options.model.config.tensor_parallel_size = grid.tp_size();
     options.model.config.tp_rank = coord.tp;
-    const model::ParamTable table = model::ParamTable::build(options.model.config);
-    log.info(" > number of parameters: " + std::to_string(table.full_numel()));
+    log.info(" > number of parameters: " +
+             std::to_string(model::ParamTable::build(options.model.config).full_numel()));
 
     const std::int64_t global_batch = *args.global_batch_size;
     if (args.rampup_batch_size) {
@@ -217,6 +218,12 @@ int run(int argc, char** argv, Processes& processes) {
     adam.eps = args.adam_eps;
     adam.weight_decay = args.weight_decay;
     options.optimizer = train::optimizer_options_from_config(ds_config, adam);
+    // GPTModelPipe's partition_method (the fork's default when the flag is not given).
+    const std::vector<std::int64_t> parts = model::pipeline_partition(
+        options.model.config, options.optimizer.precision != train::Precision::kFp32,
+        grid.pp_size(), args.pp_partition_method.value_or("type:transformer"));
+    model::set_stage_specs(options.model.config, parts, coord.pp);
+    const model::ParamTable table = model::ParamTable::build(options.model.config);
     options.log_interval = args.log_interval;
     options.eval_interval = args.eval_interval;
     options.eval_iters = args.eval_iters;
@@ -274,6 +281,9 @@ int run(int argc, char** argv, Processes& processes) {
     options.data_parallel = groups.dp.get();
     options.tensor_parallel = groups.tp.get();
     options.model_parallel = groups.mp.get();
+    options.pipeline = groups.pp.get();
+    options.embedding = groups.embedding.get();
+    options.world = processes.world.get();
     train::TrainingOutputs outputs;
     if (first_rank) {
       outputs = training_outputs(args, log);
