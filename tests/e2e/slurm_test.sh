@@ -3,7 +3,7 @@
 # The slurm/ scripts on a private one-node SLURM cluster (tests/e2e/slurm_lib.sh): the preprocess
 # job array over 3 shards plus the dependent merge (byte-equal to preprocessing the whole corpus;
 # a bad shard leaves the merge never runnable), a tiny 2-task pretrain preempted with SIGUSR1 that
-# saves, requeues itself and resumes to the end, an 8-task TP x DP ZeRO-1 job whose losses equal a
+# saves, requeues itself and resumes to the end, an 8-task TP x PP x DP ZeRO-1 job whose losses equal a
 # 1-task job's, and evaluate on WikiText and LAMBADA slices of its
 # checkpoint. Every job is judged by its outputs, never by sbatch's status alone (a misconfigured
 # node can "complete" jobs that never ran: environment.md §1).
@@ -121,38 +121,38 @@ iterations="$(train_losses "$metrics" | cut -d' ' -f1 | paste -sd' ')"
   fail "the resumed run did not continue at $((first_save + 1)): iterations $iterations"
 pass "the requeued run loaded the checkpoint and continued at iteration $((first_save + 1))"
 
-# --- pretrain: 8 tasks as TP = 2 × DP = 4 with ZeRO 1, against the same job on 1 task ---------------
+# --- pretrain: 8 tasks as TP = 2 × PP = 2 × DP = 2 with ZeRO 1, against the same job on 1 task ------
 # fp32 ZeRO communicates in fp16 by default (DeepSpeed 0.8.3); fp32 reduction keeps the runs equal.
 cat > ds-zero1.json << 'EOF'
 { "train_micro_batch_size_per_gpu": 2, "train_batch_size": 8, "gradient_clipping": 1.0,
   "zero_optimization": {"stage": 1}, "communication_data_type": "fp32", "steps_per_print": 2000 }
 EOF
 # 8 tasks on a 2-CPU node: environment.md §1's recipe (--overcommit --exclusive, srun --overcommit).
-grid_job() {  # name tasks tp
-  CHECKPOINT_DIR="$WORK/ckpt-$1" TP_SIZE=$3 DS_CONFIG="$WORK/ds-zero1.json" TRAIN_ITERS=10 \
+grid_job() {  # name tasks tp pp
+  CHECKPOINT_DIR="$WORK/ckpt-$1" TP_SIZE=$3 PP_SIZE=$4 DS_CONFIG="$WORK/ds-zero1.json" TRAIN_ITERS=10 \
     SAVE_INTERVAL=10 EXTRA_ARGS="--make-vocab-size-divisible-by 64" SRUN_ARGS="--overcommit" \
     sbatch --parsable --ntasks="$2" --overcommit --exclusive \
     --output="$WORK/$1-%j.out" "$REPO/slurm/pretrain.sbatch"
 }
-grid_id="$(grid_job grid8 8 2)" || fail "sbatch pretrain.sbatch with 8 tasks"
-single_id="$(grid_job grid1 1 1)" || fail "sbatch pretrain.sbatch with 1 task"
+grid_id="$(grid_job grid8 8 2 2)" || fail "sbatch pretrain.sbatch with 8 tasks"
+single_id="$(grid_job grid1 1 1 1)" || fail "sbatch pretrain.sbatch with 1 task"
 job_state_is "$grid_id" COMPLETED 300 "$WORK/grid8-$grid_id.out"
 job_state_is "$single_id" COMPLETED 300 "$WORK/grid1-$single_id.out"
 grep -q "job $grid_id restart 0: 8 task(s)" "$WORK/grid8-$grid_id.out" ||
   fail "the grid job did not start 8 tasks: $(cat "$WORK/grid8-$grid_id.out")"
 # Judged by its outputs: the metrics, and every rank's file of the last checkpoint.
 [ "$(cat "$WORK/ckpt-grid8/latest" 2> /dev/null)" = global_step10 ] || fail "no grid checkpoint"
-for dp in 0 1 2 3; do
-  for tp in 00 01; do
-    [ -s "$WORK/ckpt-grid8/global_step10/zero_pp_rank_${dp}_mp_rank_${tp}_optim_states.pt" ] ||
-      fail "missing ZeRO file of dp $dp tp $tp"
+for dp in 0 1; do
+  for mp in 00 01 02 03; do  # mp = pp·T + tp
+    [ -s "$WORK/ckpt-grid8/global_step10/zero_pp_rank_${dp}_mp_rank_${mp}_optim_states.pt" ] ||
+      fail "missing ZeRO file of dp $dp mp $mp"
   done
 done
 cp "$WORK/ckpt-grid8/logs/metrics.jsonl" "$WORK/grid8.jsonl"
 cp "$WORK/ckpt-grid1/logs/metrics.jsonl" "$WORK/grid1.jsonl"
 "$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" losses "$WORK" grid1 grid8 ||
-  fail "the 8-task TP=2 x DP=4 ZeRO-1 job's losses differ from the 1-task job's"
-pass "8 tasks (TP=2 x DP=4, ZeRO 1) via srun: the 1-task job's losses within 1e-5, 8 ZeRO files"
+  fail "the 8-task TP=2 x PP=2 x DP=2 ZeRO-1 job's losses differ from the 1-task job's"
+pass "8 tasks (TP=2 x PP=2 x DP=2, ZeRO 1) via srun: the 1-task job's losses within 1e-5, 8 ZeRO files"
 
 # --- evaluate the checkpoint ------------------------------------------------------------------------
 head -c 20000 "$MDS_DATA/eval/wikitext-2-test.txt" > wikitext-slice.txt
