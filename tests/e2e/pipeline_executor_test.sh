@@ -17,7 +17,7 @@ run_case() {  # ranks tp method micro-batches checkpoint-layers
     { cat "$log"; fail "$1 ranks, T=$2, $3, M=$4, checkpoint $5"; }
   [ "$(grep -cE '^pipeline_executor_check: rank .* [0-9]+ checks, 0 failed$' "$log")" = "$1" ] ||
     { cat "$log"; fail "$1 ranks, T=$2, $3, M=$4: not one passing line per rank"; }
-  pass "P=$(($1 / $2)) T=$2 $3 M=$4 checkpoint=$5: losses and gradients equal the whole model"
+  pass "P=$(($1 / $2)) T=$2 $3 M=$4 checkpoint=$5: losses and gradients equal the whole model, bytes the formula"
 }
 
 run_case 2 1 type:transformer 4 0

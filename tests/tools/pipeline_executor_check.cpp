@@ -3,6 +3,7 @@
 // locally (same TP rank, same micro-batches, same dropout masks) on the same rank, then the
 // loss of one eval step (InferenceSchedule) against the whole model's forward_loss.
 //   pipeline_executor_check TP METHOD MICRO_BATCHES CHECKPOINT_LAYERS(0 = off)
+// Also checks the bytes the pp and embedding groups sent in the train step against the formula.
 // Prints one line per rank and exits 1 on any mismatch.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -184,7 +186,12 @@ int run(int argc, char** argv) {
     input.loss_scale = loss_scale;
     std::int64_t backwards = 0;
     input.after_backward = [&](std::int64_t) { ++backwards; };
+    if (comms.pp) comms.pp->reset_stats();
+    if (comms.embedding) comms.embedding->reset_stats();
     loss = executor.train_step(params, grads, input);
+    const mds::dist::CommStats pp_stats = comms.pp ? comms.pp->stats() : mds::dist::CommStats{};
+    const mds::dist::CommStats tied_stats =
+        comms.embedding ? comms.embedding->stats() : mds::dist::CommStats{};
     const std::int64_t train_loads = next_load;
     next_load = 0;
     input.dropout = no_dropout;
@@ -200,6 +207,27 @@ int run(int argc, char** argv) {
     check.near(eval_loss, expected_eval, 1e-6 * std::fabs(expected_eval), "eval loss");
     check.near(static_cast<double>(train_loads), loads ? static_cast<double>(micro_batches) : 0.0,
                0, "loads");
+    // Bytes of one train step, counted by the communicators: every stage but the last sends M
+    // activations [s, b, h] fp32, every stage but the first M gradients of that size, the last
+    // stage broadcasts the loss (8 bytes to each other stage); the first and last stage
+    // all-reduce the word embedding's gradient, 2·(n−1)/n of it with n = 2.
+    using mds::dist::CommOp;
+    const auto hidden_bytes = static_cast<std::uint64_t>(
+        whole.config.seq_length * whole.micro_batch_size * whole.config.hidden_size * 4);
+    const auto m = static_cast<std::uint64_t>(micro_batches);
+    const bool first = coord.pp == 0, last = coord.pp == stages - 1;
+    check.near(static_cast<double>(pp_stats.bytes(CommOp::kSend)),
+               static_cast<double>((first ? 0 : m) * hidden_bytes + (last ? 0 : m) * hidden_bytes),
+               0, "pp send bytes");
+    check.near(static_cast<double>(pp_stats.bytes(CommOp::kBroadcast)),
+               last && stages > 1 ? 8.0 * static_cast<double>(stages - 1) : 0.0, 0,
+               "pp broadcast bytes");
+    const std::optional<std::size_t> word = table.find(1, "word_embeddings.weight");
+    const std::uint64_t word_bytes =
+        word ? static_cast<std::uint64_t>(table[*word].local_numel()) * 4 : 0;
+    const bool tied = stages > 1 && (first || last);
+    check.near(static_cast<double>(tied_stats.bytes(CommOp::kAllReduce)),
+               tied ? static_cast<double>(word_bytes) : 0.0, 0, "embedding all-reduce bytes");
     for (std::size_t p = 0; p < table.size(); ++p) {
       const ParamSpec& spec = table[p];
       const auto got = grads.view(p).host_span<float>();
