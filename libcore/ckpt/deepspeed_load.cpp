@@ -57,6 +57,11 @@ class Loader {
       : folder_(std::move(folder)), state_(state), options_(options), next_(state) {}
 
   LoadedCheckpoint run() {
+    if (options_.client_state_only) {
+      load_model_states();
+      commit();
+      return std::move(loaded_);
+    }
     load_layer_files();
     load_model_states();
     if (has_zero_file(state_.layout) && !options_.weights_only) load_zero_file();
@@ -162,25 +167,23 @@ class Loader {
   // --- mp_rank_XX_model_states.pt ---------------------------------------------------------
 
   void load_model_states() {
-    const io::TorchFile& file = *open(model_states_file_name(state_.ranks.mp_rank()));
+    const io::TorchFile& file = *open(model_states_file_name(model_states_rank()));
     within_file(file.name(), [&] { load_model_states(file); });
   }
 
-  void load_model_states(const io::TorchFile& file) {
-    const ValueRef root = file.root_ref();
-    // Another model-parallel grid needs a universal checkpoint; ZeRO files are partitioned
-    // over the data-parallel ranks that wrote them.
-    const std::int64_t mp_size = root["mp_world_size"].as_int();
-    if (mp_size != state_.ranks.mp_size()) {
-      base::fail("mp_world_size is ", mp_size, " but this run has ", state_.ranks.mp_size(),
-                 " model-parallel ranks (TP × PP); resuming on another grid needs a universal "
-                 "checkpoint");
+  // A universal checkpoint written on another grid has no file of this rank: all read rank 0's.
+  std::int64_t model_states_rank() const {
+    if (!options_.client_state_only) return state_.ranks.mp_rank();
+    std::int64_t files = 0;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(folder_, error)) {
+      if (entry.path().filename().string().rfind("mp_rank_", 0) == 0) ++files;
     }
-    const std::int64_t dp_size = root["dp_world_size"].as_int();
-    if (has_zero_file(state_.layout) && !options_.weights_only && dp_size != state_.ranks.dp_size) {
-      base::fail("dp_world_size is ", dp_size, " but this run has ", state_.ranks.dp_size,
-                 " data-parallel ranks; the ZeRO partitions need the same count");
-    }
+    return files == state_.ranks.mp_size() ? state_.ranks.mp_rank() : 0;
+  }
+
+  // Counters, LR scheduler, args and RNG check: what Megatron takes back as client state.
+  void load_client_state(const ValueRef& root) {
     const double version = root["checkpoint_version"].as_float();
     // Versions 0 and 1 order the fused QKV rows differently (checkpoints.md §1.3).
     if (version != 2.0 && version != 3.0) {
@@ -215,6 +218,28 @@ class Loader {
     loaded_.args = args.value();
     loaded_.ds_config = root["ds_config"].value();
     if (const auto v = root.get("ds_version")) loaded_.ds_version = v->as_string();
+  }
+
+  void load_model_states(const io::TorchFile& file) {
+    const ValueRef root = file.root_ref();
+    if (options_.client_state_only) {
+      load_client_state(root);
+      return;
+    }
+    // Another model-parallel grid needs a universal checkpoint; ZeRO files are partitioned
+    // over the data-parallel ranks that wrote them.
+    const std::int64_t mp_size = root["mp_world_size"].as_int();
+    if (mp_size != state_.ranks.mp_size()) {
+      base::fail("mp_world_size is ", mp_size, " but this run has ", state_.ranks.mp_size(),
+                 " model-parallel ranks (TP × PP); resuming on another grid needs a universal "
+                 "checkpoint");
+    }
+    const std::int64_t dp_size = root["dp_world_size"].as_int();
+    if (has_zero_file(state_.layout) && !options_.weights_only && dp_size != state_.ranks.dp_size) {
+      base::fail("dp_world_size is ", dp_size, " but this run has ", state_.ranks.dp_size,
+                 " data-parallel ranks; the ZeRO partitions need the same count");
+    }
+    load_client_state(root);
 
     const ValueRef optimizer = root["optimizer"];
     if (state_.layout == OptimizerLayout::kFp32 && options_.load_optimizer) {

@@ -106,6 +106,10 @@ struct LoadOptions {
   bool finetune = false;       // --finetune: iteration 0, tokens and RNG not restored
   // Only the model weights (evaluate, generate): no ZeRO file, no masters, any DP size.
   bool weights_only = false;
+  // A universal checkpoint's folder: only the client state of an mp_rank file (counters, LR
+  // scheduler, args) — this rank's when the grid has as many, else mp_rank_00 (checkpoints.md
+  // §3.4); weights and optimizer state come from zero/ (ckpt/resume_universal.h).
+  bool client_state_only = false;
 };
 
 // What the checkpoint says about the run that wrote it, for the caller's consistency checks.

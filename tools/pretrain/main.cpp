@@ -21,6 +21,7 @@
 #include "base/stop_signal.h"
 #include "ckpt/deepspeed_checkpoint.h"
 #include "ckpt/json_value.h"
+#include "ckpt/resume_universal.h"
 #include "ckpt/trainer_checkpoint.h"
 #include "config/json_document.h"
 #include "config/pretrain_args.h"
@@ -236,11 +237,6 @@ int run(int argc, char** argv, Processes& processes) {
     options.steps_per_print = ds_config.steps_per_print;
     options.kill_switch_path = args.kill_switch_path;
     options.log_params_norm = args.log_params_norm;
-    if (args.universal_checkpoint) {
-      base::fail(
-          "--universal-checkpoint: loading universal checkpoints is not supported yet "
-          "(convert-to-universal-checkpoint comes with the checkpoint tools)");
-    }
     if (args.kill_switch_path && std::filesystem::exists(*args.kill_switch_path)) {
       log.info("Detected kill switch at " + *args.kill_switch_path + ". Exiting");
       return;
@@ -292,7 +288,12 @@ int run(int argc, char** argv, Processes& processes) {
     }
     train::Trainer trainer(options, table, std::move(datasets), std::move(outputs));
     trainer.initialize_parameters();
-    if (args.load) ckpt::load_trainer_checkpoint(*args.load, trainer, run_description, log);
+    // Megatron's --universal-checkpoint sets DeepSpeed's checkpoint.load_universal.
+    if (args.load && (args.universal_checkpoint || ds_config.checkpoint.load_universal)) {
+      ckpt::load_universal_checkpoint(*args.load, trainer, run_description, log);
+    } else if (args.load) {
+      ckpt::load_trainer_checkpoint(*args.load, trainer, run_description, log);
+    }
 
     // training.py: write_args_to_tensorboard and log_restart_to_tensorboard once the iteration
     // a run starts from is known.

@@ -1,0 +1,206 @@
+#include "ckpt/resume_universal.h"
+
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "base/error.h"
+#include "ckpt/checkpoint_folder.h"
+#include "ckpt/deepspeed_checkpoint.h"
+#include "model/gpt_config.h"
+
+namespace mds::ckpt {
+
+namespace {
+
+std::int64_t product(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = 1;
+  for (const std::int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(dims[i]);
+  }
+  return text + "]";
+}
+
+UniversalTensor read_universal_tensor(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    base::fail(path, ": missing from the universal checkpoint");
+  }
+  const io::TorchFile file = io::TorchFile::open(path);
+  file.verify_checksums();
+  const io::ValueRef root = file.root_ref();
+  const io::TensorRef& param = root["param"].as_tensor();
+  if (param.dtype != tensor::DType::kFloat32) {
+    base::fail(path, ": param: expected float32, found ", tensor::dtype_name(param.dtype));
+  }
+  UniversalTensor out;
+  out.shape = param.shape;
+  const std::string bytes = file.tensor_bytes(param);
+  out.values.resize(bytes.size() / sizeof(float));
+  std::memcpy(out.values.data(), bytes.data(), bytes.size());
+  if (const auto cat_dim = root.get("cat_dim")) out.cat_dim = cat_dim->as_int();
+  return out;
+}
+
+// Where a rank keeps one parameter's elements [offset, offset + numel) in a state buffer: the
+// table layout, or its ZeRO partitions.
+void place(const std::vector<float>& slice, const model::ParamSpec& spec, std::size_t index,
+           tensor::Tensor buffer, const train::MixedPrecisionOptimizer& optimizer) {
+  float* to = static_cast<float*>(buffer.raw());
+  if (!optimizer.partitioned()) {
+    std::memcpy(to + spec.offset, slice.data(), slice.size() * sizeof(float));
+    return;
+  }
+  const train::ZeroShard& shard = optimizer.shard();
+  const train::ZeroLayout& layout = shard.layout();
+  for (std::size_t g = 0; g < layout.size(); ++g) {
+    for (const train::ZeroFragment& f :
+         layout[g].fragments[static_cast<std::size_t>(shard.rank())]) {
+      if (f.param != index) continue;
+      std::memcpy(to + shard.group_offset(g) + f.hp_start, slice.data() + f.param_offset,
+                  static_cast<std::size_t>(f.numel) * sizeof(float));
+    }
+  }
+}
+
+// Adam's step, stored v0.2-style in zero/optimizer_state.pt's param_groups; nullopt if absent.
+std::optional<std::int64_t> saved_adam_step(const std::string& folder) {
+  const std::string path = folder + "/zero/optimizer_state.pt";
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  const io::TorchFile file = io::TorchFile::open(path);
+  return file.root_ref()["param_groups"][std::size_t{0}]["step"].as_int();
+}
+
+}  // namespace
+
+std::vector<float> universal_slice(const UniversalTensor& full,
+                                   const std::vector<std::int64_t>& local_shape,
+                                   std::int64_t tp_rank, std::int64_t tp_size, bool vocab,
+                                   std::int64_t original_vocab, const std::string& what) {
+  if (full.shape == local_shape) return full.values;  // replicated
+  if (full.shape.size() != local_shape.size()) {
+    base::fail(what, ": shape ", dims_text(full.shape), " cannot hold this rank's ",
+               dims_text(local_shape));
+  }
+  UniversalTensor resized = full;
+  if (vocab) {
+    // Rows beyond the new padded size must be padding; missing rows are new padding (zeros).
+    const std::int64_t rows = local_shape[0] * tp_size,
+                       cols = product(local_shape) / local_shape[0];
+    if (rows < original_vocab) {
+      base::fail(what, ": ", rows, " vocabulary rows cannot hold the ", original_vocab,
+                 " tokens of the vocabulary");
+    }
+    resized.shape[0] = rows;
+    resized.values.resize(static_cast<std::size_t>(rows * cols), 0.0f);
+  }
+  const std::int64_t dim = resized.cat_dim;
+  if (dim < 0 || dim >= static_cast<std::int64_t>(local_shape.size())) {
+    base::fail(what, ": cat_dim ", dim, " is not a dimension of ", dims_text(local_shape));
+  }
+  std::vector<std::int64_t> expected = local_shape;
+  expected[static_cast<std::size_t>(dim)] *= tp_size;
+  if (resized.shape != expected) {
+    base::fail(what, ": shape ", dims_text(full.shape), " does not split into ", tp_size,
+               " slices of ", dims_text(local_shape), " along dimension ", dim);
+  }
+  // Row-major: `outer` blocks of `extent` rows of `inner` elements; this rank owns rows
+  // [tp_rank·local, (tp_rank+1)·local) of each block.
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < dim; ++d) outer *= local_shape[static_cast<std::size_t>(d)];
+  for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < local_shape.size(); ++d) {
+    inner *= local_shape[d];
+  }
+  const std::int64_t local = local_shape[static_cast<std::size_t>(dim)];
+  std::vector<float> slice;
+  slice.reserve(static_cast<std::size_t>(product(local_shape)));
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const float* block = resized.values.data() + (o * local * tp_size + tp_rank * local) * inner;
+    slice.insert(slice.end(), block, block + local * inner);
+  }
+  return slice;
+}
+
+bool load_universal_checkpoint(const std::string& dir, train::Trainer& trainer,
+                               const RunDescription& run, const base::Log& log) {
+  const std::optional<std::string> tag = read_text_file_if_exists(dir + "/latest_universal");
+  if (!tag) {
+    log.warn("could not find the metadata file " + dir +
+             "/latest_universal; no checkpoint is loaded and training starts from the initial "
+             "weights");
+    return false;
+  }
+  const config::PretrainArgs& args = *run.args;
+  LoadOptions options;
+  options.client_state_only = true;
+  options.finetune = args.finetune;
+  options.load_optimizer = !args.no_load_optim && !args.finetune;
+  options.load_rng = !args.no_load_rng && !args.finetune;
+  TrainingState state = trainer_state(trainer, run);
+  log.info(" loading universal checkpoint from " + dir + " at tag " + *tag);
+  const LoadedCheckpoint loaded = load_deepspeed_checkpoint(dir, *tag, state, options);
+
+  const std::string folder = dir + "/" + *tag;
+  train::MixedPrecisionOptimizer& optimizer = trainer.optimizer();
+  const model::ParamTable& table = trainer.table();
+  const std::int64_t tp_size = run.ranks.tp_size, tp_rank = run.ranks.tp;
+  struct Target {
+    const char* state;
+    tensor::Tensor buffer;
+  };
+  std::vector<Target> targets = {{"fp32", optimizer.master()}};
+  if (options.load_optimizer) {
+    targets.push_back({"exp_avg", optimizer.exp_avg()});
+    targets.push_back({"exp_avg_sq", optimizer.exp_avg_sq()});
+  }
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const model::ParamSpec& spec = table[i];
+    const std::vector<std::int64_t> local(spec.local_shape.begin(), spec.local_shape.end());
+    const bool vocab =
+        spec.layer == model::GptConfig::kEmbeddingSpec && spec.name == "word_embeddings.weight";
+    for (const Target& target : targets) {
+      const std::string path = folder + "/zero/" + spec.engine_name() + "/" + target.state + ".pt";
+      const std::vector<float> slice =
+          universal_slice(read_universal_tensor(path), local, tp_rank, tp_size, vocab,
+                          run.original_vocab_size, path);
+      place(slice, spec, i, target.buffer, optimizer);
+    }
+  }
+  if (options.load_optimizer) {
+    if (const std::optional<std::int64_t> step = saved_adam_step(folder)) {
+      optimizer.set_adam_step(*step);
+    } else {
+      log.warn(folder +
+               " has no zero/optimizer_state.pt: Adam's step count restarts (bias "
+               "correction as after the first step), as upstream's v0.1 loader does");
+    }
+    trainer.lr_scheduler().load_state(state.lr_scheduler);
+  }
+  optimizer.restore_from_checkpoint(train::RestoreSource::kParamsFromMaster);
+  train::TrainingProgress& progress = trainer.progress();
+  if (!args.finetune) {
+    progress.iteration = state.iteration;
+    progress.global_steps = state.global_steps;
+    progress.skipped_steps = state.skipped_steps;
+    progress.consumed_train_samples = state.consumed_train_samples;
+    progress.consumed_valid_samples = state.consumed_valid_samples;
+    progress.consumed_train_tokens = state.consumed_train_tokens;
+    if (const std::optional<io::ValueRef> gigaflos =
+            io::ValueRef(loaded.args, "args").object_state().get("gigaflos_no_embeds")) {
+      progress.gigaflos_no_embeds = gigaflos->as_float();
+    }
+  }
+  log.info("  successfully loaded universal checkpoint from " + dir + " at iteration " +
+           std::to_string(progress.iteration));
+  return true;
+}
+
+}  // namespace mds::ckpt
