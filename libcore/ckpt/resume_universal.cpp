@@ -45,7 +45,6 @@ UniversalTensor read_universal_tensor(const std::string& path) {
   const std::string bytes = file.tensor_bytes(param);
   out.values.resize(bytes.size() / sizeof(float));
   std::memcpy(out.values.data(), bytes.data(), bytes.size());
-  if (const auto cat_dim = root.get("cat_dim")) out.cat_dim = cat_dim->as_int();
   return out;
 }
 
@@ -83,18 +82,24 @@ std::optional<std::int64_t> saved_adam_step(const std::string& folder) {
 
 std::vector<float> universal_slice(const UniversalTensor& full,
                                    const std::vector<std::int64_t>& local_shape,
-                                   std::int64_t tp_rank, std::int64_t tp_size, bool vocab,
+                                   std::int64_t tp_rank, std::int64_t tp_size, model::TpSplit split,
                                    std::int64_t original_vocab, const std::string& what) {
-  if (full.shape == local_shape) return full.values;  // replicated
-  if (full.shape.size() != local_shape.size()) {
+  if (split == model::TpSplit::kReplicated || tp_size == 1) {
+    if (full.shape == local_shape) return full.values;
+    if (split == model::TpSplit::kReplicated) {
+      base::fail(what, ": shape ", dims_text(full.shape), ", the replicated parameter has ",
+                 dims_text(local_shape));
+    }
+  }
+  if (full.shape.size() != local_shape.size() || local_shape.empty()) {
     base::fail(what, ": shape ", dims_text(full.shape), " cannot hold this rank's ",
                dims_text(local_shape));
   }
   UniversalTensor resized = full;
-  if (vocab) {
+  if (split == model::TpSplit::kVocab) {
     // Rows beyond the new padded size must be padding; missing rows are new padding (zeros).
-    const std::int64_t rows = local_shape[0] * tp_size,
-                       cols = product(local_shape) / local_shape[0];
+    const std::int64_t rows = local_shape[0] * tp_size;
+    const std::int64_t cols = product(local_shape) / local_shape[0];
     if (rows < original_vocab) {
       base::fail(what, ": ", rows, " vocabulary rows cannot hold the ", original_vocab,
                  " tokens of the vocabulary");
@@ -102,24 +107,23 @@ std::vector<float> universal_slice(const UniversalTensor& full,
     resized.shape[0] = rows;
     resized.values.resize(static_cast<std::size_t>(rows * cols), 0.0f);
   }
-  const std::int64_t dim = resized.cat_dim;
-  if (dim < 0 || dim >= static_cast<std::int64_t>(local_shape.size())) {
-    base::fail(what, ": cat_dim ", dim, " is not a dimension of ", dims_text(local_shape));
+  const std::size_t dim = split == model::TpSplit::kRow ? 1 : 0;
+  if (dim >= local_shape.size()) {
+    base::fail(what, ": a row-parallel parameter needs two dimensions, has ",
+               dims_text(local_shape));
   }
   std::vector<std::int64_t> expected = local_shape;
-  expected[static_cast<std::size_t>(dim)] *= tp_size;
+  expected[dim] *= tp_size;
   if (resized.shape != expected) {
     base::fail(what, ": shape ", dims_text(full.shape), " does not split into ", tp_size,
                " slices of ", dims_text(local_shape), " along dimension ", dim);
   }
-  // Row-major: `outer` blocks of `extent` rows of `inner` elements; this rank owns rows
+  // Row-major: `outer` blocks of `tp_size · local` rows of `inner` elements; this rank owns rows
   // [tp_rank·local, (tp_rank+1)·local) of each block.
   std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < dim; ++d) outer *= local_shape[static_cast<std::size_t>(d)];
-  for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < local_shape.size(); ++d) {
-    inner *= local_shape[d];
-  }
-  const std::int64_t local = local_shape[static_cast<std::size_t>(dim)];
+  for (std::size_t d = 0; d < dim; ++d) outer *= local_shape[d];
+  for (std::size_t d = dim + 1; d < local_shape.size(); ++d) inner *= local_shape[d];
+  const std::int64_t local = local_shape[dim];
   std::vector<float> slice;
   slice.reserve(static_cast<std::size_t>(product(local_shape)));
   for (std::int64_t o = 0; o < outer; ++o) {
@@ -164,12 +168,10 @@ bool load_universal_checkpoint(const std::string& dir, train::Trainer& trainer,
   for (std::size_t i = 0; i < table.size(); ++i) {
     const model::ParamSpec& spec = table[i];
     const std::vector<std::int64_t> local(spec.local_shape.begin(), spec.local_shape.end());
-    const bool vocab =
-        spec.layer == model::GptConfig::kEmbeddingSpec && spec.name == "word_embeddings.weight";
     for (const Target& target : targets) {
       const std::string path = folder + "/zero/" + spec.engine_name() + "/" + target.state + ".pt";
       const std::vector<float> slice =
-          universal_slice(read_universal_tensor(path), local, tp_rank, tp_size, vocab,
+          universal_slice(read_universal_tensor(path), local, tp_rank, tp_size, spec.split,
                           run.original_vocab_size, path);
       place(slice, spec, i, target.buffer, optimizer);
     }

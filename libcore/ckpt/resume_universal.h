@@ -8,26 +8,27 @@
 #include "base/log.h"
 #include "ckpt/trainer_checkpoint.h"
 #include "io/torch_file.h"
+#include "model/param_table.h"
 #include "train/trainer.h"
 
 namespace mds::ckpt {
 
-// One state file zero/<name>/<state>.pt: the full (unsharded) tensor as fp32 and how it was cut.
+// One state file zero/<name>/<state>.pt: the full (unsharded) tensor as fp32.
 struct UniversalTensor {
   std::vector<std::int64_t> shape;  // full shape (the vocabulary's padded rows included)
   std::vector<float> values;
-  std::int64_t cat_dim = 0;  // the dimension TP slices concatenate along
 };
 
-// This TP rank's slice of `full` for a parameter of `local_shape` on `tp_size` ranks, flattened.
-// A tensor already of the local shape is replicated (every rank takes it whole). A vocabulary
-// parameter (`vocab` true) may have more rows than tp_size · local rows (rows beyond the new
-// padded size are cut; they must be padding: at least `original_vocab` rows stay) or fewer
-// (zero rows are added: unlike upstream's v0.1 loader, which overwrites real rows when the padded
-// size grows). `what` names the file in errors.
+// This TP rank's slice of `full` for a parameter of `local_shape` split `split` over `tp_size`
+// ranks, flattened. The dimension comes from the parameter itself (column-parallel and vocabulary
+// rows, row-parallel columns), not from the file's cat_dim, which a converter from a T = 1
+// checkpoint cannot know; replicated parameters must have their local shape. The vocabulary may
+// have more rows than tp_size · local rows (rows beyond the new padded size are cut; they must be
+// padding: at least `original_vocab` rows stay) or fewer (zero rows are added: unlike upstream's
+// v0.1 loader, which overwrites real rows when the padded size grows). `what` names the file.
 std::vector<float> universal_slice(const UniversalTensor& full,
                                    const std::vector<std::int64_t>& local_shape,
-                                   std::int64_t tp_rank, std::int64_t tp_size, bool vocab,
+                                   std::int64_t tp_rank, std::int64_t tp_size, model::TpSplit split,
                                    std::int64_t original_vocab, const std::string& what);
 
 // Reads <dir>/latest_universal and the folder it names into the trainer: counters, LR scheduler
