@@ -5,6 +5,9 @@
                                                       (--tolerance X before `losses` changes it)
   compare_metrics.py resume WORK STRAIGHT HALF REST   HALF (iterations 1-5) then REST (6-10) give
                                                       STRAIGHT's train losses exactly
+  compare_metrics.py steps WORK STRAIGHT REST         REST's train losses (a resumed run's
+                                                      iterations) equal STRAIGHT's at the same
+                                                      iterations within the tolerance
 
 Runs are named by their metrics file, WORK/<name>.jsonl. Exits non-zero with the reason.
 """
@@ -43,6 +46,14 @@ def same_after_resume(work, straight, half, rest):
     assert {**first, **second} == whole, ({**first, **second}, whole)
 
 
+def same_steps(work, straight, rest, tolerance):
+    whole, resumed = dict(losses(work, straight, "train")), dict(losses(work, rest, "train"))
+    assert resumed and set(resumed) <= set(whole), (sorted(resumed), sorted(whole))
+    worst = max(abs(whole[i] - loss) / abs(whole[i]) for i, loss in resumed.items())
+    print(f"{rest}: iterations {min(resumed)}-{max(resumed)}, worst relative difference {worst:.2e}")
+    assert worst <= tolerance, (rest, worst)
+
+
 if __name__ == "__main__":
     arguments = sys.argv[1:]
     tolerance = TOLERANCE
@@ -54,5 +65,7 @@ if __name__ == "__main__":
         same_losses(work, names[0], names[1:], tolerance)
     elif command == "resume":
         same_after_resume(work, *names)
+    elif command == "steps":
+        same_steps(work, names[0], names[1], tolerance)
     else:
         sys.exit(f"compare_metrics.py: unknown command {command}")
