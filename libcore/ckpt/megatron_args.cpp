@@ -363,7 +363,7 @@ void add_checkpointing_and_deepspeed_flags(Value& ns, const PretrainArgs& a) {
   ns.set("deepspeed_config", opt_text(a.deepspeed_config));
   ns.set("deepscale", Value::boolean(false));
   ns.set("deepscale_config", Value::none());
-  ns.set("deepspeed_mpi", Value::boolean(false));
+  ns.set("deepspeed_mpi", Value::boolean(a.deepspeed_mpi));
 }
 
 void add_derived(Value& ns, const PretrainArgs& a, const MegatronRunValues& run) {

@@ -188,6 +188,7 @@ struct PretrainArgs {
 
   // --- DeepSpeed
   bool deepspeed = false;
+  bool deepspeed_mpi = false;  // accepted: the launch is always read from the environment
   std::optional<std::string> deepspeed_config;
 
   // --- mds additions (not upstream flags)

@@ -74,8 +74,9 @@ void add_deepspeed(FlagSet& flags, PretrainArgs& a) {
   g.refuse("--deepscale", "deprecated alias of --deepspeed; use --deepspeed", false);
   g.refuse("--deepscale_config", "deprecated alias of --deepspeed_config; use --deepspeed_config",
            true);
-  g.refuse("--deepspeed_mpi",
-           "discovering the process layout through MPI needs the parallel build (issue 4)", false);
+  g.store_true("--deepspeed_mpi", a.deepspeed_mpi,
+               "discover the ranks through MPI (mds always reads them from the launcher's "
+               "environment: OMPI_*, SLURM_*)");
 }
 
 void add_mds_additions(FlagSet& flags, PretrainArgs& a) {

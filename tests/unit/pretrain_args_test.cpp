@@ -326,7 +326,6 @@ TEST_F(PretrainArgsTest, RefusedFlagsExitWithTheirReason) {
       {{"--lazy-mpu-init", "1"}, "external DDP"},
       {{"--deepscale"}, "deprecated alias of --deepspeed"},
       {{"--deepscale_config", "x.json"}, "deprecated alias of --deepspeed_config"},
-      {{"--deepspeed_mpi"}, "parallel build \\(issue 4\\)"},
       {{"--loss-on-targets-only"}, "prefix-LM"},
       {{"--tokenizer-name-or-path", "gpt2"}, "Hugging Face tokenizers"},
       {{"--mask-prob", "0.2"}, "BERT/T5"},
