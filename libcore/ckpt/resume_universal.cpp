@@ -28,26 +28,6 @@ std::string dims_text(const std::vector<std::int64_t>& dims) {
   return text + "]";
 }
 
-UniversalTensor read_universal_tensor(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    base::fail(path, ": missing from the universal checkpoint");
-  }
-  const io::TorchFile file = io::TorchFile::open(path);
-  file.verify_checksums();
-  const io::ValueRef root = file.root_ref();
-  const io::TensorRef& param = root["param"].as_tensor();
-  if (param.dtype != tensor::DType::kFloat32) {
-    base::fail(path, ": param: expected float32, found ", tensor::dtype_name(param.dtype));
-  }
-  UniversalTensor out;
-  out.shape = param.shape;
-  const std::string bytes = file.tensor_bytes(param);
-  out.values.resize(bytes.size() / sizeof(float));
-  std::memcpy(out.values.data(), bytes.data(), bytes.size());
-  return out;
-}
-
 // Where a rank keeps one parameter's elements [offset, offset + numel) in a state buffer: the
 // table layout, or its ZeRO partitions.
 void place(const std::vector<float>& slice, const model::ParamSpec& spec, std::size_t index,
@@ -79,6 +59,26 @@ std::optional<std::int64_t> saved_adam_step(const std::string& folder) {
 }
 
 }  // namespace
+
+UniversalTensor read_universal_tensor(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    base::fail(path, ": missing from the universal checkpoint");
+  }
+  const io::TorchFile file = io::TorchFile::open(path);
+  file.verify_checksums();
+  const io::ValueRef root = file.root_ref();
+  const io::TensorRef& param = root["param"].as_tensor();
+  if (param.dtype != tensor::DType::kFloat32) {
+    base::fail(path, ": param: expected float32, found ", tensor::dtype_name(param.dtype));
+  }
+  UniversalTensor out;
+  out.shape = param.shape;
+  const std::string bytes = file.tensor_bytes(param);
+  out.values.resize(bytes.size() / sizeof(float));
+  std::memcpy(out.values.data(), bytes.data(), bytes.size());
+  return out;
+}
 
 std::vector<float> universal_slice(const UniversalTensor& full,
                                    const std::vector<std::int64_t>& local_shape,

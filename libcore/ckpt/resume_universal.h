@@ -19,6 +19,9 @@ struct UniversalTensor {
   std::vector<float> values;
 };
 
+// Reads zero/<name>/<state>.pt (a dict whose "param" is an fp32 tensor); errors name the file.
+UniversalTensor read_universal_tensor(const std::string& path);
+
 // This TP rank's slice of `full` for a parameter of `local_shape` split `split` over `tp_size`
 // ranks, flattened. The dimension comes from the parameter itself (column-parallel and vocabulary
 // rows, row-parallel columns), not from the file's cat_dim, which a converter from a T = 1

@@ -1,11 +1,14 @@
 #include "tasks/inference_model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/error.h"
+#include "ckpt/checkpoint_folder.h"
 #include "ckpt/deepspeed_checkpoint.h"
 #include "ckpt/deepspeed_layout.h"
 #include "ckpt/megatron_args.h"
+#include "ckpt/resume_universal.h"
 #include "io/torch_file.h"
 #include "model/tp_merge.h"
 #include "ops/elementwise.h"
@@ -81,6 +84,30 @@ std::int64_t load_shard(const std::string& dir, const std::string& tag,
   return state.iteration;
 }
 
+// The fp32 masters of a universal checkpoint as the model's weights (rounded through the 16-bit
+// dtype the run trained in, which is what its model computed with).
+std::int64_t load_universal_weights(const std::string& folder, const config::PretrainArgs& args,
+                                    const model::ParamBuffer& weights, std::int64_t vocab_size) {
+  const model::ParamTable& table = weights.table();
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const model::ParamSpec& spec = table[i];
+    const std::string path = folder + "/zero/" + spec.engine_name() + "/fp32.pt";
+    const std::vector<float> values = ckpt::universal_slice(
+        ckpt::read_universal_tensor(path),
+        std::vector<std::int64_t>(spec.local_shape.begin(), spec.local_shape.end()), 0, 1,
+        spec.split, vocab_size, path);
+    std::copy(values.begin(), values.end(), weights.view(i).host_span<float>().begin());
+  }
+  const ckpt::OptimizerLayout layout = layout_for(args);
+  if (layout != ckpt::OptimizerLayout::kFp32) {
+    const model::ParamBuffer half(table, ckpt::params_dtype(layout));
+    ops::cast(half.flat(), weights.flat());
+    ops::cast(weights.flat(), half.flat());
+  }
+  const io::TorchFile states = io::TorchFile::open(folder + "/" + ckpt::model_states_file_name(0));
+  return states.root_ref()["iteration"].as_int();
+}
+
 }  // namespace
 
 InferenceModel load_inference_model(const config::PretrainArgs& args,
@@ -92,8 +119,16 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
   if (!std::filesystem::is_directory(dir, error)) {
     base::fail("--load ", dir, ": no such checkpoint folder");
   }
-  const std::optional<std::string> tag = ckpt::read_latest_tag(dir);
-  if (!tag) base::fail("--load ", dir, ": no 'latest' file, so no checkpoint to load");
+  // A universal checkpoint (latest_universal) when asked for, or when it is all there is.
+  std::optional<std::string> tag = ckpt::read_latest_tag(dir);
+  const std::optional<std::string> universal_tag =
+      ckpt::read_text_file_if_exists(dir + "/latest_universal");
+  const bool universal = universal_tag && (args.universal_checkpoint || !tag);
+  if (universal) tag = universal_tag;
+  if (!tag) {
+    base::fail("--load ", dir,
+               ": no 'latest' (or 'latest_universal') file, so no checkpoint to load");
+  }
   m.checkpoint = dir + "/" + *tag;
 
   // A checkpoint of T TP ranks is loaded shard by shard and merged: the model then runs whole on
@@ -123,7 +158,9 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
       (tp_size > 1 ? " (merging " + std::to_string(tp_size) + " TP shards)" : "") +
       (grid.pp_size > 1 ? " (joining " + std::to_string(grid.pp_size) + " pipeline stages)" : ""));
   std::int64_t iteration = 0;
-  if (tp_size == 1) {
+  if (universal) {
+    iteration = load_universal_weights(m.checkpoint, args, *m.params, m.vocab_size);
+  } else if (tp_size == 1) {
     iteration = load_shard(dir, *tag, args, *m.params, 0, grid);
   } else {
     for (std::int64_t rank = 0; rank < tp_size; ++rank) {
