@@ -70,8 +70,16 @@ SafetensorsEntry parse_entry(const config::JsonMember& member, const std::string
   if (dtype == nullptr || !dtype->is_string()) base::fail(where, ".dtype must be a string");
   entry.dtype = safetensors_dtype(dtype->as_string(), where + ".dtype");
   if (shape == nullptr || !shape->is_array()) base::fail(where, ".shape must be a list");
+  std::uint64_t numel = 1;
   for (const config::JsonValue& d : shape->items()) {
-    entry.shape.push_back(static_cast<std::int64_t>(non_negative(d, where + ".shape[]")));
+    const std::uint64_t extent = non_negative(d, where + ".shape[]");
+    if (__builtin_mul_overflow(numel, extent, &numel) ||
+        __builtin_mul_overflow(numel, tensor::dtype_size(entry.dtype), &numel) ||
+        numel / tensor::dtype_size(entry.dtype) > (std::uint64_t{1} << 62)) {
+      base::fail(where, ".shape: too many elements");
+    }
+    numel /= tensor::dtype_size(entry.dtype);
+    entry.shape.push_back(static_cast<std::int64_t>(extent));
   }
   if (offsets == nullptr || !offsets->is_array() || offsets->items().size() != 2) {
     base::fail(where, ".data_offsets must be a list of two integers");
@@ -138,15 +146,36 @@ DType safetensors_dtype(std::string_view name, const std::string& where) {
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  SafetensorsFile file{base::MappedFile(path)};
-  const std::uint64_t size = file.file_.size();
+  auto mapped = std::make_shared<base::MappedFile>(path);
+  SafetensorsFile file;
+  file.path_ = path;
+  file.bytes_ = mapped->bytes();
+  file.owner_ = std::move(mapped);
+  file.parse();
+  return file;
+}
+
+SafetensorsFile SafetensorsFile::from_bytes(std::string bytes, std::string name) {
+  auto owned = std::make_shared<std::string>(std::move(bytes));
+  SafetensorsFile file;
+  file.path_ = std::move(name);
+  file.bytes_ = *owned;
+  file.owner_ = std::move(owned);
+  file.parse();
+  return file;
+}
+
+void SafetensorsFile::parse() {
+  const std::string& path = path_;
+  const std::uint64_t size = bytes_.size();
   if (size < 8) base::fail(path, ": ", size, " bytes is too short for a safetensors file");
-  const std::uint64_t header_bytes = read_u64le(file.file_.data());
+  const std::uint64_t header_bytes =
+      read_u64le(reinterpret_cast<const unsigned char*>(bytes_.data()));
   if (header_bytes > kMaxHeaderBytes || header_bytes > size - 8) {
     base::fail(path, ": header length ", header_bytes, " does not fit in the file of ", size,
                " bytes (or exceeds 100 MB)");
   }
-  const std::string_view header = file.file_.bytes().substr(8, header_bytes);
+  const std::string_view header = bytes_.substr(8, header_bytes);
   if (header.empty() || header.front() != '{') base::fail(path, ": the header must start with '{'");
   const config::JsonValue root = config::parse_json(header, path + " header");
   if (!root.is_object()) base::fail(path, ": the header is not a JSON object");
@@ -156,15 +185,14 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       if (!member.value.is_object()) base::fail(path, ": __metadata__ must be an object");
       for (const config::JsonMember& m : member.value.members()) {
         if (!m.value.is_string()) base::fail(path, ": __metadata__.", m.key, " must be a string");
-        file.metadata_[m.key] = m.value.as_string();
+        metadata_[m.key] = m.value.as_string();
       }
       continue;
     }
-    file.entries_.push_back(parse_entry(member, where));
+    entries_.push_back(parse_entry(member, where));
   }
-  file.data_start_ = 8 + header_bytes;
-  check_layout(file.entries_, size - file.data_start_, path);
-  return file;
+  data_start_ = 8 + header_bytes;
+  check_layout(entries_, size - data_start_, path);
 }
 
 const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
@@ -181,7 +209,7 @@ const SafetensorsEntry& SafetensorsFile::at(std::string_view name) const {
 }
 
 std::string_view SafetensorsFile::bytes(const SafetensorsEntry& entry) const {
-  return file_.bytes().substr(data_start_ + entry.begin, entry.end - entry.begin);
+  return bytes_.substr(data_start_ + entry.begin, entry.end - entry.begin);
 }
 
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,8 +30,10 @@ class SafetensorsFile {
  public:
   // Fails with one line naming the file and the broken rule.
   static SafetensorsFile open(const std::string& path);
+  // The same checks on bytes in memory; `name` stands for the file in messages.
+  static SafetensorsFile from_bytes(std::string bytes, std::string name);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return path_; }
   // In the header's order.
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -42,8 +45,12 @@ class SafetensorsFile {
   std::string_view bytes(const SafetensorsEntry& entry) const;
 
  private:
-  explicit SafetensorsFile(base::MappedFile file) : file_(std::move(file)) {}
-  base::MappedFile file_;
+  SafetensorsFile() = default;
+  void parse();
+
+  std::string path_;
+  std::shared_ptr<const void> owner_;  // MappedFile or std::string behind bytes_
+  std::string_view bytes_;
   std::uint64_t data_start_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
