@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "ckpt/checkpoint_folder.h"
 #include "ckpt/training_state.h"
 #include "dist/communicator.h"
 
@@ -20,6 +21,12 @@ namespace mds::ckpt {
 void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& state,
                                const SaveOptions& options = {},
                                dist::Communicator* world = nullptr);
+
+// One rank's files of that checkpoint (its layer files and mp_rank file when ranks.dp is 0, its
+// ZeRO file) written into `folder`, for a program that writes every rank's files itself; the
+// caller commits the folder and then moves `latest`.
+void write_deepspeed_rank_files(const StagedFolder& folder, const TrainingState& state,
+                                const SaveOptions& options = {});
 
 // The tag in <dir>/latest, or nullopt when there is no such file (start from scratch).
 std::optional<std::string> read_latest_tag(const std::string& dir);

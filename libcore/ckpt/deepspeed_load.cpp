@@ -62,9 +62,15 @@ class Loader {
       commit();
       return std::move(loaded_);
     }
-    load_layer_files();
+    if (options_.load_weights) load_layer_files();
     load_model_states();
-    if (has_zero_file(state_.layout) && !options_.weights_only) load_zero_file();
+    if (has_zero_file(state_.layout) && !options_.weights_only) {
+      if (skip_zero_file_) {
+        derive_master_ = true;
+      } else {
+        load_zero_file();
+      }
+    }
     commit();
     return std::move(loaded_);
   }
@@ -234,10 +240,15 @@ class Loader {
                  " model-parallel ranks (TP × PP); resuming on another grid needs a universal "
                  "checkpoint");
     }
+    // Without the optimizer state (--finetune, --no-load-optim) the ZeRO files of another DP
+    // size are not needed: the fp32 masters are re-derived from the 16-bit weights.
     const std::int64_t dp_size = root["dp_world_size"].as_int();
     if (has_zero_file(state_.layout) && !options_.weights_only && dp_size != state_.ranks.dp_size) {
-      base::fail("dp_world_size is ", dp_size, " but this run has ", state_.ranks.dp_size,
-                 " data-parallel ranks; the ZeRO partitions need the same count");
+      if (options_.load_optimizer) {
+        base::fail("dp_world_size is ", dp_size, " but this run has ", state_.ranks.dp_size,
+                   " data-parallel ranks; the ZeRO partitions need the same count");
+      }
+      skip_zero_file_ = true;
     }
     load_client_state(root);
 
@@ -253,7 +264,11 @@ class Loader {
         derive_master_ = true;
       }
     }
-    if (has_zero_file(state_.layout)) check_param_shapes(root["param_shapes"]);
+    // param_shapes describe the optimizer's flat groups of this rank's stage: a weights-only
+    // load (whole model, any stage split) or one without the optimizer state does not use them.
+    if (has_zero_file(state_.layout) && options_.load_optimizer && !options_.weights_only) {
+      check_param_shapes(root["param_shapes"]);
+    }
   }
 
   [[noreturn]] void fail_no_optimizer() const {
@@ -557,6 +572,7 @@ class Loader {
   std::deque<std::string> scratch_;  // copies of non-contiguous tensors
   std::vector<Copy> copies_;
   bool derive_master_ = false;
+  bool skip_zero_file_ = false;
   bool step_seen_ = false;
   LoadedCheckpoint loaded_;
 };

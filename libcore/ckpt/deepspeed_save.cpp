@@ -338,11 +338,22 @@ void write_zero_file(const StagedFolder& folder, const TrainingState& s,
 
 }  // namespace
 
+void write_deepspeed_rank_files(const StagedFolder& folder, const TrainingState& state,
+                                const SaveOptions& options) {
+  check_state_buffers(state, options.save_optimizer, options.save_optimizer, "saving checkpoint");
+  if (state.ranks.dp == 0) {
+    write_layer_files(folder, state, options);
+    write_model_states(folder, state, optimizer_groups(*state.table), options);
+  }
+  if (options.save_optimizer && has_zero_file(state.layout)) {
+    write_zero_file(folder, state, options);
+  }
+}
+
 void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& state,
                                const SaveOptions& options, dist::Communicator* world) {
   check_state_buffers(state, options.save_optimizer, options.save_optimizer, "saving checkpoint");
   if (state.global_steps < 0) base::fail("saving checkpoint: negative global_steps");
-  const std::vector<OptimizerGroup> groups = optimizer_groups(*state.table);
   const std::string tag = tag_for_step(state.global_steps);
   const bool several = world != nullptr && world->size() > 1;
   const bool leader = !several || world->rank() == 0;
@@ -352,13 +363,7 @@ void save_deepspeed_checkpoint(const std::string& dir, const TrainingState& stat
   if (leader) folder.emplace(dir + "/" + tag, several ? "ranks" : "");
   if (several) world->barrier();
   if (!leader) folder.emplace(dir + "/" + tag, "ranks", StagedFolder::Role::kJoin);
-  if (state.ranks.dp == 0) {
-    write_layer_files(*folder, state, options);
-    write_model_states(*folder, state, groups, options);
-  }
-  if (options.save_optimizer && has_zero_file(state.layout)) {
-    write_zero_file(*folder, state, options);
-  }
+  write_deepspeed_rank_files(*folder, state, options);
   if (several) world->barrier();
   if (leader) {
     folder->commit();

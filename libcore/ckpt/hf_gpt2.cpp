@@ -1,6 +1,7 @@
 #include "ckpt/hf_gpt2.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -119,9 +120,14 @@ std::string activation_name(ops::GeluKind gelu) {
   return "gelu_new";
 }
 
+// The shortest decimal that reads back as the same float (Python prints the flags' 0.1 as 0.1,
+// not as the float's 0.10000000149011612).
 std::string number(double value) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (static_cast<float>(std::strtod(text, nullptr)) == static_cast<float>(value)) break;
+  }
   return text;
 }
 

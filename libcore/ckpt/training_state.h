@@ -110,6 +110,9 @@ struct LoadOptions {
   // scheduler, args) — this rank's when the grid has as many, else mp_rank_00 (checkpoints.md
   // §3.4); weights and optimizer state come from zero/ (ckpt/resume_universal.h).
   bool client_state_only = false;
+  // false: the layer files are not read and `params` is left as it is (convert-to-universal-
+  // checkpoint takes the weights from the fp32 masters of the optimizer state).
+  bool load_weights = true;
 };
 
 // What the checkpoint says about the run that wrote it, for the caller's consistency checks.

@@ -14,4 +14,11 @@ namespace mds::model {
 void merge_tp_shard(const ParamBuffer& shard, std::int64_t tensor_parallel_size,
                     const ParamBuffer& full);
 
+// The inverse: fills every parameter of `shard` (the table of TP rank shard.table().tp_rank() of
+// tensor_parallel_size, any pipeline stage, the last stage's tied embedding copy included) with its
+// block of the unsharded model `full` (fp32, T = 1 table of the same model). Parameters are matched
+// by (layer, name); one missing from the full table fails naming it.
+void split_tp_shard(const ParamBuffer& full, std::int64_t tensor_parallel_size,
+                    const ParamBuffer& shard);
+
 }  // namespace mds::model

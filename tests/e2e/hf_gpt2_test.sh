@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Hugging Face GPT-2 export and import (issue 7, ckpt/hf_folder.h) against transformers itself
-# (the oracle venv's transformers 4.40 on Debian's torch):
+# Hugging Face GPT-2 export (merge-mp-partitions --to-hf) and import (issue 7, ckpt/hf_folder.h)
+# against transformers itself (the oracle venv's transformers 4.40 on Debian's torch):
 #   - a T = 2 × P = 2 checkpoint exported with every padded row in fp32 loads with
 #     GPT2LMHeadModel.from_pretrained and gives our logits within 1e-5; import(export(x)) is x
 #     bit for bit; GPT2Tokenizer loads the folder's tokenizer files;
@@ -30,6 +30,16 @@ tokens=464,3290,318,257,1332,286,13,50256
   { cat "$WORK/export.err"; fail "export of the T=2×P=2 checkpoint"; }
 grep -q "import(export(x)) is bit-identical" "$WORK/export.err" || fail "no round-trip check"
 pass "import(export(x)) gives the checkpoint's weights bit for bit"
+
+# The command users run writes the same folder.
+"$MDS_BIN/merge-mp-partitions" "${model[@]}" --load "$WORK/ckpt" --to-hf "$WORK/hf-cli" \
+  2> "$WORK/to-hf.err" || { cat "$WORK/to-hf.err"; fail "merge-mp-partitions --to-hf"; }
+for file in model.safetensors vocab.json merges.txt tokenizer_config.json; do
+  cmp -s "$WORK/hf/$file" "$WORK/hf-cli/$file" || fail "merge-mp-partitions --to-hf: $file differs"
+done
+# The probe exports the inference model (no dropout); the command keeps the training flags'.
+grep -q '"resid_pdrop": 0.1,' "$WORK/hf-cli/config.json" || fail "--to-hf config: dropout"
+pass "merge-mp-partitions --to-hf writes the same weights and tokenizer files, dropout 0.1 as trained"
 
 "$MDS_PYTHON" - "$WORK" "$tokens" <<'PY' || fail "transformers disagrees with the fp32 export"
 import json, pathlib, sys, torch
