@@ -48,4 +48,9 @@ void check_checkpoint_args(const io::ValueRef& saved_args, const config::Pretrai
                            int64_t padded_vocab_size, const std::string& checkpoint,
                            double checkpoint_version = 3.0);
 
+// megatron.enums.PositionEmbeddingType as a saved Namespace holds it: pickled by Python < 3.11
+// (PositionEmbeddingType(2)) or >= 3.11 (getattr(PositionEmbeddingType, "absolute")); nullopt for
+// anything else.
+std::optional<config::PositionEmbeddingType> saved_position_embedding_type(const io::Value& v);
+
 }  // namespace mds::ckpt

@@ -7,15 +7,12 @@
 #include "ckpt/megatron_args.h"
 
 namespace mds::ckpt {
-namespace {
 
 using config::PositionEmbeddingType;
 using io::Value;
 using io::ValueRef;
 
-// An enum member as pickled by Python < 3.11 (PositionEmbeddingType(2)) or >= 3.11
-// (getattr(PositionEmbeddingType, "absolute")).
-std::optional<PositionEmbeddingType> position_type_of(const Value& v) {
+std::optional<PositionEmbeddingType> saved_position_embedding_type(const Value& v) {
   const auto from_value = [](int64_t value) -> std::optional<PositionEmbeddingType> {
     if (value < 1 || value > 3) return std::nullopt;
     return static_cast<PositionEmbeddingType>(value);
@@ -37,6 +34,8 @@ std::optional<PositionEmbeddingType> position_type_of(const Value& v) {
   return std::nullopt;
 }
 
+namespace {
+
 // A saved attribute as Python's str() would show it, for messages.
 std::string describe(const Value& v) {
   switch (v.kind()) {
@@ -51,7 +50,8 @@ std::string describe(const Value& v) {
     case Value::Kind::kString:
       return v.as_string();
     default:
-      if (const auto type = position_type_of(v)) return std::string(config::to_string(*type));
+      if (const auto type = saved_position_embedding_type(v))
+        return std::string(config::to_string(*type));
       return std::string("a ") + std::string(v.kind_name());
   }
 }
@@ -93,7 +93,7 @@ class Comparison {
 
   void position_type(PositionEmbeddingType current) const {
     const Value& v = saved("position_embedding_type");
-    const std::optional<PositionEmbeddingType> type = position_type_of(v);
+    const std::optional<PositionEmbeddingType> type = saved_position_embedding_type(v);
     if (type != current) {
       mismatch("position_embedding_type", describe(v), std::string(config::to_string(current)));
     }
