@@ -187,19 +187,8 @@ bool load_universal_checkpoint(const std::string& dir, train::Trainer& trainer,
     trainer.lr_scheduler().load_state(state.lr_scheduler);
   }
   optimizer.restore_from_checkpoint(train::RestoreSource::kParamsFromMaster);
-  train::TrainingProgress& progress = trainer.progress();
-  if (!args.finetune) {
-    progress.iteration = state.iteration;
-    progress.global_steps = state.global_steps;
-    progress.skipped_steps = state.skipped_steps;
-    progress.consumed_train_samples = state.consumed_train_samples;
-    progress.consumed_valid_samples = state.consumed_valid_samples;
-    progress.consumed_train_tokens = state.consumed_train_tokens;
-    if (const std::optional<io::ValueRef> gigaflos =
-            io::ValueRef(loaded.args, "args").object_state().get("gigaflos_no_embeds")) {
-      progress.gigaflos_no_embeds = gigaflos->as_float();
-    }
-  }
+  if (!args.finetune) restore_progress(state, loaded, trainer.progress());
+  const train::TrainingProgress& progress = trainer.progress();
   log.info("  successfully loaded universal checkpoint from " + dir + " at iteration " +
            std::to_string(progress.iteration));
   return true;

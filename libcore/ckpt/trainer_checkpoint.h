@@ -42,6 +42,11 @@ class TrainerCheckpointSaver : public train::CheckpointSaver {
   dist::Communicator* world_;
 };
 
+// The counters a loaded checkpoint carries (iteration, steps, consumed samples and tokens, and
+// gigaflos_no_embeds from its args), into the trainer's progress.
+void restore_progress(const TrainingState& state, const LoadedCheckpoint& loaded,
+                      train::TrainingProgress& progress);
+
 // --load: restores the checkpoint named by <dir>/latest into the trainer (weights, optimizer,
 // scheduler, loss scaler and counters as the flags allow). Without a `latest` file it says so and
 // returns false, as DeepSpeed does: training starts from the initial weights.
