@@ -27,4 +27,17 @@ template <typename... Parts>
 // Throws Error("<what>: <strerror(errno)>"), reading errno at the call.
 [[noreturn]] void fail_errno(const std::string& what);
 
+// Runs `body`; an Error from it is prefixed with `path` ("<path>: <message>") unless its message
+// already starts with it, so a file is named once however deep the failure.
+template <typename Body>
+void within_file(const std::string& path, Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    fail(path, ": ", what);
+  }
+}
+
 }  // namespace mds::base

@@ -39,18 +39,6 @@ bool is_contiguous(const io::TensorRef& t) {
   return t.strides == io::TensorRef::contiguous_strides(t.shape);
 }
 
-// Runs `body` on an opened file; errors from it are prefixed with the file's path once.
-template <typename Body>
-void within_file(const std::string& path, Body&& body) {
-  try {
-    body();
-  } catch (const base::Error& e) {
-    const std::string what = e.what();
-    if (what.rfind(path, 0) == 0) throw;
-    base::fail(path, ": ", what);
-  }
-}
-
 class Loader {
  public:
   Loader(std::string folder, TrainingState& state, const LoadOptions& options)
@@ -142,7 +130,7 @@ class Loader {
     for (const std::int64_t layer : table().saved_layers()) {
       const std::string name = model::layer_file_name(layer, state_.ranks.tp);
       const io::TorchFile& file = *open(name);
-      within_file(file.name(), [&] { load_layer_file(file, layer); });
+      base::within_file(file.name(), [&] { load_layer_file(file, layer); });
     }
   }
 
@@ -174,7 +162,7 @@ class Loader {
 
   void load_model_states() {
     const io::TorchFile& file = *open(model_states_file_name(model_states_rank()));
-    within_file(file.name(), [&] { load_model_states(file); });
+    base::within_file(file.name(), [&] { load_model_states(file); });
   }
 
   // A universal checkpoint written on another grid has no file of this rank: all read rank 0's.
@@ -407,8 +395,8 @@ class Loader {
       derive_master_ = true;
       return;
     }
-    within_file(file->name(),
-                [&] { load_zero_state(*file, file->root_ref()["optimizer_state_dict"]); });
+    base::within_file(file->name(),
+                      [&] { load_zero_state(*file, file->root_ref()["optimizer_state_dict"]); });
   }
 
   // Group g's partition inside one of the state's partitioned buffers.

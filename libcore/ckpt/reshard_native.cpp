@@ -26,18 +26,6 @@ std::string rank_file(const SourceCheckpoint& source, std::int64_t tp, std::int6
   return source.folder + "/" + megatron_rank_folder(tp, pp, source.pp_size) + "/" + kRankFile;
 }
 
-// Runs `body`; its errors are prefixed with the file's path once.
-template <typename Body>
-void within_file(const std::string& path, Body&& body) {
-  try {
-    body();
-  } catch (const base::Error& e) {
-    const std::string what = e.what();
-    if (what.rfind(path, 0) == 0) throw;
-    base::fail(path, ": ", what);
-  }
-}
-
 // Every tensor below `ref` with its dotted path (nested state dicts flattened).
 void collect_tensors(const io::ValueRef& ref, const std::string& prefix,
                      std::vector<std::pair<std::string, io::ValueRef>>& out) {
@@ -133,7 +121,7 @@ SourceCheckpoint inspect_megatron_checkpoint(const std::string& dir,
     base::fail(source.folder, ": no mp_rank_00/", kRankFile, " or mp_rank_00_000/", kRankFile);
   }
   const io::TorchFile file = io::TorchFile::open(path);
-  within_file(path, [&] {
+  base::within_file(path, [&] {
     const io::ValueRef root = file.root_ref();
     read_source_args(root, source);
     const double version = root["checkpoint_version"].as_float();
@@ -179,7 +167,7 @@ void load_megatron_shard(const SourceCheckpoint& source, std::int64_t tp, std::i
     const std::string path = rank_file(source, tp, pp);
     const io::TorchFile file = io::TorchFile::open(path);
     file.verify_checksums();
-    within_file(path, [&] {
+    base::within_file(path, [&] {
       const io::ValueRef root = file.root_ref();
       const io::ValueRef model_tree = root["model"];
       std::vector<std::pair<std::string, io::ValueRef>> tensors;

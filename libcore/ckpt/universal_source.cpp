@@ -68,18 +68,6 @@ OptimizerLayout layout_of(tensor::DType dtype, bool has_param_shapes) {
   }
 }
 
-// Runs `body`; its errors are prefixed with `path` once.
-template <typename Body>
-void within_file(const std::string& path, Body&& body) {
-  try {
-    body();
-  } catch (const base::Error& e) {
-    const std::string what = e.what();
-    if (what.rfind(path, 0) == 0) throw;
-    base::fail(path, ": ", what);
-  }
-}
-
 // Where the checkpoint is: --input_folder itself, or the tag its `latest` names.
 void locate(const std::string& input, UniversalSource& source) {
   std::error_code error;
@@ -115,7 +103,7 @@ void read_model_states(UniversalSource& source) {
   const io::TorchFile file = io::TorchFile::open(path);
   bool has_param_shapes = false;
   std::string partition_method;
-  within_file(path, [&] {
+  base::within_file(path, [&] {
     const io::ValueRef root = file.root_ref();
     const io::ValueRef args = root["args"];
     if (!args.value().is(io::Value::Kind::kObject) ||
@@ -170,10 +158,10 @@ void read_model_states(UniversalSource& source) {
   if (!fs::exists(embedding, error)) base::fail(embedding, ": missing from the checkpoint");
   const io::TorchFile layer = io::TorchFile::open(embedding);
   tensor::DType dtype = tensor::DType::kFloat32;
-  within_file(embedding,
-              [&] { dtype = layer.root_ref()["word_embeddings.weight"].as_tensor().dtype; });
+  base::within_file(embedding,
+                    [&] { dtype = layer.root_ref()["word_embeddings.weight"].as_tensor().dtype; });
   source.layout = layout_of(dtype, has_param_shapes);
-  within_file(path, [&] {
+  base::within_file(path, [&] {
     source.parts = model::pipeline_partition(source.config, dtype != tensor::DType::kFloat32,
                                              source.pp_size, partition_method);
   });

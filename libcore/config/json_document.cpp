@@ -1,6 +1,7 @@
 #include "config/json_document.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_set>
 
@@ -459,6 +460,23 @@ JsonValue parse_json(std::string_view text, const std::string& source, const Jso
 JsonValue parse_json(std::string_view text, const std::string& source, const JsonOptions& options,
                      const std::function<void(const JsonMember&)>& visit) {
   return JsonParser(text, source, options, &visit).run();
+}
+
+std::string json_quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace mds::config

@@ -68,6 +68,10 @@ struct JsonMember {
   JsonValue value;
 };
 
+// `text` as a JSON string literal: quotes, backslashes and control characters escaped, other
+// bytes (UTF-8 included) as they are.
+std::string json_quote(std::string_view text);
+
 // "an integer", "a number", "a string", ... for messages like "'x' must be a string, got null".
 std::string_view json_kind_name(const JsonValue& value);
 

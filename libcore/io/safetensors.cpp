@@ -35,23 +35,6 @@ std::uint64_t read_u64le(const unsigned char* p) {
   return value;
 }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::uint64_t non_negative(const config::JsonValue& value, const std::string& where) {
   if (!value.is_int64() || value.as_int64() < 0) {
     base::fail(where, " must be a non-negative integer, got ", config::json_kind_name(value));
@@ -232,9 +215,9 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
     bool first = true;
     for (const auto& [key, value] : metadata) {
       if (!first) header += ',';
-      header += json_string(key);
+      header += config::json_quote(key);
       header += ':';
-      header += json_string(value);
+      header += config::json_quote(value);
       first = false;
     }
     header += "}";
@@ -242,7 +225,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   std::uint64_t offset = 0;
   for (const NamedTensor* t : order) {
     if (header.size() > 1) header += ",";
-    header += json_string(t->name);
+    header += config::json_quote(t->name);
     header += ":{\"dtype\":\"";
     header += safetensors_dtype_name(t->tensor.dtype());
     header += "\",\"shape\":[";

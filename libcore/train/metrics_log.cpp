@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "config/json_document.h"
 
 namespace mds::train {
 namespace {
@@ -26,24 +27,6 @@ std::string json_g9(double value) {
   char text[64];
   std::snprintf(text, sizeof text, "%.9g", value);
   return text;
-}
-
-// Names come from flags or dataset groups: escape what JSON requires.
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 // torch's add_scalar stores int(global_step).
@@ -80,8 +63,8 @@ std::string format_train_json(const TrainRecord& r) {
 }
 
 std::string format_eval_json(const EvalRecord& r) {
-  std::string line = "{\"type\":" + json_string(r.split);
-  if (!r.group.empty() && r.group != r.split) line += ",\"name\":" + json_string(r.group);
+  std::string line = "{\"type\":" + config::json_quote(r.split);
+  if (!r.group.empty() && r.group != r.split) line += ",\"name\":" + config::json_quote(r.group);
   line += ",\"iteration\":" + std::to_string(r.iteration);
   line += ",\"lm_loss\":" + json_g9(r.lm_loss);
   line += ",\"ppl\":" + json_number(r.ppl);
