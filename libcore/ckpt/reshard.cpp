@@ -4,19 +4,17 @@
 
 #include "base/error.h"
 #include "ckpt/hf_folder.h"
+#include "ckpt/hf_import.h"
 #include "ckpt/megatron_args.h"
 #include "ckpt/reshard_source.h"
 #include "ckpt/reshard_target.h"
 #include "ckpt/reshard_tp.h"
-#include "model/pipeline_partition.h"
 #include "text/tokenizer_factory.h"
 #include "train/model_args.h"
 
 namespace mds::ckpt {
 
 namespace {
-
-constexpr const char* kTargetTp = "--target-tensor-model-parallel-size";
 
 tensor::DType requested_dtype(const config::PretrainArgs& args) {
   if (args.bf16) return tensor::DType::kBFloat16;
@@ -68,18 +66,6 @@ void check_vocabulary(const config::PretrainArgs& args, const SourceCheckpoint& 
   }
 }
 
-void check_target_divides(const model::GptConfig& config, std::int64_t tp_size) {
-  const auto divides = [&](const char* what, std::int64_t count) {
-    if (count % tp_size != 0) {
-      base::fail(kTargetTp, " ", tp_size, " does not divide the ", count, " ", what,
-                 " (each TP rank holds an equal share)");
-    }
-  };
-  divides("attention heads", config.num_attention_heads);
-  divides("FFN hidden units", config.ffn());
-  divides("padded vocabulary rows", config.padded_vocab_size);
-}
-
 std::string grid_text(std::int64_t tp, std::int64_t pp) {
   return "T = " + std::to_string(tp) + " × P = " + std::to_string(pp);
 }
@@ -87,6 +73,10 @@ std::string grid_text(std::int64_t tp, std::int64_t pp) {
 }  // namespace
 
 void merge_mp_partitions(MergeMpArgs& args, const base::Log& log) {
+  if (args.from_hf) {
+    import_hf_gpt2(args, log);
+    return;
+  }
   validate_merge_mp_args(args);
   config::PretrainArgs& model_args = args.model;
   const SourceCheckpoint source = inspect_source_checkpoint(*model_args.load);
@@ -109,17 +99,7 @@ void merge_mp_partitions(MergeMpArgs& args, const base::Log& log) {
       train::model_options_from_args(model_args, source.padded_vocab_size).config;
   model::GptConfig target_config = source_config;
   target_config.padded_vocab_size = target_padded;
-  check_target_divides(target_config, grid.tp_size);
-  {
-    model::GptConfig tp_config = target_config;
-    tp_config.tensor_parallel_size = grid.tp_size;
-    grid.parts =
-        model::pipeline_partition(tp_config, source.dtype != tensor::DType::kFloat32, grid.pp_size,
-                                  model_args.pp_partition_method.value_or("type:transformer"));
-    for (std::int64_t pp = 0; pp < grid.pp_size; ++pp) {
-      model::set_stage_specs(tp_config, grid.parts, pp);  // refuses an empty stage
-    }
-  }
+  plan_target_grid(target_config, source.dtype != tensor::DType::kFloat32, grid);
 
   check_source_files(source, source_config);
   log.info("merge-mp-partitions: " + source.folder + " (" +

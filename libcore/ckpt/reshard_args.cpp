@@ -1,6 +1,8 @@
 #include "ckpt/reshard_args.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "base/error.h"
 #include "config/flags.h"
@@ -33,6 +35,19 @@ MergeMpArgs parse_merge_mp_args(int argc, char** argv) {
   g.text("--to-hf", args.to_hf,
          "write the merged model as a Hugging Face GPT-2 folder (config.json, model.safetensors, "
          "tokenizer files) into this directory instead of a checkpoint (mds addition)");
+  g.text("--from-hf", args.from_hf,
+         "read a Hugging Face GPT-2 folder (config.json, model.safetensors) instead of --load and "
+         "write it as the checkpoint of the target grid into --save; model flags not given are "
+         "taken from its config.json (mds addition)");
+  // A GPT-2 folder's config.json gives the model's shape.
+  const bool from_hf = std::any_of(argv + 1, argv + argc, [](const char* arg) {
+    return std::string_view(arg).starts_with("--from-hf");
+  });
+  if (from_hf) {
+    for (const char* flag : {"--num-layers", "--hidden-size", "--num-attention-heads"}) {
+      flags.app().get_option(flag)->required(false);
+    }
+  }
   flags.parse(argc, argv);
   for (const CLI::Option* option : flags.app().get_options()) {
     if (option->count() == 0 || option->get_lnames().empty()) continue;
@@ -52,7 +67,8 @@ void validate_merge_mp_args(MergeMpArgs& args) {
     base::fail("--glu-activation ", *a.glu_activation, ": GLU MLPs are not implemented in mds yet");
   }
   if (a.fp16 && a.bf16) base::fail("--fp16 and --bf16 cannot both be given");
-  if (!a.load) base::fail("--load is required: the checkpoint folder to re-partition");
+  const std::optional<std::string>& source = args.from_hf ? args.from_hf : a.load;
+  if (!source) base::fail("--load is required: the checkpoint folder to re-partition");
   if (args.to_hf) {
     if (a.save) base::fail("--to-hf and --save cannot both be given: one output at a time");
     if (args.target_tensor_model_parallel_size != 1 ||
@@ -67,8 +83,9 @@ void validate_merge_mp_args(MergeMpArgs& args) {
     const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
     return error ? std::filesystem::path(path) : resolved;
   };
-  if (canonical(*a.load) == canonical(*a.save)) {
-    base::fail("--save ", *a.save, " is the --load folder; write the result elsewhere");
+  if (canonical(*source) == canonical(*a.save)) {
+    base::fail("--save ", *a.save, " is the ", args.from_hf ? "--from-hf" : "--load",
+               " folder; write the result elsewhere");
   }
   if (args.target_tensor_model_parallel_size < 1) {
     base::fail("--target-tensor-model-parallel-size must be >= 1, got ",

@@ -29,6 +29,25 @@ io::Value target_args(const io::Value& saved, const TargetGrid& grid,
   return io::Value::namespace_object(std::move(fields));
 }
 
+void plan_target_grid(const model::GptConfig& config, bool sixteen_bit, TargetGrid& grid) {
+  const auto divides = [&](const char* what, std::int64_t count) {
+    if (count % grid.tp_size != 0) {
+      base::fail("--target-tensor-model-parallel-size ", grid.tp_size, " does not divide the ",
+                 count, " ", what, " (each TP rank holds an equal share)");
+    }
+  };
+  divides("attention heads", config.num_attention_heads);
+  divides("FFN hidden units", config.ffn());
+  divides("padded vocabulary rows", config.padded_vocab_size);
+  model::GptConfig tp_config = config;
+  tp_config.tensor_parallel_size = grid.tp_size;
+  grid.parts = model::pipeline_partition(tp_config, sixteen_bit, grid.pp_size,
+                                         grid.partition_method.value_or("type:transformer"));
+  for (std::int64_t pp = 0; pp < grid.pp_size; ++pp) {
+    model::set_stage_specs(tp_config, grid.parts, pp);  // refuses an empty stage
+  }
+}
+
 namespace {
 
 std::uint64_t saved_seed(const io::Value& args) {

@@ -21,6 +21,12 @@ struct TargetGrid {
   std::optional<std::string> partition_method;  // recorded in the args when given
 };
 
+// Checks that grid.tp_size divides the heads, the FFN width and the padded vocabulary of the whole
+// model `config`, and cuts it into grid.pp_size stages by grid.partition_method (default
+// type:transformer) as pretrain cuts them (`sixteen_bit`: the run's weights are fp16/bf16), filling
+// grid.parts; a stage without a layer is refused. Errors name the target flags.
+void plan_target_grid(const model::GptConfig& config, bool sixteen_bit, TargetGrid& grid);
+
 // The saved args of rank (pp, tp) of the target grid: the source's Namespace with
 // tensor_model_parallel_size, pipeline_model_parallel_size, padded_vocab_size, world_size (T'·P'),
 // data_parallel_size (1), rank (pp·T' + tp) and, when given, pp_partition_method replaced.

@@ -15,9 +15,10 @@ model::ModelOptions model_options_from_args(const config::PretrainArgs& args,
   config.padded_vocab_size = padded_vocab;
   config.init_method_std = args.init_method_std;
   options.layernorm_epsilon = static_cast<float>(args.layernorm_epsilon);
-  options.gelu = args.openai_gelu        ? ops::GeluKind::kTanhOpenAI
-                 : args.bias_gelu_fusion ? ops::GeluKind::kTanhFused
-                                         : ops::GeluKind::kErf;
+  // ParallelMLP: the fused bias-GeLU wins; --openai-gelu only replaces the unfused activation.
+  options.gelu = args.bias_gelu_fusion ? ops::GeluKind::kTanhFused
+                 : args.openai_gelu    ? ops::GeluKind::kTanhOpenAI
+                                       : ops::GeluKind::kErf;
   options.apply_query_key_layer_scaling = args.apply_query_key_layer_scaling;
   options.hidden_dropout = static_cast<float>(args.hidden_dropout);
   options.attention_dropout = static_cast<float>(args.attention_dropout);

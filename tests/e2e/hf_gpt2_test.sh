@@ -106,6 +106,90 @@ assert ours[:, 50257:].abs().max().item() == 0.0  # zero rows pad the vocabulary
 PY
 pass "a GPT-2 saved by transformers imports with the same logits (padded rows zero)"
 
+# merge-mp-partitions --from-hf: the exported folder written back as a T = 2 × P = 2 checkpoint
+# (shape and tokenizer from the folder) gives the training run's layer files byte for byte.
+from_hf=("$MDS_BIN/merge-mp-partitions" --make-vocab-size-divisible-by 64
+         --target-tensor-model-parallel-size 2 --target-pipeline-model-parallel-size 2)
+"${from_hf[@]}" --from-hf "$WORK/hf-cli" --save "$WORK/back" 2> "$WORK/from-hf.err" ||
+  { cat "$WORK/from-hf.err"; fail "merge-mp-partitions --from-hf of our export"; }
+layer_files=("$WORK/ckpt/global_step3"/layer_*-model_states.pt)
+[ "${#layer_files[@]}" = 8 ] || fail "expected 8 layer files, found ${#layer_files[@]}"
+for file in "${layer_files[@]}"; do
+  cmp -s "$file" "$WORK/back/global_step0/$(basename "$file")" ||
+    fail "--from-hf of the export: $(basename "$file") differs from the training run's"
+done
+[ "$(cat "$WORK/back/latest")" = global_step0 ] || fail "--from-hf: latest"
+pass "checkpoint → --to-hf → --from-hf at T=2×P=2 gives the 8 layer files back byte for byte"
+evaluate_ckpt() {  # name load-dir extra...
+  local name=$1 load=$2; shift 2
+  "$MDS_BIN/evaluate" --task WIKITEXT103 --valid-data "$WORK/wiki.txt" "${model[@]}" \
+    --micro-batch-size 2 --load "$load" --results-file "$WORK/$name.json" "$@" \
+    > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; fail "evaluate $name"; }
+}
+head -c 3000 "$MDS_DATA/eval/wikitext-2-test.txt" > "$WORK/wiki.txt"
+evaluate_ckpt eval-trained "$WORK/ckpt"
+evaluate_ckpt eval-back "$WORK/back"
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "evaluate of the re-imported checkpoint differs"
+import json, pathlib, sys
+work = pathlib.Path(sys.argv[1])
+a, b = (json.loads((work / f"eval-{n}.json").read_text()) for n in ("trained", "back"))
+for key in ("avg_loss", "ppl", "adjusted_ppl", "num_tokenized_tokens"):
+    assert a[key] == b[key], (key, a[key], b[key])
+print("evaluate, trained vs re-imported:", a["avg_loss"], b["avg_loss"])
+PY
+pass "evaluate gives the re-imported checkpoint the trained one's loss exactly"
+
+# transformers' own GPT-2 (gelu_new, 50257 rows, no tokenizer files in its folder) imported at
+# T = 2: generate's greedy continuations equal transformers' generate, and pretrain --finetune
+# trains from it at T = 2 × D = 2.
+openai_gelu=(--no-bias-gelu-fusion --openai-gelu)
+"${from_hf[@]}" --from-hf "$WORK/theirs" --save "$WORK/theirs-ckpt" "${openai_gelu[@]}" \
+  --target-pipeline-model-parallel-size 1 "${gpt2_flags[@]}" 2> "$WORK/from-theirs.err" ||
+  { cat "$WORK/from-theirs.err"; fail "merge-mp-partitions --from-hf of transformers' GPT-2"; }
+grep -q "50257 vocabulary rows, float32) -> .*(T = 2 × P = 1, float32, 50304 vocabulary rows)" \
+  "$WORK/from-theirs.err" || fail "--from-hf names what it read and wrote: $(cat "$WORK/from-theirs.err")"
+printf 'First Citizen:\nTo be, or not to be, that is\n' > "$WORK/prompts.txt"
+"$MDS_BIN/generate" "${model[@]}" "${openai_gelu[@]}" --load "$WORK/theirs-ckpt" --greedy \
+  --out-seq-length 10 --sample-input-file "$WORK/prompts.txt" \
+  --sample-output-file "$WORK/theirs-gen.txt" 2> "$WORK/theirs-gen.err" ||
+  { cat "$WORK/theirs-gen.err"; fail "generate from the imported GPT-2"; }
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "greedy continuations differ from transformers'"
+import pathlib, re, sys, torch
+from transformers import GPT2LMHeadModel, GPT2Tokenizer
+work = pathlib.Path(sys.argv[1])
+model = GPT2LMHeadModel.from_pretrained(work / "theirs").eval()
+tokenizer = GPT2Tokenizer.from_pretrained(work / "hf")  # the bundled GPT-2 files
+ours = re.findall(r"\nMegatron-LM:(.*?)\n(?=\nContext:|$)", (work / "theirs-gen.txt").read_text(),
+                  re.S)
+prompts = (work / "prompts.txt").read_text().splitlines(keepends=True)
+assert len(ours) == len(prompts), ours
+for prompt, continuation in zip(prompts, ours):
+    ids = torch.tensor([tokenizer.encode(prompt)])
+    out = model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=50256)
+    theirs = tokenizer.decode(out[0, ids.shape[1]:])
+    assert continuation == theirs, (prompt, continuation, theirs)
+    print(f"{prompt!r}: {continuation!r}")
+PY
+pass "generate from the imported GPT-2 continues prompts as transformers' generate does"
+run_ranks finetune 4 --tensor-model-parallel-size 2 "${openai_gelu[@]}" --train-iters 3 \
+  --load "$WORK/theirs-ckpt" --finetune
+grep -q "successfully loaded checkpoint from .*theirs-ckpt at iteration 0" "$WORK/finetune.log" ||
+  fail "pretrain --finetune did not load the imported GPT-2: $(cat "$WORK/finetune.log")"
+[ "$(grep -c '"type":"train"' "$WORK/finetune.jsonl")" -ge 1 ] || fail "--finetune logged no step"
+pass "pretrain --finetune at T=2 × D=2 trains from the imported GPT-2"
+
+# --from-hf's bad inputs: one line, nothing written.
+expect_failure "--from-hf and --load cannot both be given" "${from_hf[@]}" --from-hf "$WORK/theirs" \
+  --load "$WORK/ckpt" --save "$WORK/nothing"
+expect_failure "--num-layers 3 contradicts $WORK/theirs/config.json, whose 'n_layer' is 2" \
+  "${from_hf[@]}" --from-hf "$WORK/theirs" --save "$WORK/nothing" --num-layers 3 "${gpt2_flags[@]}"
+expect_failure "has no vocab.json and merges.txt" "${from_hf[@]}" --from-hf "$WORK/theirs" \
+  --save "$WORK/nothing"
+mkdir -p "$WORK/no-weights" && cp "$WORK/theirs/config.json" "$WORK/no-weights/"
+expect_failure "$WORK/no-weights/model.safetensors" "${from_hf[@]}" --from-hf "$WORK/no-weights" \
+  --save "$WORK/nothing" "${gpt2_flags[@]}"
+[ ! -e "$WORK/nothing" ] || fail "--from-hf left $WORK/nothing behind"
+
 # Bad inputs: one line naming the file.
 cp -r "$WORK/theirs" "$WORK/bad"
 head -c 5000 "$WORK/theirs/model.safetensors" > "$WORK/bad/model.safetensors"
