@@ -240,6 +240,24 @@ bad_input "zero_pp_rank_0_mp_rank_03_optim_states.pt" "$WORK/bad"
 copy; cp "$WORK/bad/zero_pp_rank_1_mp_rank_00_optim_states.pt" \
   "$WORK/bad/zero_pp_rank_2_mp_rank_00_optim_states.pt"
 bad_input "zero_pp_rank_2_mp_rank_00_optim_states.pt: unexpected" "$WORK/bad"
+# A file whose pickle asks for os.system is refused by name and runs nothing.
+evil_pickle() {  # target-file
+  "$MDS_PYTHON" - "$1" "$WORK/pwned" <<'PY'
+import os, pickle, sys, zipfile
+class Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {sys.argv[2]}",))
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("archive/data.pkl", pickle.dumps({"module": Evil()}, protocol=2))
+    z.writestr("archive/version", "3\n")
+PY
+}
+for victim in zero_pp_rank_1_mp_rank_02_optim_states.pt mp_rank_00_model_states.pt; do
+  copy; evil_pickle "$WORK/bad/$victim"
+  bad_input "$victim:data.pkl: pickle offset 18: refusing to load posix.system: loading a checkpoint" \
+    "$WORK/bad"
+  [ ! -e "$WORK/pwned" ] || fail "the pickle in $victim ran code"
+done
 bad_input "no such folder" "$WORK/nowhere"
 expect_failure "holds the input checkpoint" "$convert" --input_folder "$grid/global_step4" \
   --output_folder "$grid"

@@ -2,8 +2,9 @@
 # Resume on any grid through a universal checkpoint (issue 7): train 5 steps at grid A, save,
 # convert-to-universal-checkpoint, resume at grid B with --universal-checkpoint; steps 6-10 give
 # the uninterrupted run at A's losses within 1e-5 relative (fp32, dropout off). Pairs cover TP 2→1,
-# PP 2→1, DP 4→2, DP 2→4, ZeRO 1→2, 2→1, 1→0 and 2→0. A run at B that saves right after loading,
-# converted again, gives the first conversion's fp32 masters, Adam moments and step exactly.
+# PP 2→1, DP 4→2, DP 2→4, ZeRO 1→2, 2→1, 1→0 and 2→0, and TP 1→4 with a larger padded vocabulary.
+# A run at B that saves right after loading, converted again, gives the first conversion's fp32
+# masters, Adam moments and step exactly.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
 use_mpirun
@@ -52,6 +53,54 @@ pair pp2to1-zero1to2 "1 2 1 1" "1 1 2 2"
 pair dp4to2-zero1to0 "1 1 4 1" "1 1 2 0"
 pair dp2to4-zero2to1 "1 1 2 2" "1 1 4 1"
 pair grid8-zero2to0 "2 2 2 2" "1 2 1 0"
+
+# A larger padded vocabulary: at T = 4 the 50257 tokens pad to 50432 rows instead of T = 1's
+# 50304. Resumed at T = 4, the run equals a T = 1 resume padded to the same 50432 rows
+# (--pad-vocab-size-to); saved at once and converted again, the word embedding's first 50304 rows
+# of fp32, exp_avg and exp_avg_sq are the source's and the 128 new rows are zero.
+grid 1 1 1 1
+run_ranks grow-half "$grid_ranks" "${grid_flags[@]}" --exit-interval 5 --save "$WORK/grow-ckpt" \
+  --save-interval 100
+"$convert" --input_folder "$WORK/grow-ckpt/global_step5" \
+  --output_folder "$WORK/grow-universal/global_step5_universal" > "$WORK/grow-convert.log" 2>&1 ||
+  { cat "$WORK/grow-convert.log"; fail "grow: convert-to-universal-checkpoint"; }
+run_ranks grow-t1 "$grid_ranks" "${grid_flags[@]}" --pad-vocab-size-to 50432 \
+  --load "$WORK/grow-universal" --universal-checkpoint
+grid 4 1 1 1
+run_ranks grow-t4 "$grid_ranks" "${grid_flags[@]}" --load "$WORK/grow-universal" \
+  --universal-checkpoint
+grep -q "padded vocab (size: 50257) with 175 dummy tokens (new size: 50432)" "$WORK/grow-t4.log" ||
+  fail "grow: the T=4 run does not pad to 50432 rows: $(grep -i 'padded vocab' "$WORK/grow-t4.log")"
+"$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" --tolerance 1e-5 steps "$WORK" grow-t1 grow-t4 ||
+  fail "grow: the T=4 resume differs from the T=1 resume padded to 50432 rows"
+pass "universal T=1 (50304 rows) → T=4 (50432 rows): steps 6-10 equal a T=1 resume padded alike"
+run_ranks grow-reload "$grid_ranks" "${grid_flags[@]}" --train-iters 5 --override-lr-scheduler \
+  --load "$WORK/grow-universal" --universal-checkpoint --save "$WORK/grow-reload" --save-interval 100
+"$convert" --input_folder "$WORK/grow-reload/global_step5" \
+  --output_folder "$WORK/grow-again/global_step5_universal" > "$WORK/grow-again.log" 2>&1 ||
+  { cat "$WORK/grow-again.log"; fail "grow: converting the T=4 checkpoint"; }
+"$MDS_PYTHON" - "$WORK" "$REPO/tests/e2e" <<'PY' || fail "grow: the grown state is not the source's"
+import pathlib, sys, torch
+sys.path.insert(0, sys.argv[2])
+from ckpt_torch_load_test import install_stubs
+install_stubs()
+work = pathlib.Path(sys.argv[1])
+first = work / "grow-universal" / "global_step5_universal" / "zero"
+again = work / "grow-again" / "global_step5_universal" / "zero"
+names = sorted(p.name for p in first.iterdir() if p.is_dir())
+assert names == sorted(p.name for p in again.iterdir() if p.is_dir()), "parameter folders differ"
+for name in names:
+    for state in ("fp32", "exp_avg", "exp_avg_sq"):
+        a = torch.load(first / name / f"{state}.pt", weights_only=False)["param"]
+        b = torch.load(again / name / f"{state}.pt", weights_only=False)["param"]
+        if name.endswith("word_embeddings.weight"):
+            assert a.shape == (50304, 32) and b.shape == (50432, 32), (a.shape, b.shape)
+            assert torch.equal(b[:50304], a) and not b[50304:].any(), state
+        else:
+            assert torch.equal(a, b), (name, state)
+print(f"{len(names)} parameters identical; word embedding 50304 rows kept, 128 new rows zero")
+PY
+pass "the T=4 state holds the source's fp32, moments and rows exactly, the new rows zero"
 
 # evaluate reads the universal checkpoint's fp32 weights: the same perplexity as the DeepSpeed
 # checkpoint it was converted from.
