@@ -1,0 +1,189 @@
+#include <bit>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "base/error.h"
+#include "kernels/check.h"
+#include "kernels/device_common.cuh"
+#include "kernels/embedding.h"
+
+namespace mds::kernels {
+
+namespace {
+
+using detail::kThreads;
+
+__global__ void lookup_kernel(float* out, const std::int64_t* ids, const float* table,
+                              std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                              bool add) {
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t local = ids[t] - vocab_start;
+  float* y = out + t * h;
+  if (local < 0 || local >= rows) {
+    if (add) return;
+    for (std::int64_t c = threadIdx.x; c < h; c += kThreads) y[c] = 0.0f;
+    return;
+  }
+  const float* row = table + local * h;
+  for (std::int64_t c = threadIdx.x; c < h; c += kThreads) y[c] = add ? y[c] + row[c] : row[c];
+}
+
+__global__ void forward_kernel(float* out, const std::int64_t* tokens, const float* wte,
+                               const std::int64_t* positions, const float* wpe, std::int64_t h) {
+  const std::int64_t t = blockIdx.x;
+  const float* word = wte + tokens[t] * h;
+  const float* position = wpe + positions[t] * h;
+  float* y = out + t * h;
+  for (std::int64_t c = threadIdx.x; c < h; c += kThreads) y[c] = word[c] + position[c];
+}
+
+// Sort keys: the local row, or `rows` (sorting after every real row) for ids of other shards.
+__global__ void sort_keys_kernel(std::uint32_t* keys, std::uint32_t* tokens,
+                                 const std::int64_t* ids, std::int64_t n, std::int64_t rows,
+                                 std::int64_t vocab_start) {
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const std::int64_t local = ids[t] - vocab_start;
+  keys[t] = static_cast<std::uint32_t>(local >= 0 && local < rows ? local : rows);
+  tokens[t] = static_cast<std::uint32_t>(t);
+}
+
+// Block (p, y) is the owner of sorted position p's row if p starts that row's run of equal keys;
+// its threads take columns y·kThreads + threadIdx.x and add the run's tokens in sorted order,
+// which the stable sort leaves in token order. Other blocks return at once.
+__global__ void accumulate_kernel(float* dtable, const float* dout, const std::uint32_t* keys,
+                                  const std::uint32_t* tokens, std::int64_t n, std::int64_t h,
+                                  std::int64_t rows) {
+  const std::int64_t p = blockIdx.x;
+  const std::uint32_t key = keys[p];
+  if (key >= rows || (p > 0 && keys[p - 1] == key)) return;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x;
+  if (c >= h) return;
+  float* entry = dtable + static_cast<std::int64_t>(key) * h + c;
+  float sum = *entry;
+  for (std::int64_t q = p; q < n && keys[q] == key; ++q) {
+    sum += dout[static_cast<std::int64_t>(tokens[q]) * h + c];
+  }
+  *entry = sum;
+}
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+// Bits the keys 0..rows need (rows itself is the out-of-shard key).
+int key_bits(std::int64_t rows) {
+  return std::bit_width(static_cast<std::uint64_t>(rows));
+}
+
+void check_sizes(std::int64_t n, std::int64_t rows) {
+  if (n >= (std::int64_t{1} << 31) || rows >= (std::int64_t{1} << 31) - 1) {
+    base::fail("cuda: kernels::embedding_backward: ", n, " tokens or ", rows,
+               " rows exceed 2^31 − 1");
+  }
+}
+
+// Workspace: keys, sorted keys, tokens, sorted tokens (n uint32 each), then CUB's scratch.
+struct Workspace {
+  std::uint32_t* keys;
+  std::uint32_t* sorted_keys;
+  std::uint32_t* tokens;
+  std::uint32_t* sorted_tokens;
+  void* cub;
+  std::size_t cub_bytes;
+};
+
+std::size_t cub_bytes(std::int64_t n, std::int64_t rows) {
+  std::size_t bytes = 0;
+  check_cuda(cub::DeviceRadixSort::SortPairs(
+                 nullptr, bytes, static_cast<std::uint32_t*>(nullptr),
+                 static_cast<std::uint32_t*>(nullptr), static_cast<std::uint32_t*>(nullptr),
+                 static_cast<std::uint32_t*>(nullptr), static_cast<int>(n), 0, key_bits(rows)),
+             "kernels::embedding_backward (sort workspace size)");
+  return bytes;
+}
+
+Workspace carve(void* base, std::int64_t n) {
+  const std::size_t array = aligned(static_cast<std::size_t>(n) * sizeof(std::uint32_t));
+  auto* bytes = static_cast<char*>(base);
+  return {reinterpret_cast<std::uint32_t*>(bytes),
+          reinterpret_cast<std::uint32_t*>(bytes + array),
+          reinterpret_cast<std::uint32_t*>(bytes + 2 * array),
+          reinterpret_cast<std::uint32_t*>(bytes + 3 * array),
+          bytes + 4 * array,
+          0};
+}
+
+std::size_t workspace_bytes(std::int64_t n, std::int64_t rows) {
+  return 4 * aligned(static_cast<std::size_t>(n) * sizeof(std::uint32_t)) + cub_bytes(n, rows);
+}
+
+}  // namespace
+
+void embedding_lookup(float* out, const std::int64_t* ids, const float* table, std::int64_t n,
+                      std::int64_t h, std::int64_t rows, std::int64_t vocab_start, bool add,
+                      cudaStream_t stream) {
+  if (n <= 0 || h <= 0) return;
+  lookup_kernel<<<detail::row_grid(n, "kernels::embedding_lookup"), kThreads, 0, stream>>>(
+      out, ids, table, h, rows, vocab_start, add);
+  check_launch("kernels::embedding_lookup");
+}
+
+void embedding_forward(float* out, const std::int64_t* tokens, const float* wte,
+                       const std::int64_t* positions, const float* wpe, std::int64_t n,
+                       std::int64_t h, cudaStream_t stream) {
+  if (n <= 0 || h <= 0) return;
+  forward_kernel<<<detail::row_grid(n, "kernels::embedding_forward"), kThreads, 0, stream>>>(
+      out, tokens, wte, positions, wpe, h);
+  check_launch("kernels::embedding_forward");
+}
+
+std::size_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t rows) {
+  if (n <= 0 || rows <= 0) return 0;
+  check_sizes(n, rows);
+  return workspace_bytes(n, rows);
+}
+
+void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                        void* workspace, std::size_t bytes, cudaStream_t stream) {
+  if (n <= 0 || h <= 0 || rows <= 0) return;
+  check_sizes(n, rows);
+  const std::size_t needed = workspace_bytes(n, rows);
+  if (bytes < needed) {
+    base::fail("cuda: kernels::embedding_backward: workspace of ", bytes, " bytes, ", needed,
+               " needed");
+  }
+  Workspace w = carve(workspace, n);
+  w.cub_bytes =
+      bytes - static_cast<std::size_t>(static_cast<char*>(w.cub) - static_cast<char*>(workspace));
+  sort_keys_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      w.keys, w.tokens, ids, n, rows, vocab_start);
+  check_launch("kernels::embedding_backward (keys)");
+  // Radix sort is stable: equal keys keep their token order.
+  check_cuda(cub::DeviceRadixSort::SortPairs(w.cub, w.cub_bytes, w.keys, w.sorted_keys, w.tokens,
+                                             w.sorted_tokens, static_cast<int>(n), 0,
+                                             key_bits(rows), stream),
+             "kernels::embedding_backward (sort)");
+  const dim3 grid(detail::row_grid(n, "kernels::embedding_backward"),
+                  static_cast<unsigned>((h + kThreads - 1) / kThreads));
+  if (grid.y > 65535) base::fail("cuda: kernels::embedding_backward: h = ", h, " is too wide");
+  accumulate_kernel<<<grid, kThreads, 0, stream>>>(dtable, dout, w.sorted_keys, w.sorted_tokens, n,
+                                                   h, rows);
+  check_launch("kernels::embedding_backward (accumulate)");
+}
+
+void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                        cudaStream_t stream) {
+  if (n <= 0 || h <= 0 || rows <= 0) return;
+  const std::size_t bytes = embedding_backward_workspace_bytes(n, rows);
+  void* workspace = nullptr;
+  check_cuda(cudaMallocAsync(&workspace, bytes, stream),
+             "kernels::embedding_backward (cudaMallocAsync)");
+  embedding_backward(dtable, dout, ids, n, h, rows, vocab_start, workspace, bytes, stream);
+  check_cuda(cudaFreeAsync(workspace, stream), "kernels::embedding_backward (cudaFreeAsync)");
+}
+
+}  // namespace mds::kernels

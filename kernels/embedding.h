@@ -1,0 +1,41 @@
+// CUDA twins of ops/cpu/embedding.h: device pointers, work queued on `stream`. Tables are
+// [rows, h] fp32 holding ids [vocab_start, vocab_start + rows) (a vocab-parallel shard, or the
+// whole table with vocab_start = 0); ids are int64 device arrays of n tokens.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mds::kernels {
+
+// out[t] = table[ids[t] − vocab_start] when this shard holds the id; otherwise zeros, or out[t]
+// left untouched when add. With add, out[t] += the row. Bit-identical to the CPU.
+void embedding_lookup(float* out, const std::int64_t* ids, const float* table, std::int64_t n,
+                      std::int64_t h, std::int64_t rows, std::int64_t vocab_start, bool add,
+                      cudaStream_t stream);
+
+// Unsharded token + position embedding in one pass: out[t] = wte[tokens[t]] + wpe[positions[t]]
+// (ops::embedding_forward, bit for bit). Ids must be inside their tables (not checked here: the
+// ops:: layer checks them on the host).
+void embedding_forward(float* out, const std::int64_t* tokens, const float* wte,
+                       const std::int64_t* positions, const float* wpe, std::int64_t n,
+                       std::int64_t h, cudaStream_t stream);
+
+// dtable[ids[t] − vocab_start] += dout[t] for the ids this shard holds. Deterministic and
+// bit-identical to the CPU: tokens are stably sorted by id (CUB radix sort), then one thread per
+// (row, column) adds that row's tokens in token order, the CPU's order of additions. No atomics.
+// n must be below 2^31 and rows below 2^31 − 1.
+//
+// Workspace: embedding_backward_workspace_bytes(n, rows) bytes of device memory (the keys, token
+// indices and CUB's scratch), free again once the call's work has run.
+std::size_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t rows);
+void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                        void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+// The same with its workspace allocated and freed on the stream (cudaMallocAsync/cudaFreeAsync).
+void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                        cudaStream_t stream);
+
+}  // namespace mds::kernels
