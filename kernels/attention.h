@@ -1,0 +1,39 @@
+// Causal self-attention in the style of FlashAttention-2, the CUDA twin of the composition of
+// ops/cpu/attention.h's halves (attention_probs_forward + attention_context_forward, and their
+// backwards) without dropout. Same layouts as the CPU (ops/attention.h):
+//   qkv [s, b, np·3·hn]: per token the heads in order, each holding q, then k, then v;
+//   ctx [s, b, np·hn];  lse [b, np, s] (per query row, this op's own).
+// The same scaling: scores S = α·q·kᵀ with α = 1/(sqrt(hn)·coeff) (rounded from double, as the
+// CPU's), the softmax of coeff·S in fp32 over keys j ≤ i.
+//
+// No [s, s] matrix is stored: the forward walks the keys tile by tile with an online softmax and
+// keeps, per query row, lse = m + log(Σ exp(z − m)) in the coeff·S domain; the backward recomputes
+// the probabilities exp(z − lse) from it. Everything is fp32 with fp32 accumulation. Fully
+// deterministic: no atomics; dk/dv and dq come from two kernels each owning its outputs (the key
+// tile's rows, the query tile's rows), summing in a fixed order.
+//
+// Device pointers, work queued on `stream`. Head dims with a compiled kernel: 8, 16, 32, 64, 96,
+// 128; others fail.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/cpu/attention.h"
+
+namespace mds::kernels {
+
+bool attention_head_dim_supported(std::int64_t hn);
+
+// ctx = causal_softmax(coeff·α·q·kᵀ)·v (written), lse [b·np·s] written. d.first_head and
+// d.stream_heads are unused (they number dropout masks; there is no dropout here).
+void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
+                       float coeff, cudaStream_t stream);
+
+// dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse. Each element of
+// dqkv is read and written by one thread once. dqkv must not alias the inputs.
+void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
+                        const float* qkv, ops::cpu::AttentionDims d, float coeff,
+                        cudaStream_t stream);
+
+}  // namespace mds::kernels
