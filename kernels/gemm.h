@@ -1,0 +1,94 @@
+// GEMMs through cuBLASLt: the CUDA twin of ops/cpu/gemm.h (row-major operands, transposes,
+// alpha/beta) and of ops/cpu/matmul.h (linear layers, batched products). Device pointers, work
+// queued on `stream`.
+//
+// Precision: fp32 inputs compute in fp32 (CUBLAS_COMPUTE_32F, no TF32) unless GemmMath::kTf32 is
+// asked for; bf16 or fp16 inputs always accumulate in fp32 and write their own type or fp32.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+struct cublasLtContext;  // cublasLt.h's handle type, kept out of this header
+
+namespace mds::kernels {
+
+// A cuBLASLt handle and the device workspace its algorithms may use. One context serves one
+// stream at a time (the workspace is shared by its calls); make one per concurrent stream.
+class GemmContext {
+ public:
+  // Hopper kernels use up to 32 MiB; less only narrows the algorithms on offer.
+  static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
+
+  explicit GemmContext(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~GemmContext();
+  GemmContext(const GemmContext&) = delete;
+  GemmContext& operator=(const GemmContext&) = delete;
+
+  cublasLtContext* handle() const { return handle_; }
+  void* workspace() const { return workspace_; }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  cublasLtContext* handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
+// A row-major matrix as stored: element (r, c) at data[r·ld + c]; op(X) = Xᵀ when transposed.
+struct GemmOperand {
+  const void* data;
+  std::int64_t ld;
+  bool transposed;
+};
+
+enum class GemmMath {
+  kFp32,  // fp32 inputs multiply in full fp32
+  kTf32,  // fp32 inputs may be rounded to TF32 (10-bit mantissa) on tensor cores; fp32 only
+};
+
+enum class GemmEpilogue {
+  kNone,
+  kBias,      // + bias[n] on every row of C (after alpha·AB + beta·C)
+  kBiasGelu,  // gelu(… + bias) with cuBLASLt's tanh approximation; its input is not kept, so
+              // this is for inference (or a recomputing backward), not for ops::GeluKind parity
+};
+
+struct GemmOptions {
+  tensor::DType input = tensor::DType::kFloat32;   // A and B: float32, bfloat16 or float16
+  tensor::DType output = tensor::DType::kFloat32;  // C: float32, or the input's 16-bit type
+  GemmMath math = GemmMath::kFp32;
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+  const void* bias = nullptr;  // [n] of the output dtype, for the bias epilogues
+  // Strided batch: `batch` products, operand i at data + i·stride (elements).
+  std::int64_t batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// Row-major C[m, n] = epilogue(alpha · op(A)[m, k] · op(B)[k, n] + beta · C), as
+// ops::cpu::gemm. Fails (base::Error) on an unsupported dtype combination or when cuBLASLt
+// offers no algorithm for the shape.
+void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+          GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
+          const GemmOptions& options, cudaStream_t stream);
+
+// fp32 twins of ops/cpu/matmul.h (full fp32 math).
+// out[m, n] = x[m, k] · weight[n, k]ᵀ (+ bias[n] when not null).
+void linear_forward(GemmContext& context, float* out, const float* x, const float* weight,
+                    const float* bias, std::int64_t m, std::int64_t n, std::int64_t k,
+                    cudaStream_t stream);
+// dx += dout · weight; dweight += doutᵀ · x; dbias += Σ_rows dout (a fixed-order column sum,
+// deterministic). Null gradient pointers are skipped.
+void linear_backward(GemmContext& context, float* dx, float* dweight, float* dbias,
+                     const float* dout, const float* x, const float* weight, std::int64_t m,
+                     std::int64_t n, std::int64_t k, cudaStream_t stream);
+// out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i < batch, packed [batch, ·, ·].
+void batched_matmul(GemmContext& context, float* out, const float* a, const float* b,
+                    std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                    bool transpose_a, bool transpose_b, float alpha, float beta,
+                    cudaStream_t stream);
+
+}  // namespace mds::kernels

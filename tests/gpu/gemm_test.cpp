@@ -1,0 +1,289 @@
+#include "kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "ops/cpu/gelu.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/matmul.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace mds {
+namespace {
+
+using gpu_test::DeviceArray;
+using gpu_test::random_floats;
+using kernels::GemmContext;
+using kernels::GemmOptions;
+using tensor::DType;
+
+struct Shape {
+  std::int64_t m, n, k;
+};
+// Odd sizes, one of each dimension 1, a GPT-2 layer's projection and the vocabulary head.
+const Shape kShapes[] = {{1, 1, 1},        {3, 5, 7},       {17, 33, 65},
+                         {257, 129, 1000}, {64, 3072, 768}, {37, 50257, 64}};
+
+// Row-major storage of op(X)[rows, cols] (transposed: stored [cols, rows]) with `pad` spare
+// columns, so that ld exceeds the row length.
+struct Matrix {
+  std::vector<float> values;
+  std::int64_t ld;
+  bool transposed;
+};
+Matrix random_matrix(std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t pad,
+                     std::uint32_t seed) {
+  const std::int64_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+  const std::int64_t ld = stored_cols + pad;
+  return {random_floats(static_cast<std::size_t>(stored_rows * ld), seed, -1.0f, 1.0f), ld,
+          transposed};
+}
+
+// Values rounded through a 16-bit type (what the GPU reads) and their bits.
+std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out[i] = dtype == DType::kBFloat16 ? tensor::to_float(tensor::to_bfloat16(v[i]))
+                                       : tensor::to_float(tensor::to_float16(v[i]));
+  }
+  return out;
+}
+std::vector<std::uint16_t> bits16(const std::vector<float>& v, DType dtype) {
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out[i] =
+        dtype == DType::kBFloat16 ? tensor::to_bfloat16(v[i]).bits : tensor::to_float16(v[i]).bits;
+  }
+  return out;
+}
+std::vector<float> from_bits16(const std::vector<std::uint16_t>& bits, DType dtype) {
+  std::vector<float> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    out[i] = dtype == DType::kBFloat16 ? tensor::to_float(tensor::BFloat16{bits[i]})
+                                       : tensor::to_float(tensor::Float16{bits[i]});
+  }
+  return out;
+}
+
+// One GEMM through kernels::gemm in the given precision against ops::cpu::gemm on the values the
+// GPU actually reads; returns ‖out − ref‖/‖ref‖ (NaN where an element was not written).
+double gemm_error(GemmContext& context, const Shape& s, bool ta, bool tb, DType input, DType output,
+                  kernels::GemmMath math, std::uint32_t seed) {
+  const float alpha = 0.75f, beta = 0.5f;
+  Matrix a = random_matrix(s.m, s.k, ta, 3, seed), b = random_matrix(s.k, s.n, tb, 1, seed + 1);
+  const std::int64_t ldc = s.n + 2;
+  auto c = random_floats(static_cast<std::size_t>(s.m * ldc), seed + 2);
+  if (input != DType::kFloat32) {
+    a.values = rounded(a.values, input);
+    b.values = rounded(b.values, input);
+  }
+  if (output != DType::kFloat32) c = rounded(c, output);
+  std::vector<float> ref = c;
+  ops::cpu::gemm(s.m, s.n, s.k, alpha, {a.values.data(), a.ld, ta}, {b.values.data(), b.ld, tb},
+                 beta, ref.data(), ldc);
+  GemmOptions options;
+  options.input = input;
+  options.output = output;
+  options.math = math;
+  std::vector<float> got;
+  if (input == DType::kFloat32) {
+    DeviceArray<float> da(a.values), db(b.values), dc(c);
+    kernels::gemm(context, s.m, s.n, s.k, alpha, {da.get(), a.ld, ta}, {db.get(), b.ld, tb}, beta,
+                  dc.get(), ldc, options, nullptr);
+    got = dc.download();
+  } else {
+    DeviceArray<std::uint16_t> da(bits16(a.values, input)), db(bits16(b.values, input));
+    if (output == DType::kFloat32) {
+      DeviceArray<float> dc(c);
+      kernels::gemm(context, s.m, s.n, s.k, alpha, {da.get(), a.ld, ta}, {db.get(), b.ld, tb}, beta,
+                    dc.get(), ldc, options, nullptr);
+      got = dc.download();
+    } else {
+      DeviceArray<std::uint16_t> dc(bits16(c, output));
+      kernels::gemm(context, s.m, s.n, s.k, alpha, {da.get(), a.ld, ta}, {db.get(), b.ld, tb}, beta,
+                    dc.get(), ldc, options, nullptr);
+      got = from_bits16(dc.download(), output);
+    }
+  }
+  EXPECT_EQ(gpu_test::non_finite(got), 0u);
+  return gpu_test::relative_error(got, ref);
+}
+
+struct Precision {
+  DType input, output;
+  kernels::GemmMath math;
+  double bound;
+};
+// fp32: summation order only. TF32 rounds each input to 11 significant bits (2^-11 relative).
+// 16-bit inputs are exact in fp32, so with an fp32 output only the order differs; a 16-bit
+// output adds its own rounding, 2^-9 (bf16) or 2^-11 (fp16) relative per element at most.
+const Precision kPrecisions[] = {
+    {DType::kFloat32, DType::kFloat32, kernels::GemmMath::kFp32, 1e-5},
+    {DType::kFloat32, DType::kFloat32, kernels::GemmMath::kTf32, 5e-3},
+    {DType::kBFloat16, DType::kFloat32, kernels::GemmMath::kFp32, 1e-5},
+    {DType::kBFloat16, DType::kBFloat16, kernels::GemmMath::kFp32, 4e-3},
+    {DType::kFloat16, DType::kFloat32, kernels::GemmMath::kFp32, 1e-5},
+    {DType::kFloat16, DType::kFloat16, kernels::GemmMath::kFp32, 1e-3}};
+
+TEST(GpuGemm, EveryTransposeAndPrecisionMatchesCpu) {
+  GemmContext context;
+  for (const Precision& p : kPrecisions) {
+    for (const Shape& s : kShapes) {
+      for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+          SCOPED_TRACE(testing::Message()
+                       << tensor::dtype_name(p.input) << "->" << tensor::dtype_name(p.output)
+                       << (p.math == kernels::GemmMath::kTf32 ? " tf32" : "") << " m=" << s.m
+                       << " n=" << s.n << " k=" << s.k << " ta=" << ta << " tb=" << tb);
+          EXPECT_LE(gemm_error(context, s, ta, tb, p.input, p.output, p.math, 80), p.bound);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuGemm, MisalignedViewsWork) {
+  // Operands one float past a 256-byte boundary (a strided head view): the alignment
+  // preferences must let cuBLASLt pick an algorithm that accepts them.
+  GemmContext context;
+  const std::int64_t m = 33, n = 65, k = 96;
+  const auto a = random_floats(static_cast<std::size_t>(m * k + 1), 81);
+  const auto b = random_floats(static_cast<std::size_t>(k * n + 1), 82);
+  std::vector<float> ref(static_cast<std::size_t>(m * n + 1), 0.0f);
+  ops::cpu::gemm(m, n, k, 1.0f, {a.data() + 1, k, false}, {b.data() + 1, n, false}, 0.0f,
+                 ref.data() + 1, n);
+  DeviceArray<float> da(a), db(b), dc(std::vector<float>(ref.size(), 0.0f));
+  kernels::gemm(context, m, n, k, 1.0f, {da.get() + 1, k, false}, {db.get() + 1, n, false}, 0.0f,
+                dc.get() + 1, n, {}, nullptr);
+  MDS_EXPECT_CLOSE(dc.download(), ref, 1e-5);
+}
+
+TEST(GpuGemm, LinearForwardAndBackwardMatchCpu) {
+  GemmContext context;
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k);
+    const auto um = static_cast<std::size_t>(s.m), un = static_cast<std::size_t>(s.n);
+    const auto uk = static_cast<std::size_t>(s.k);
+    const auto x = random_floats(um * uk, 83, -1.0f, 1.0f);
+    const auto weight = random_floats(un * uk, 84, -1.0f, 1.0f);
+    const auto bias = random_floats(un, 85), dout = random_floats(um * un, 86);
+    std::vector<float> ref(um * un), ref_nobias(um * un);
+    ops::cpu::linear_forward(ref.data(), x.data(), weight.data(), bias.data(), s.m, s.n, s.k);
+    ops::cpu::linear_forward(ref_nobias.data(), x.data(), weight.data(), nullptr, s.m, s.n, s.k);
+    DeviceArray<float> dx_in(x), dw(weight), db(bias), ddout(dout);
+    DeviceArray<float> out(um * un), out_nobias(um * un);
+    kernels::linear_forward(context, out.get(), dx_in.get(), dw.get(), db.get(), s.m, s.n, s.k,
+                            nullptr);
+    kernels::linear_forward(context, out_nobias.get(), dx_in.get(), dw.get(), nullptr, s.m, s.n,
+                            s.k, nullptr);
+    MDS_EXPECT_CLOSE(out.download(), ref, 1e-5);
+    MDS_EXPECT_CLOSE(out_nobias.download(), ref_nobias, 1e-5);
+
+    // Gradients accumulate onto non-zero values.
+    auto ref_dx = random_floats(um * uk, 87), ref_dw = random_floats(un * uk, 88);
+    auto ref_db = random_floats(un, 89);
+    DeviceArray<float> gdx(ref_dx), gdw(ref_dw), gdb(ref_db);
+    ops::cpu::linear_backward(ref_dx.data(), ref_dw.data(), ref_db.data(), dout.data(), x.data(),
+                              weight.data(), s.m, s.n, s.k);
+    kernels::linear_backward(context, gdx.get(), gdw.get(), gdb.get(), ddout.get(), dx_in.get(),
+                             dw.get(), s.m, s.n, s.k, nullptr);
+    MDS_EXPECT_CLOSE(gdx.download(), ref_dx, 1e-5);
+    MDS_EXPECT_CLOSE(gdw.download(), ref_dw, 1e-5);
+    MDS_EXPECT_CLOSE(gdb.download(), ref_db, 1e-5);
+  }
+}
+
+TEST(GpuGemm, BiasGeluEpilogueIsCloseToCpuGelu) {
+  GemmContext context;
+  const std::int64_t m = 77, n = 3072, k = 768;
+  const auto x = random_floats(static_cast<std::size_t>(m * k), 90, -0.1f, 0.1f);
+  const auto weight = random_floats(static_cast<std::size_t>(n * k), 91, -0.1f, 0.1f);
+  const auto bias = random_floats(static_cast<std::size_t>(n), 92);
+  std::vector<float> pre(static_cast<std::size_t>(m * n)), ref(pre.size());
+  ops::cpu::linear_forward(pre.data(), x.data(), weight.data(), nullptr, m, n, k);
+  ops::cpu::bias_gelu_forward(ref.data(), pre.data(), bias.data(), m, n,
+                              ops::GeluKind::kTanhOpenAI);
+  DeviceArray<float> dx(x), dw(weight), db(bias), out(pre.size());
+  GemmOptions options;
+  options.epilogue = kernels::GemmEpilogue::kBiasGelu;
+  options.bias = db.get();
+  kernels::gemm(context, m, n, k, 1.0f, {dx.get(), k, false}, {dw.get(), k, true}, 0.0f, out.get(),
+                n, options, nullptr);
+  // cuBLASLt's tanh approximation is its own (a hardware tanh.approx would be ~5e-4 relative):
+  // a bound for "the same function", not for parity with any ops::GeluKind.
+  MDS_EXPECT_CLOSE(out.download(), ref, 1e-3);
+}
+
+TEST(GpuGemm, BatchedMatmulMatchesCpu) {
+  GemmContext context;
+  const std::int64_t batch = 5, m = 31, n = 17, k = 64;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb);
+      const auto a = random_floats(static_cast<std::size_t>(batch * m * k), 93);
+      const auto b = random_floats(static_cast<std::size_t>(batch * k * n), 94);
+      auto ref = random_floats(static_cast<std::size_t>(batch * m * n), 95);
+      DeviceArray<float> da(a), db(b), dout(ref);
+      ops::cpu::batched_matmul(ref.data(), a.data(), b.data(), batch, m, n, k, ta, tb, 0.5f, 0.25f);
+      kernels::batched_matmul(context, dout.get(), da.get(), db.get(), batch, m, n, k, ta, tb, 0.5f,
+                              0.25f, nullptr);
+      MDS_EXPECT_CLOSE(dout.download(), ref, 1e-5);
+    }
+  }
+}
+
+TEST(GpuGemm, RepeatsBitForBit) {
+  // A long k (split-K territory) at fp32 and bf16: the same algorithm, the same bits.
+  GemmContext context;
+  const std::int64_t m = 128, n = 768, k = 16384;
+  const auto a = random_floats(static_cast<std::size_t>(m * k), 96);
+  const auto b = random_floats(static_cast<std::size_t>(k * n), 97);
+  DeviceArray<float> da(a), db(b);
+  std::vector<float> first;
+  for (int run = 0; run < 3; ++run) {
+    DeviceArray<float> c(static_cast<std::size_t>(m * n));
+    kernels::gemm(context, m, n, k, 1.0f, {da.get(), k, false}, {db.get(), n, false}, 0.0f, c.get(),
+                  n, {}, nullptr);
+    const auto got = c.download();
+    if (run == 0) first = got;
+    EXPECT_EQ(gpu_test::non_finite(got), 0u);
+    EXPECT_EQ(got, first);
+  }
+  DeviceArray<std::uint16_t> ha(bits16(a, DType::kBFloat16)), hb(bits16(b, DType::kBFloat16));
+  GemmOptions bf16;
+  bf16.input = bf16.output = DType::kBFloat16;
+  std::vector<std::uint16_t> first16;
+  for (int run = 0; run < 3; ++run) {
+    DeviceArray<std::uint16_t> c(static_cast<std::size_t>(m * n));
+    kernels::gemm(context, m, n, k, 1.0f, {ha.get(), k, false}, {hb.get(), n, false}, 0.0f, c.get(),
+                  n, bf16, nullptr);
+    const auto got = c.download();
+    if (run == 0) first16 = got;
+    EXPECT_EQ(got, first16);
+  }
+}
+
+TEST(GpuGemm, RejectsUnsupportedCombinations) {
+  GemmContext context;
+  DeviceArray<float> a(16), b(16), c(16);
+  GemmOptions tf32_bf16;
+  tf32_bf16.input = tf32_bf16.output = DType::kBFloat16;
+  tf32_bf16.math = kernels::GemmMath::kTf32;
+  EXPECT_THROW(kernels::gemm(context, 4, 4, 4, 1.0f, {a.get(), 4, false}, {b.get(), 4, false}, 0.0f,
+                             c.get(), 4, tf32_bf16, nullptr),
+               base::Error);
+  GemmOptions narrowing;
+  narrowing.output = DType::kBFloat16;  // fp32 inputs writing bf16
+  EXPECT_THROW(kernels::gemm(context, 4, 4, 4, 1.0f, {a.get(), 4, false}, {b.get(), 4, false}, 0.0f,
+                             c.get(), 4, narrowing, nullptr),
+               base::Error);
+  GemmOptions mixed;
+  mixed.input = DType::kBFloat16;
+  mixed.output = DType::kFloat16;
+  EXPECT_THROW(kernels::gemm(context, 4, 4, 4, 1.0f, {a.get(), 4, false}, {b.get(), 4, false}, 0.0f,
+                             c.get(), 4, mixed, nullptr),
+               base::Error);
+}
+
+}  // namespace
+}  // namespace mds
