@@ -11,12 +11,23 @@ using detail::block_sum;
 using detail::kThreads;
 using detail::kWarps;
 
-__global__ void forward_kernel(float* out, float* mean, float* rstd, const float* x,
-                               const float* weight, const float* bias, std::int64_t cols,
-                               float eps) {
+// With kResidual, the row normalized is x + residual, written to sum_out first (each thread
+// re-reads only the elements it wrote itself, so no barrier is needed, and sum_out may alias x or
+// residual).
+template <bool kResidual>
+__global__ void forward_kernel(float* out, float* mean, float* rstd, float* sum_out, const float* x,
+                               const float* residual, const float* weight, const float* bias,
+                               std::int64_t cols, float eps) {
   __shared__ float scratch[kWarps];
   const std::int64_t r = blockIdx.x;
   const float* row = x + r * cols;
+  if constexpr (kResidual) {
+    float* sum_row = sum_out + r * cols;
+    const float* residual_row = residual + r * cols;
+    for (std::int64_t c = threadIdx.x; c < cols; c += kThreads)
+      sum_row[c] = row[c] + residual_row[c];
+    row = sum_row;
+  }
   float sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) sum += row[c];
   const float m = block_sum(sum, scratch) / static_cast<float>(cols);
@@ -81,9 +92,19 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
                        const float* bias, std::int64_t rows, std::int64_t cols, float eps,
                        cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  forward_kernel<<<detail::row_grid(rows, "kernels::layernorm"), kThreads, 0, stream>>>(
-      out, mean, rstd, x, weight, bias, cols, eps);
+  forward_kernel<false><<<detail::row_grid(rows, "kernels::layernorm"), kThreads, 0, stream>>>(
+      out, mean, rstd, nullptr, x, nullptr, weight, bias, cols, eps);
   check_launch("kernels::layernorm_forward");
+}
+
+void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* rstd,
+                                const float* x, const float* residual, const float* weight,
+                                const float* bias, std::int64_t rows, std::int64_t cols, float eps,
+                                cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  forward_kernel<true><<<detail::row_grid(rows, "kernels::layernorm"), kThreads, 0, stream>>>(
+      out, mean, rstd, sum_out, x, residual, weight, bias, cols, eps);
+  check_launch("kernels::residual_layernorm_forward");
 }
 
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,

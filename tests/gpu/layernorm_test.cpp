@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/layernorm.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -59,6 +60,34 @@ TEST(GpuLayerNorm, BackwardMatchesCpu) {
     MDS_EXPECT_CLOSE(ddw.download(), ref_dw, 1e-5);
     MDS_EXPECT_CLOSE(ddb.download(), ref_db, 1e-5);
     MDS_EXPECT_CLOSE(ddx_only.download(), ref_dx_only, 1e-5);
+  }
+}
+
+TEST(GpuLayerNorm, ResidualForwardMatchesCpuAddThenLayerNorm) {
+  for (const auto [rows, cols] : gpu_test::matrix_sizes()) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+    const auto ur = static_cast<std::size_t>(rows);
+    const auto x = random_floats(n, 30, -1.0f, 1.0f), residual = random_floats(n, 31, 1.0f, 4.0f);
+    const auto weight = random_floats(uc, 32), bias = random_floats(uc, 33);
+    std::vector<float> ref_sum(n), ref(n), ref_mean(ur), ref_rstd(ur);
+    ops::cpu::add(ref_sum.data(), x.data(), residual.data(), rows * cols);
+    ops::cpu::layernorm_forward(ref.data(), ref_mean.data(), ref_rstd.data(), ref_sum.data(),
+                                weight.data(), bias.data(), rows, cols, 1e-5f);
+    DeviceArray<float> dx(x), dres(residual), dw(weight), db(bias), sum(n), out(n), mean(ur),
+        rstd(ur);
+    kernels::residual_layernorm_forward(sum.get(), out.get(), mean.get(), rstd.get(), dx.get(),
+                                        dres.get(), dw.get(), db.get(), rows, cols, 1e-5f, nullptr);
+    EXPECT_EQ(sum.download(), ref_sum);  // one addition per element
+    MDS_EXPECT_CLOSE(out.download(), ref, 1e-5);
+    MDS_EXPECT_CLOSE(mean.download(), ref_mean, 1e-6);
+    MDS_EXPECT_CLOSE(rstd.download(), ref_rstd, 1e-5);
+    // In place on the residual stream: the same results.
+    DeviceArray<float> out2(n), mean2(ur), rstd2(ur);
+    kernels::residual_layernorm_forward(dres.get(), out2.get(), mean2.get(), rstd2.get(), dx.get(),
+                                        dres.get(), dw.get(), db.get(), rows, cols, 1e-5f, nullptr);
+    EXPECT_EQ(dres.download(), ref_sum);
+    EXPECT_EQ(out2.download(), out.download());
   }
 }
 
