@@ -1,0 +1,154 @@
+// The flash-attention kernels' device code (kernels/attention_kernels.cuh) run on the CPU under a
+// SIMT emulation, against the CPU attention (ops/cpu/attention): their indexing, causal masking,
+// tiling, online softmax, the two-kernel deterministic backward and their barriers, checked where
+// there is no GPU. tests/gpu/attention_test.cpp runs the same comparison on a device.
+#include "tests/unit/simt_emulation.h"
+
+namespace mds::kernels::attention_detail {
+float smem[simt::kSharedFloats];
+}
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/attention_kernels.cuh"
+#include "ops/cpu/attention.h"
+
+namespace mds {
+namespace {
+
+namespace ad = kernels::attention_detail;
+
+struct Case {
+  std::int64_t s, b, np, hn;
+  float coeff;
+};
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+double relative_error(const std::vector<float>& out, const std::vector<float>& ref) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double d = static_cast<double>(out[i]) - ref[i];
+    diff += d * d;
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k.
+std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, std::int64_t hn) {
+  const double alpha = 1.0 / (std::sqrt(static_cast<double>(hn)) * c.coeff);
+  const std::int64_t ld = c.b * c.np * 3 * hn;
+  std::vector<float> lse(static_cast<std::size_t>(c.b * c.np * c.s));
+  for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
+    for (std::int64_t i = 0; i < c.s; ++i) {
+      std::vector<double> z;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double dot = 0.0;
+        for (std::int64_t d = 0; d < hn; ++d) {
+          dot += static_cast<double>(qkv[static_cast<std::size_t>(i * ld + bh * 3 * hn + d)]) *
+                 qkv[static_cast<std::size_t>(j * ld + bh * 3 * hn + hn + d)];
+        }
+        z.push_back(c.coeff * alpha * dot);
+      }
+      double max = -INFINITY, sum = 0.0;
+      for (const double v : z) max = std::max(max, v);
+      for (const double v : z) sum += std::exp(v - max);
+      lse[static_cast<std::size_t>(bh * c.s + i)] = static_cast<float>(max + std::log(sum));
+    }
+  }
+  return lse;
+}
+
+void poison_shared() {
+  for (float& x : ad::smem) x = NAN;
+}
+
+struct Results {
+  std::vector<float> ctx, lse, dqkv;
+};
+
+// The launches of kernels/attention.cu, emulated: forward, then dk/dv, then dq.
+template <int kHn>
+Results run_kernels(const Case& c, const std::vector<float>& qkv, const std::vector<float>& dctx) {
+  const ad::Geometry g{c.s, c.b * c.np * 3 * kHn, c.b * c.np * kHn};
+  const auto grid_x = static_cast<unsigned>(c.b * c.np);
+  const auto grid_y = static_cast<unsigned>((c.s + ad::kTile - 1) / ad::kTile);
+  const auto alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(kHn)) * c.coeff));
+  Results r{std::vector<float>(dctx.size(), NAN),
+            std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN),
+            std::vector<float>(qkv.size(), 0.0f)};
+  simt::launch(
+      grid_x, grid_y,
+      [&] { ad::forward_kernel<kHn>(r.ctx.data(), r.lse.data(), qkv.data(), g, alpha, c.coeff); },
+      poison_shared);
+  simt::launch(
+      grid_x, grid_y,
+      [&] {
+        ad::dkdv_kernel<kHn>(r.dqkv.data(), dctx.data(), r.ctx.data(), r.lse.data(), qkv.data(), g,
+                             alpha, c.coeff);
+      },
+      poison_shared);
+  simt::launch(
+      grid_x, grid_y,
+      [&] {
+        ad::dq_kernel<kHn>(r.dqkv.data(), dctx.data(), r.ctx.data(), r.lse.data(), qkv.data(), g,
+                           alpha, c.coeff);
+      },
+      poison_shared);
+  return r;
+}
+
+template <int kHn>
+void check_against_cpu(const Case& c) {
+  SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " hn=" << kHn
+                                  << " coeff=" << c.coeff);
+  const ops::cpu::AttentionDims d{c.s, c.b, c.np, kHn};
+  const auto qkv_size = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
+  const auto ctx_size = static_cast<std::size_t>(c.s * c.b * c.np * kHn);
+  const auto qkv = random_floats(qkv_size, 7, -2.0f, 2.0f);
+  const auto dctx = random_floats(ctx_size, 8, -1.0f, 1.0f);
+  std::vector<float> probs(static_cast<std::size_t>(c.b * c.np * c.s * c.s)), ctx(ctx_size);
+  std::vector<float> dprobs(probs.size()), dqkv(qkv_size, 0.0f);
+  ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff);
+  ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
+  ops::cpu::attention_context_backward(dprobs.data(), dqkv.data(), dctx.data(), probs.data(),
+                                       qkv.data(), d);
+  ops::cpu::attention_probs_backward(dqkv.data(), dprobs.data(), probs.data(), qkv.data(), d,
+                                     c.coeff);
+
+  const Results got = run_kernels<kHn>(c, qkv, dctx);
+  // The bounds of tests/gpu/attention_test.cpp.
+  EXPECT_LE(relative_error(got.ctx, ctx), 1e-5);
+  EXPECT_LE(relative_error(got.dqkv, dqkv), 2e-5);
+  EXPECT_LE(relative_error(got.lse, reference_lse(qkv, c, kHn)), 1e-6);
+  // A fixed order: the same bits again.
+  const Results again = run_kernels<kHn>(c, qkv, dctx);
+  EXPECT_EQ(again.ctx, got.ctx);
+  EXPECT_EQ(again.lse, got.lse);
+  EXPECT_EQ(again.dqkv, got.dqkv);
+}
+
+TEST(KernelsEmulatedAttention, EveryHeadDimMatchesCpu) {
+  check_against_cpu<8>({1, 1, 1, 8, 1.0f});
+  check_against_cpu<8>({31, 3, 2, 8, 2.0f});
+  check_against_cpu<16>({7, 2, 3, 16, 1.0f});
+  check_against_cpu<32>({33, 1, 2, 32, 1.0f});
+  check_against_cpu<64>({65, 2, 1, 64, 1.0f});
+  check_against_cpu<96>({40, 1, 2, 96, 3.0f});
+  check_against_cpu<128>({97, 1, 1, 128, 1.0f});
+}
+
+}  // namespace
+}  // namespace mds
