@@ -296,22 +296,26 @@ float GptModel::forward_loss(const ParamBuffer& params, const MicroBatch& batch,
                              const DropoutContext& dropout, Tensor token_losses) {
   check_whole_model("forward_loss");
   check_buffer(params, "params");
+  const float loss = forward_stage(0, params, batch, dropout, {}, {});
+  if (token_losses.raw() != nullptr) copy_token_losses(0, token_losses);
+  return loss;
+}
+
+void GptModel::copy_token_losses(int buffer, Tensor token_losses) const {
   const std::int64_t s = options_.config.seq_length, b = options_.micro_batch_size;
-  const bool per_token = token_losses.raw() != nullptr;
-  if (per_token &&
-      (token_losses.dtype() != DType::kFloat32 || !(token_losses.shape() == tensor::Shape{b, s}))) {
+  if (token_losses.dtype() != DType::kFloat32 || !(token_losses.shape() == tensor::Shape{b, s})) {
     base::fail("GptModel: token_losses must be fp32 [", b, ", ", s, "], got ",
                tensor::dtype_name(token_losses.dtype()), " ", token_losses.shape().to_string());
   }
-  const float loss = forward_stage(0, params, batch, dropout, {}, {});
-  if (per_token) {
-    const float* in = activations_->head(0).loss.data<float>();
-    float* out = token_losses.host_span<float>().data();
-    for (std::int64_t row = 0; row < b; ++row) {
-      for (std::int64_t col = 0; col < s; ++col) out[row * s + col] = in[col * b + row];
-    }
+  if (!owns_head_ || head_buffer_ != checked_pipe_buffer(buffer)) {
+    base::fail("GptModel::copy_token_losses: pipe buffer ", buffer,
+               " holds no forward through the head (the last stage's latest forward)");
   }
-  return loss;
+  const float* in = activations_->head(buffer).loss.data<float>();
+  float* out = token_losses.host_span<float>().data();
+  for (std::int64_t row = 0; row < b; ++row) {
+    for (std::int64_t col = 0; col < s; ++col) out[row * s + col] = in[col * b + row];
+  }
 }
 
 }  // namespace mds::model

@@ -58,6 +58,10 @@ class GptModel {
   float forward_loss(const ParamBuffer& params, const MicroBatch& batch,
                      const DropoutContext& dropout, tensor::Tensor token_losses = {});
 
+  // Each token's loss of the last forward into pipe buffer `buffer` (the last stage only) into
+  // `token_losses` (fp32 [b, s]).
+  void copy_token_losses(int buffer, tensor::Tensor token_losses) const;
+
   // The stage's forward of one micro-batch into pipe buffer `buffer`, which keeps what its
   // backward needs (the dropout context included) until the next forward into that buffer.
   // `batch` needs tokens and position_ids on the first stage, labels and loss_mask on the last
