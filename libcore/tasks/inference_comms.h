@@ -1,0 +1,79 @@
+// The processes of an evaluate or generate run: one, or a T × P grid of ranks under mpirun/srun
+// holding one model replica (rank = pp·T + tp, as ProcessGrid numbers a grid with DP = 1).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/grid_communicators.h"
+#include "dist/launch.h"
+#include "dist/mpi_communicator.h"
+#include "tensor/tensor.h"
+
+namespace mds::tasks {
+
+// This rank's place in the grid and the groups it talks over (not owned). The default is one
+// process: T = P = 1, every exchange a no-op.
+struct InferenceComms {
+  dist::Communicator* world = nullptr;
+  dist::Communicator* tp = nullptr;
+  dist::Communicator* pp = nullptr;
+  dist::Communicator* embedding = nullptr;  // the first and last stage of this TP rank (P > 1)
+  std::int64_t tp_size = 1, tp_rank = 0, pp_size = 1, pp_rank = 0;
+
+  bool first_stage() const { return pp_rank == 0; }
+  bool last_stage() const { return pp_rank == pp_size - 1; }
+  // Global rank 0 (the first stage's TP rank 0) prints and writes the results.
+  bool output_rank() const { return pp_rank == 0 && tp_rank == 0; }
+  // The rank whose decisions (sampled tokens, scores) every rank follows: the last stage's TP
+  // rank 0, which has the logits and the losses.
+  int head_rank() const { return static_cast<int>((pp_size - 1) * tp_size); }
+  bool is_head() const { return last_stage() && tp_rank == 0; }
+
+  // Every rank gets the head rank's `data` (any dtype).
+  void share_from_head(tensor::Tensor data) const;
+  // Every rank gets rank 0's `text` (what only rank 0 can read: standard input, a terminal).
+  void share_from_rank0(std::string& text) const;
+  // The hidden states between pipeline stages (same shape on both sides).
+  void send_to_next_stage(tensor::Tensor data) const;
+  void recv_from_previous_stage(tensor::Tensor data) const;
+  // Logits of this TP rank's vocabulary rows, [rows, V/T], joined over the TP group into
+  // [rows, V] on every TP rank (rank r's columns at [r·V/T, (r+1)·V/T)).
+  std::vector<float> gather_vocab(std::vector<float> local, std::int64_t rows) const;
+};
+
+// Owns the MPI session and the communicators behind an InferenceComms.
+class InferenceProcesses {
+ public:
+  InferenceProcesses() = default;
+  InferenceProcesses(const InferenceProcesses&) = delete;
+  InferenceProcesses& operator=(const InferenceProcesses&) = delete;
+  ~InferenceProcesses();
+
+  // Reads the launcher's rank and world size from the environment (mpirun, srun, torchrun
+  // variables; none: one process). Nothing is joined yet.
+  void detect();
+  int rank() const { return launch_.rank; }
+  int world_size() const { return launch_.world_size; }
+  bool output_rank() const { return launch_.rank == 0; }
+
+  // With world_size() > 1, joins MPI and builds the TP and PP groups of a tp × pp grid, which
+  // must have world_size() ranks.
+  void join(std::int64_t tp, std::int64_t pp);
+  const InferenceComms& comms() const { return comms_; }
+  // Stops every rank of a joined job (after this rank failed, so that no peer waits for it);
+  // returns without doing anything on one process.
+  void abort_job(int status) const;
+
+ private:
+  dist::LaunchInfo launch_;
+  std::optional<dist::MpiSession> mpi_;
+  std::unique_ptr<dist::MpiCommunicator> world_;
+  dist::GridCommunicators groups_;
+  InferenceComms comms_;
+};
+
+}  // namespace mds::tasks
