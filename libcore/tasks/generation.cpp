@@ -1,6 +1,7 @@
 #include "tasks/generation.h"
 
 #include <algorithm>
+#include <span>
 
 #include "base/error.h"
 
@@ -51,15 +52,27 @@ std::vector<GenerationResult> generate(const GptInference& model,
   };
 
   std::vector<bool> done(static_cast<std::size_t>(b), false);
+  // The last stage's head rank chooses the tokens; every rank of the grid follows its choice.
+  std::vector<std::int64_t> chosen(static_cast<std::size_t>(b));
+  const tensor::Tensor shared(chosen.data(), tensor::DType::kInt64, {b});
   std::vector<float> logits = feed(0, shortest);
   for (std::int64_t c = shortest;; ++c) {
+    std::fill(chosen.begin(), chosen.end(), -1);
+    if (model.has_logits()) {
+      for (std::int64_t r = 0; r < b; ++r) {
+        const std::size_t i = static_cast<std::size_t>(r);
+        if (done[i] || c < results[i].context_length) continue;
+        std::span<float> row(logits.data() + r * vp, static_cast<std::size_t>(vocab));
+        chosen[i] = samplers[i].next(row, options.sampling);
+      }
+    }
+    model.comms().share_from_head(shared);
     bool all_done = true;
     for (std::int64_t r = 0; r < b; ++r) {
       const std::size_t i = static_cast<std::size_t>(r);
       if (done[i]) continue;
       if (c >= results[i].context_length) {
-        std::span<float> row(logits.data() + r * vp, static_cast<std::size_t>(vocab));
-        const std::int64_t id = samplers[i].next(row, options.sampling);
+        const std::int64_t id = chosen[i];
         tokens[i][static_cast<std::size_t>(c)] = id;
         if (id == options.eod || c == last[i]) {
           done[i] = true;

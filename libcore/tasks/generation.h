@@ -37,7 +37,9 @@ struct GenerationOptions {
 };
 
 // Generates for every row until it produces EOD, has out_seq_length new tokens, or fills
-// seq_length positions. Contexts must be shorter than seq_length.
+// seq_length positions. Contexts must be shorter than seq_length. In a T × P grid every rank calls
+// this together with the same rows: the head rank (model.comms()) samples from the logits and
+// every rank takes its tokens, so all return the same results.
 std::vector<GenerationResult> generate(const GptInference& model,
                                        const std::vector<GenerationRow>& rows,
                                        const GenerationOptions& options);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/activation_plan.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -30,8 +31,8 @@ Tensor view(std::vector<std::int64_t>& data, tensor::Shape shape) {
 }  // namespace
 
 KvCache::KvCache(const model::GptConfig& config, std::int64_t batch, std::int64_t capacity)
-    : layers_(config.num_layers),
-      heads_(config.num_attention_heads),
+    : layers_(model::StageLayers::of(config).count()),
+      heads_(config.local_heads()),
       head_dim_(config.head_dim()),
       batch_(batch),
       capacity_(capacity) {
@@ -52,18 +53,39 @@ float* KvCache::values(std::int64_t layer, std::int64_t row, std::int64_t head) 
 }
 
 GptInference::GptInference(const model::ModelOptions& options, const model::ParamTable& table,
-                           const model::ParamBuffer& params)
-    : options_(options), params_(&params) {
+                           const model::ParamBuffer& params, const InferenceComms& comms)
+    : options_(options),
+      params_(&params),
+      comms_(comms),
+      tp_(comms.tp),
+      owns_embedding_(options.config.stage_owns(model::GptConfig::kEmbeddingSpec)),
+      owns_head_(options.config.stage_owns(options.config.head_spec())),
+      first_layer_(model::StageLayers::of(options.config).first) {
   model::validate(options_);
   if (params.dtype() != DType::kFloat32) {
     base::fail("GptInference: the weights must be fp32, got ", tensor::dtype_name(params.dtype()));
   }
   const model::GptConfig& c = options_.config;
-  word_ = table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
-  position_ = table.index_of(model::GptConfig::kEmbeddingSpec, "position_embeddings.weight");
-  final_ln_weight_ = table.index_of(c.final_layernorm_spec(), "weight");
-  final_ln_bias_ = table.index_of(c.final_layernorm_spec(), "bias");
-  for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
+  if (comms.tp_size != c.tensor_parallel_size || comms.tp_rank != c.tp_rank ||
+      tp_.size() != c.tensor_parallel_size || owns_embedding_ != comms.first_stage() ||
+      owns_head_ != comms.last_stage()) {
+    base::fail("GptInference: the model is TP rank ", c.tp_rank, " of ", c.tensor_parallel_size,
+               " with specs [", c.stage_first_spec, ", ", c.stage_end(),
+               ") but its grid makes it TP rank ", comms.tp_rank, " of ", comms.tp_size,
+               ", pipeline stage ", comms.pp_rank, " of ", comms.pp_size);
+  }
+  if (owns_embedding_ || owns_head_) {
+    word_ = table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+  }
+  if (owns_embedding_) {
+    position_ = table.index_of(model::GptConfig::kEmbeddingSpec, "position_embeddings.weight");
+  }
+  if (owns_head_) {
+    final_ln_weight_ = table.index_of(c.final_layernorm_spec(), "weight");
+    final_ln_bias_ = table.index_of(c.final_layernorm_spec(), "bias");
+  }
+  const model::StageLayers stage = model::StageLayers::of(c);
+  for (std::int64_t layer = stage.first; layer < stage.end; ++layer) {
     layers_.push_back(model::LayerParamIndex::find(table, layer));
   }
 }
@@ -71,8 +93,8 @@ GptInference::GptInference(const model::ModelOptions& options, const model::Para
 void GptInference::attention(KvCache& cache, std::int64_t layer, const float* qkv, float* context,
                              std::int64_t count) const {
   const model::GptConfig& c = options_.config;
-  const std::int64_t heads = c.num_attention_heads, hn = c.head_dim(), h = c.hidden_size;
-  const std::int64_t past = cache.length();
+  const std::int64_t heads = c.local_heads(), hn = c.head_dim(), lh = c.local_hidden();
+  const std::int64_t past = cache.length(), slot = layer - first_layer_;
   const float coeff = ops::query_key_layer_scaling_coeff(static_cast<int>(layer),
                                                          options_.apply_query_key_layer_scaling);
   const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(hn)) * coeff));
@@ -80,10 +102,10 @@ void GptInference::attention(KvCache& cache, std::int64_t layer, const float* qk
   // Per token the fused QKV holds, head after head, q then k then v (checkpoint version 3.0).
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t head = 0; head < heads; ++head) {
-      float* keys = cache.keys(layer, r, head);
-      float* values = cache.values(layer, r, head);
+      float* keys = cache.keys(slot, r, head);
+      float* values = cache.values(slot, r, head);
       for (std::int64_t i = 0; i < count; ++i) {
-        const float* token = qkv + (r * count + i) * 3 * h + head * 3 * hn;
+        const float* token = qkv + (r * count + i) * 3 * lh + head * 3 * hn;
         std::copy(token + hn, token + 2 * hn, keys + (past + i) * hn);
         std::copy(token + 2 * hn, token + 3 * hn, values + (past + i) * hn);
       }
@@ -96,9 +118,9 @@ void GptInference::attention(KvCache& cache, std::int64_t layer, const float* qk
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t head = 0; head < heads; ++head) {
         for (std::int64_t i = 0; i < count; ++i) {
-          const float* keys = cache.keys(layer, r, head);
-          const float* values = cache.values(layer, r, head);
-          const float* q = qkv + (r * count + i) * 3 * h + head * 3 * hn;
+          const float* keys = cache.keys(slot, r, head);
+          const float* values = cache.values(slot, r, head);
+          const float* q = qkv + (r * count + i) * 3 * lh + head * 3 * hn;
           const std::int64_t visible = past + i + 1;  // the causal mask
           float max = -INFINITY;
           for (std::int64_t j = 0; j < visible; ++j) {
@@ -114,7 +136,7 @@ void GptInference::attention(KvCache& cache, std::int64_t layer, const float* qk
             sum += p;
           }
           const float inv = 1.0f / sum;
-          float* out = context + (r * count + i) * h + head * hn;
+          float* out = context + (r * count + i) * lh + head * hn;
           std::fill(out, out + hn, 0.0f);
           for (std::int64_t j = 0; j < visible; ++j) {
             const float p = scores[static_cast<std::size_t>(j)] * inv;
@@ -129,7 +151,8 @@ void GptInference::attention(KvCache& cache, std::int64_t layer, const float* qk
 std::vector<float> GptInference::forward(KvCache& cache, std::span<const std::int64_t> tokens,
                                          std::int64_t count, std::int64_t logits_count) const {
   const model::GptConfig& c = options_.config;
-  const std::int64_t b = cache.batch(), h = c.hidden_size, f = c.ffn(), vp = c.padded_vocab_size;
+  const std::int64_t b = cache.batch(), h = c.hidden_size, lh = c.local_hidden(),
+                     lf = c.local_ffn();
   const std::int64_t n = b * count, past = cache.length();
   if (count <= 0 || static_cast<std::int64_t>(tokens.size()) != n) {
     base::fail("GptInference: expected ", b, " rows of ", count, " tokens, got ", tokens.size());
@@ -146,51 +169,73 @@ std::vector<float> GptInference::forward(KvCache& cache, std::span<const std::in
                c.max_position_embeddings);
   }
   const model::ParamBuffer& params = *params_;
-  std::vector<std::int64_t> ids(tokens.begin(), tokens.end()), positions(ids.size());
-  for (std::int64_t i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = past + i % count;
-  std::vector<float> x(static_cast<std::size_t>(n * h)), y(x.size()), ln(x.size()), ctx(x.size()),
-      tmp(x.size()), qkv(static_cast<std::size_t>(n * 3 * h)), fc(static_cast<std::size_t>(n * f)),
-      act(fc.size()), mean(static_cast<std::size_t>(n)), rstd(mean.size());
+  std::vector<float> x(static_cast<std::size_t>(n * h)), y(x.size()), ln(x.size()), tmp(x.size()),
+      ctx(static_cast<std::size_t>(n * lh)), qkv(static_cast<std::size_t>(n * 3 * lh)),
+      fc(static_cast<std::size_t>(n * lf)), act(fc.size()), mean(static_cast<std::size_t>(n)),
+      rstd(mean.size());
   const Tensor tx = view(x, {n, h}), ty = view(y, {n, h}), tln = view(ln, {n, h}),
-               tctx = view(ctx, {n, h}), ttmp = view(tmp, {n, h}), tqkv = view(qkv, {n, 3 * h}),
-               tfc = view(fc, {n, f}), tact = view(act, {n, f}), tmean = view(mean, {n}),
+               ttmp = view(tmp, {n, h}), tctx = view(ctx, {n, lh}), tqkv = view(qkv, {n, 3 * lh}),
+               tfc = view(fc, {n, lf}), tact = view(act, {n, lf}), tmean = view(mean, {n}),
                trstd = view(rstd, {n});
-  ops::embedding_lookup(tx, view(ids, {n}), params.view(word_));
-  ops::embedding_lookup_add(tx, view(positions, {n}), params.view(position_));
+  if (owns_embedding_) {
+    std::vector<std::int64_t> ids(tokens.begin(), tokens.end()), positions(ids.size());
+    for (std::int64_t i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = past + i % count;
+    // The vocab-parallel lookup: each TP rank adds the rows it holds, the group sums them.
+    ops::embedding_lookup(tx, view(ids, {n}), params.view(word_), c.vocab_start(),
+                          c.padded_vocab_size);
+    tp_.sum(tx);
+    ops::embedding_lookup_add(tx, view(positions, {n}), params.view(position_));
+  } else {
+    comms_.recv_from_previous_stage(tx);
+  }
 
   const float eps = options_.layernorm_epsilon;
   const bool post_ln = options_.apply_residual_connection_post_layernorm;
   const ops::DropoutStream no_dropout;
-  for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
-    const model::LayerWeights w =
-        model::LayerWeights::view(params, layers_[static_cast<std::size_t>(layer)]);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::int64_t layer = first_layer_ + static_cast<std::int64_t>(i);
+    const model::LayerWeights w = model::LayerWeights::view(params, layers_[i]);
     ops::layernorm_forward(tln, tmean, trstd, tx, w.ln1_weight, w.ln1_bias, eps);
-    ops::linear_forward(tqkv, tln, w.qkv_weight, w.qkv_bias);
+    ops::linear_forward(tqkv, tln, w.qkv_weight, w.qkv_bias);  // column-parallel: local heads
     attention(cache, layer, qkv.data(), ctx.data(), count);
-    ops::linear_forward(ttmp, tctx, w.dense_weight);
+    ops::linear_forward(ttmp, tctx, w.dense_weight);  // row-parallel: summed before the bias
+    tp_.sum(ttmp);
     ops::bias_dropout_add_forward(ty, ttmp, w.dense_bias, post_ln ? tln : tx, no_dropout);
     ops::layernorm_forward(tln, tmean, trstd, ty, w.ln2_weight, w.ln2_bias, eps);
     ops::linear_forward(tfc, tln, w.fc1_weight);
     ops::bias_gelu_forward(tact, tfc, w.fc1_bias, options_.gelu);
     ops::linear_forward(ttmp, tact, w.fc2_weight);
+    tp_.sum(ttmp);
     ops::bias_dropout_add_forward(tx, ttmp, w.fc2_bias, post_ln ? tln : ty, no_dropout);
   }
   cache.length_ = past + count;
+  if (!owns_head_) {
+    comms_.send_to_next_stage(tx);
+    return {};
+  }
+  return head(x, b, count, logits_count);
+}
 
-  // The final LayerNorm and the tied head only for the positions whose logits are wanted.
-  const std::int64_t m = b * logits_count;
+// The final LayerNorm and the tied head only for the positions whose logits are wanted; each TP
+// rank computes the logits of its vocabulary rows, joined over the group.
+std::vector<float> GptInference::head(const std::vector<float>& x, std::int64_t rows,
+                                      std::int64_t count, std::int64_t logits_count) const {
+  const model::GptConfig& c = options_.config;
+  const std::int64_t h = c.hidden_size, m = rows * logits_count;
   std::vector<float> last(static_cast<std::size_t>(m * h)), last_ln(last.size()),
-      logits(static_cast<std::size_t>(m * vp));
-  for (std::int64_t r = 0; r < b; ++r) {
+      logits(static_cast<std::size_t>(m * c.local_vocab())), mean(static_cast<std::size_t>(m)),
+      rstd(mean.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
     const float* from = x.data() + (r * count + count - logits_count) * h;
     std::copy(from, from + logits_count * h, last.data() + r * logits_count * h);
   }
   if (m == 0) return logits;
   ops::layernorm_forward(view(last_ln, {m, h}), view(mean, {m}), view(rstd, {m}),
-                         view(last, {m, h}), params.view(final_ln_weight_),
-                         params.view(final_ln_bias_), eps);
-  ops::linear_forward(view(logits, {m, vp}), view(last_ln, {m, h}), params.view(word_));
-  return logits;
+                         view(last, {m, h}), params_->view(final_ln_weight_),
+                         params_->view(final_ln_bias_), options_.layernorm_epsilon);
+  ops::linear_forward(view(logits, {m, c.local_vocab()}), view(last_ln, {m, h}),
+                      params_->view(word_));
+  return comms_.gather_vocab(std::move(logits), m);
 }
 
 std::vector<float> GptInference::full_logits(std::span<const std::int64_t> tokens) const {

@@ -10,6 +10,7 @@
 #include "ckpt/megatron_args.h"
 #include "ckpt/resume_universal.h"
 #include "io/torch_file.h"
+#include "model/pipeline_partition.h"
 #include "model/tp_merge.h"
 #include "ops/elementwise.h"
 #include "text/tokenizer_factory.h"
@@ -34,37 +35,26 @@ ckpt::OptimizerLayout layout_for(const config::PretrainArgs& args) {
   return args.fp16 ? ckpt::OptimizerLayout::kFp16 : ckpt::OptimizerLayout::kFp32;
 }
 
-}  // namespace
-
-namespace {
-
-struct SavedGrid {
-  std::int64_t tp_size = 1;
-  std::int64_t pp_size = 1;
-};
-
 // The tensor- and pipeline-parallel sizes the checkpoint was trained with (its saved args).
-SavedGrid saved_grid(const io::ValueRef& saved_args) {
+GridSizes saved_grid(const io::ValueRef& saved_args) {
   const io::ValueRef fields = saved_args.object_state();
-  SavedGrid grid;
+  GridSizes grid;
   if (const auto pipeline = fields.get("pipeline_model_parallel_size")) {
-    grid.pp_size = pipeline->as_int();
+    grid.pp = pipeline->as_int();
   }
-  if (const auto tensor = fields.get("tensor_model_parallel_size")) grid.tp_size = tensor->as_int();
+  if (const auto tensor = fields.get("tensor_model_parallel_size")) grid.tp = tensor->as_int();
   return grid;
 }
 
-// Loads the weights of TP rank `tp_rank` as fp32 into `weights`. The layer files of every
-// pipeline stage lie in one folder under the same names, so the whole model's table finds each
-// stage's layers; the model-states file read is stage 0's.
+// Loads the layer files of `weights`' table for the checkpoint ranks `ranks` (their TP rank's
+// files; the mp_rank file of ranks.pp) as fp32. The layer files of every pipeline stage lie in
+// one folder under the same names, so any stage split (the whole model included) finds them.
 std::int64_t load_shard(const std::string& dir, const std::string& tag,
                         const config::PretrainArgs& args, const model::ParamBuffer& weights,
-                        std::int64_t tp_rank, const SavedGrid& grid) {
+                        const ckpt::CheckpointRanks& ranks) {
   ckpt::TrainingState state;
   state.table = &weights.table();
-  state.ranks.tp = tp_rank;
-  state.ranks.tp_size = grid.tp_size;
-  state.ranks.pp_size = grid.pp_size;
+  state.ranks = ranks;
   state.layout = layout_for(args);
   std::unique_ptr<model::ParamBuffer> half;
   if (state.layout == ckpt::OptimizerLayout::kFp32) {
@@ -84,18 +74,44 @@ std::int64_t load_shard(const std::string& dir, const std::string& tag,
   return state.iteration;
 }
 
-// The fp32 masters of a universal checkpoint as the model's weights (rounded through the 16-bit
-// dtype the run trained in, which is what its model computed with).
-std::int64_t load_universal_weights(const std::string& folder, const config::PretrainArgs& args,
-                                    const model::ParamBuffer& weights, std::int64_t vocab_size) {
+// The whole model (`whole`: T = 1, P = 1) from a checkpoint of any TP size: each TP rank's files
+// loaded and merged (model/tp_merge.h), every stage's layer files read.
+std::int64_t load_whole(const CheckpointInfo& checkpoint, const config::PretrainArgs& args,
+                        const model::GptConfig& whole_config, const model::ParamBuffer& whole) {
+  const GridSizes& grid = checkpoint.grid;
+  ckpt::CheckpointRanks ranks;
+  ranks.tp_size = grid.tp;
+  ranks.pp_size = grid.pp;
+  if (grid.tp == 1) return load_shard(checkpoint.dir, checkpoint.tag, args, whole, ranks);
+  std::int64_t iteration = 0;
+  for (std::int64_t rank = 0; rank < grid.tp; ++rank) {
+    model::GptConfig shard_config = whole_config;
+    shard_config.tensor_parallel_size = grid.tp;
+    shard_config.tp_rank = rank;
+    const model::ParamTable shard_table = model::ParamTable::build(shard_config);
+    const model::ParamBuffer shard(shard_table, tensor::DType::kFloat32);
+    ranks.tp = rank;
+    iteration = load_shard(checkpoint.dir, checkpoint.tag, args, shard, ranks);
+    model::merge_tp_shard(shard, grid.tp, whole);
+  }
+  return iteration;
+}
+
+// The fp32 masters of a universal checkpoint as this rank's weights (its TP slice of each
+// parameter of its stage, the last stage's tied copy included), rounded through the 16-bit dtype
+// the run trained in, which is what its model computed with.
+std::int64_t load_universal_weights(const CheckpointInfo& checkpoint,
+                                    const config::PretrainArgs& args,
+                                    const model::ParamBuffer& weights, std::int64_t tp_size,
+                                    std::int64_t vocab_size) {
   const model::ParamTable& table = weights.table();
   for (std::size_t i = 0; i < table.size(); ++i) {
     const model::ParamSpec& spec = table[i];
-    const std::string path = folder + "/zero/" + spec.engine_name() + "/fp32.pt";
+    const std::string path = checkpoint.folder + "/zero/" + spec.engine_name() + "/fp32.pt";
     const std::vector<float> values = ckpt::universal_slice(
         ckpt::read_universal_tensor(path),
-        std::vector<std::int64_t>(spec.local_shape.begin(), spec.local_shape.end()), 0, 1,
-        spec.split, vocab_size, path);
+        std::vector<std::int64_t>(spec.local_shape.begin(), spec.local_shape.end()),
+        table.tp_rank(), tp_size, spec.split, vocab_size, path);
     std::copy(values.begin(), values.end(), weights.view(i).host_span<float>().begin());
   }
   const ckpt::OptimizerLayout layout = layout_for(args);
@@ -104,78 +120,131 @@ std::int64_t load_universal_weights(const std::string& folder, const config::Pre
     ops::cast(half.flat(), weights.flat());
     ops::cast(weights.flat(), half.flat());
   }
-  const io::TorchFile states = io::TorchFile::open(folder + "/" + ckpt::model_states_file_name(0));
+  const io::TorchFile states =
+      io::TorchFile::open(checkpoint.folder + "/" + ckpt::model_states_file_name(0));
   return states.root_ref()["iteration"].as_int();
+}
+
+// What the log line says about how the weights are put together.
+std::string load_description(const CheckpointInfo& checkpoint, const InferenceComms& comms) {
+  const GridSizes& saved = checkpoint.grid;
+  if (checkpoint.universal) {
+    return comms.tp_size * comms.pp_size > 1 ? " (universal: this rank's slices)" : "";
+  }
+  if (comms.tp_size * comms.pp_size == 1) {
+    return (saved.tp > 1 ? " (merging " + std::to_string(saved.tp) + " TP shards)" : "") +
+           (saved.pp > 1 ? " (joining " + std::to_string(saved.pp) + " pipeline stages)" : "");
+  }
+  if (saved.tp == comms.tp_size) {
+    return " (each rank reads its TP rank's layer files of its pipeline stage)";
+  }
+  return " (saved at TP " + std::to_string(saved.tp) + ": merging the whole model on each rank " +
+         "and keeping this rank's TP " + std::to_string(comms.tp_size) + " shard)";
 }
 
 }  // namespace
 
-InferenceModel load_inference_model(const config::PretrainArgs& args,
-                                    const text::Tokenizer& tokenizer, const base::Log& log) {
-  InferenceModel m;
-  m.vocab_size = tokenizer.vocab_size();
-  const std::string& dir = *args.load;
+CheckpointInfo find_checkpoint(const config::PretrainArgs& args, const text::Tokenizer& tokenizer) {
+  CheckpointInfo info;
+  info.dir = *args.load;
   std::error_code error;
-  if (!std::filesystem::is_directory(dir, error)) {
-    base::fail("--load ", dir, ": no such checkpoint folder");
+  if (!std::filesystem::is_directory(info.dir, error)) {
+    base::fail("--load ", info.dir, ": no such checkpoint folder");
   }
   // A universal checkpoint (latest_universal) when asked for, or when it is all there is.
-  std::optional<std::string> tag = ckpt::read_latest_tag(dir);
+  std::optional<std::string> tag = ckpt::read_latest_tag(info.dir);
   const std::optional<std::string> universal_tag =
-      ckpt::read_text_file_if_exists(dir + "/latest_universal");
-  const bool universal = universal_tag && (args.universal_checkpoint || !tag);
-  if (universal) tag = universal_tag;
+      ckpt::read_text_file_if_exists(info.dir + "/latest_universal");
+  info.universal = universal_tag && (args.universal_checkpoint || !tag);
+  if (info.universal) tag = universal_tag;
   if (!tag) {
-    base::fail("--load ", dir,
+    base::fail("--load ", info.dir,
                ": no 'latest' (or 'latest_universal') file, so no checkpoint to load");
   }
-  m.checkpoint = dir + "/" + *tag;
+  info.tag = *tag;
+  info.folder = info.dir + "/" + info.tag;
+  const io::TorchFile model_states =
+      io::TorchFile::open(info.folder + "/" + ckpt::model_states_file_name(0));
+  const io::ValueRef saved_args = model_states.root_ref()["args"];
+  info.grid = saved_grid(saved_args);
+  // The vocabulary stays padded as the run that trained it padded it, whatever grid runs it.
+  info.padded_vocab = text::padded_vocab_size(tokenizer.vocab_size(), args.tokenizer, info.grid.tp);
+  config::PretrainArgs as_trained = args;
+  as_trained.tensor_model_parallel_size = info.grid.tp;
+  as_trained.pipeline_model_parallel_size = info.grid.pp;
+  ckpt::check_checkpoint_args(saved_args, as_trained, info.padded_vocab, info.folder);
+  return info;
+}
 
-  // A checkpoint of T TP ranks is loaded shard by shard and merged: the model then runs whole on
-  // this process, with the vocabulary padded as the T-way run padded it. Pipeline stages are put
-  // together by loading every stage's layer files.
-  SavedGrid grid;
-  std::int64_t padded = 0;
-  {
-    const io::TorchFile model_states =
-        io::TorchFile::open(m.checkpoint + "/" + ckpt::model_states_file_name(0));
-    const io::ValueRef saved_args = model_states.root_ref()["args"];
-    grid = saved_grid(saved_args);
-    padded = text::padded_vocab_size(m.vocab_size, args.tokenizer, grid.tp_size);
-    config::PretrainArgs as_trained = args;
-    as_trained.tensor_model_parallel_size = grid.tp_size;
-    as_trained.pipeline_model_parallel_size = grid.pp_size;
-    ckpt::check_checkpoint_args(saved_args, as_trained, padded, m.checkpoint);
-  }
-  m.options = inference_model_options(args, padded);
+InferenceModel load_inference_model(const config::PretrainArgs& args,
+                                    const text::Tokenizer& tokenizer,
+                                    const CheckpointInfo& checkpoint, const InferenceComms& comms,
+                                    const base::Log& log) {
+  InferenceModel m;
+  m.vocab_size = tokenizer.vocab_size();
+  m.checkpoint = checkpoint.folder;
+  m.comms = comms;
+  m.options = inference_model_options(args, checkpoint.padded_vocab);
+  model::GptConfig whole_config = m.options.config;  // T = 1, P = 1
+  whole_config.tensor_parallel_size = 1;
+  whole_config.tp_rank = 0;
+  model::GptConfig& config = m.options.config;
+  config.tensor_parallel_size = comms.tp_size;
+  config.tp_rank = comms.tp_rank;
+  // GPTModelPipe's partition_method, as pretrain cuts the stages.
+  const std::vector<std::int64_t> parts =
+      model::pipeline_partition(config, args.bf16 || args.fp16, comms.pp_size,
+                                args.pp_partition_method.value_or("type:transformer"));
+  model::set_stage_specs(config, parts, comms.pp_rank);
   model::validate(m.options);
-  m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(m.options.config));
+  m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(config));
   m.params = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
 
-  const std::int64_t tp_size = grid.tp_size;
-  log.info(
-      " loading checkpoint from " + dir + " at tag " + *tag +
-      (tp_size > 1 ? " (merging " + std::to_string(tp_size) + " TP shards)" : "") +
-      (grid.pp_size > 1 ? " (joining " + std::to_string(grid.pp_size) + " pipeline stages)" : ""));
+  const GridSizes& saved = checkpoint.grid;
+  log.info(" loading checkpoint from " + checkpoint.dir + " at tag " + checkpoint.tag +
+           load_description(checkpoint, comms));
   std::int64_t iteration = 0;
-  if (universal) {
-    iteration = load_universal_weights(m.checkpoint, args, *m.params, m.vocab_size);
-  } else if (tp_size == 1) {
-    iteration = load_shard(dir, *tag, args, *m.params, 0, grid);
-  } else {
-    for (std::int64_t rank = 0; rank < tp_size; ++rank) {
-      model::GptConfig shard_config = m.options.config;
-      shard_config.tensor_parallel_size = tp_size;
-      shard_config.tp_rank = rank;
-      const model::ParamTable shard_table = model::ParamTable::build(shard_config);
-      const model::ParamBuffer shard(shard_table, tensor::DType::kFloat32);
-      iteration = load_shard(dir, *tag, args, shard, rank, grid);
-      model::merge_tp_shard(shard, tp_size, *m.params);
+  if (checkpoint.universal) {
+    iteration = load_universal_weights(checkpoint, args, *m.params, comms.tp_size, m.vocab_size);
+  } else if (saved.tp == comms.tp_size) {
+    ckpt::CheckpointRanks ranks;
+    ranks.tp = comms.tp_rank;
+    ranks.tp_size = saved.tp;
+    // The stage's own mp_rank file when the grid is the saved one, else stage 0's (only its
+    // counters and args are read).
+    ranks.pp = saved.pp == comms.pp_size ? comms.pp_rank : 0;
+    ranks.pp_size = saved.pp;
+    iteration = load_shard(checkpoint.dir, checkpoint.tag, args, *m.params, ranks);
+    // The last stage's copy of the word embedding is in no layer file (checkpoints.md §2.5):
+    // the first stage of the same TP rank sends it, as pretrain does on resumption.
+    if (comms.pp_size > 1) {
+      if (comms.embedding == nullptr) {
+        if (comms.first_stage() || comms.last_stage()) {
+          base::fail("load_inference_model: no embedding group on the first and last stage");
+        }
+      } else {
+        const std::size_t word =
+            m.table->index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+        comms.embedding->broadcast(m.params->view(word), 0);
+      }
     }
+  } else if (comms.tp_size * comms.pp_size == 1) {
+    iteration = load_whole(checkpoint, args, whole_config, *m.params);
+  } else {
+    const model::ParamTable whole_table = model::ParamTable::build(whole_config);
+    const model::ParamBuffer whole(whole_table, tensor::DType::kFloat32);
+    iteration = load_whole(checkpoint, args, whole_config, whole);
+    model::split_tp_shard(whole, comms.tp_size, *m.params);
   }
-  log.info("  successfully loaded checkpoint from " + dir + " at iteration " +
+  log.info("  successfully loaded checkpoint from " + checkpoint.dir + " at iteration " +
            std::to_string(iteration));
   return m;
+}
+
+InferenceModel load_inference_model(const config::PretrainArgs& args,
+                                    const text::Tokenizer& tokenizer, const base::Log& log) {
+  return load_inference_model(args, tokenizer, find_checkpoint(args, tokenizer), InferenceComms{},
+                              log);
 }
 
 }  // namespace mds::tasks

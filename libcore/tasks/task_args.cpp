@@ -91,12 +91,6 @@ void validate_inference_args(config::PretrainArgs& a) {
   const auto positive = [](const char* flag, std::int64_t value) {
     if (value <= 0) base::fail(flag, " must be > 0, got ", value);
   };
-  if (a.tensor_model_parallel_size != 1 || a.pipeline_model_parallel_size != 1) {
-    base::fail("--tensor-model-parallel-size ", a.tensor_model_parallel_size,
-               " --pipeline-model-parallel-size ", a.pipeline_model_parallel_size,
-               ": evaluate and generate run on one process; they read the TP size from the "
-               "checkpoint and merge its shards");
-  }
   config::validate_model_shape(a);
   positive("--micro-batch-size", a.micro_batch_size);
   if (a.glu_activation) {

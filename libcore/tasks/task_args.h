@@ -41,8 +41,9 @@ EvaluateArgs parse_evaluate_args(int argc, char** argv);
 GenerateArgs parse_generate_args(int argc, char** argv);
 
 // The model-shape and process rules of arguments.py that matter for inference (positive sizes,
-// head size, --seq-length, --max-position-embeddings, absolute positions, T = P = 1, --load given),
-// filling the derived fields (ffn_hidden_size, kv_channels, seq_length, params_dtype).
+// head size, --seq-length, --max-position-embeddings, absolute positions, --load given), filling
+// the derived fields (ffn_hidden_size, kv_channels, seq_length, params_dtype). The TP and PP sizes
+// are checked against the ranks and the checkpoint by tasks::choose_inference_grid.
 void validate_inference_args(config::PretrainArgs& args);
 void validate_evaluate_args(EvaluateArgs& args);
 void validate_generate_args(GenerateArgs& args);

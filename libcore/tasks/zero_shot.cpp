@@ -15,15 +15,41 @@ namespace mds::tasks {
 using tensor::DType;
 using tensor::Tensor;
 
+namespace {
+
+// One micro-batch through this rank's pipeline stage: the first stage embeds the tokens, the
+// others receive the previous stage's output, and all but the last send theirs on. The last
+// stage writes each token's loss into `token_losses` ([b, s]).
+void forward_window_batch(model::GptModel& gpt, const InferenceModel& model,
+                          const model::MicroBatch& batch, const Tensor& token_losses) {
+  model::DropoutContext no_dropout;
+  no_dropout.training = false;
+  const InferenceComms& comms = model.comms;
+  if (comms.pp_size == 1) {
+    gpt.forward_loss(*model.params, batch, no_dropout, token_losses);
+    return;
+  }
+  const Tensor& input = gpt.stage_input(0);
+  const Tensor& output = gpt.stage_output(0);
+  if (!comms.first_stage()) comms.recv_from_previous_stage(input);
+  gpt.forward_stage(0, *model.params, batch, no_dropout, comms.first_stage() ? Tensor{} : input,
+                    comms.last_stage() ? Tensor{} : output);
+  if (comms.last_stage()) {
+    gpt.copy_token_losses(0, token_losses);
+  } else {
+    comms.send_to_next_stage(output);
+  }
+}
+
+}  // namespace
+
 WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData& data,
                                  std::int64_t pad_id, std::optional<std::int64_t> overlapping_eval,
                                  const IterationCallback& on_iteration) {
   const std::int64_t s = model.options.config.seq_length;
   const std::int64_t b = model.options.micro_batch_size;
   const LmWindows windows(data.tokens, s, pad_id, overlapping_eval);
-  model::GptModel gpt(model.options, *model.table);
-  model::DropoutContext no_dropout;
-  no_dropout.training = false;
+  model::GptModel gpt(model.options, *model.table, model.comms.tp);
 
   const std::size_t n = static_cast<std::size_t>(b * s);
   std::vector<std::int64_t> tokens(n), labels(n), positions(n);
@@ -53,11 +79,14 @@ WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData
         mask[at] = sample.pad_mask[static_cast<std::size_t>(p)];
       }
     }
-    gpt.forward_loss(*model.params, batch, no_dropout, token_losses);
+    forward_window_batch(gpt, model, batch, token_losses);
+    if (!model.comms.last_stage()) continue;
     for (std::size_t i = 0; i < n; ++i) {
       if (mask[i] != 0.0f) result.total_loss += static_cast<double>(losses[i]);
     }
   }
+  // The last stage summed the losses; every rank reports its sum.
+  model.comms.share_from_head(Tensor(&result.total_loss, DType::kFloat64, {1}));
   result.num_original_tokens = data.num_original_tokens;
   result.num_tokenized_tokens = data.num_tokenized_tokens;
   result.avg_loss = result.total_loss / static_cast<double>(data.num_tokenized_tokens - 1);
@@ -71,7 +100,7 @@ WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData
 LambadaResult evaluate_lambada(const InferenceModel& model,
                                const std::vector<LambadaExample>& examples,
                                const IterationCallback& on_iteration) {
-  const GptInference inference(model.options, *model.table, *model.params);
+  const GptInference inference(model.options, *model.table, *model.params, model.comms);
   const std::int64_t s = model.options.config.seq_length;
   const std::int64_t vp = model.options.config.padded_vocab_size;
   const std::int64_t b = model.options.micro_batch_size;
@@ -99,14 +128,16 @@ LambadaResult evaluate_lambada(const InferenceModel& model,
       KvCache cache(model.options.config, 1, inputs);
       const std::vector<float> logits = inference.forward(
           cache, std::span(sequence.data(), static_cast<std::size_t>(inputs)), inputs, scored);
-      for (std::int64_t k = 0; k < scored; ++k) {
+      for (std::int64_t k = 0; k < scored && inference.has_logits(); ++k) {
         const std::span<const float> row(logits.data() + k * vp, static_cast<std::size_t>(vp));
         const std::int64_t label = sequence[static_cast<std::size_t>(length - scored + k)];
         correct = correct && argmax(row) == label;
       }
     }
-    result.correct += correct ? 1 : 0;
+    if (inference.has_logits()) result.correct += correct ? 1 : 0;
   }
+  // The last stage scored the examples; every rank reports its count.
+  model.comms.share_from_head(Tensor(&result.correct, DType::kInt64, {1}));
   result.accuracy = static_cast<double>(result.correct) / static_cast<double>(result.total);
   return result;
 }

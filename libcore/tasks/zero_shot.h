@@ -27,8 +27,10 @@ struct WikitextResult {
   double adjusted_ppl = 0;  // exp(min(20, avg_loss · token_ratio))
 };
 
-// Runs the windows through the training forward (GptModel::forward_loss, no dropout) in
-// micro-batches of model.options.micro_batch_size; windows are padded with pad_id (EOD).
+// Runs the windows through the training forward (GptModel, no dropout) in micro-batches of
+// model.options.micro_batch_size; windows are padded with pad_id (EOD). In a T × P grid
+// (model.comms) every rank calls this together: each runs its TP shard of its stage, the last
+// stage sums the losses and every rank returns that sum.
 WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData& data,
                                  std::int64_t pad_id, std::optional<std::int64_t> overlapping_eval,
                                  const IterationCallback& on_iteration = {});
@@ -41,6 +43,7 @@ struct LambadaResult {
 
 // An example is correct when the argmax over the (padded) vocabulary equals the target at every
 // target position. Examples run one at a time (a micro-batch counts for the iteration callback).
+// In a T × P grid every rank calls this together and returns the last stage's count.
 LambadaResult evaluate_lambada(const InferenceModel& model,
                                const std::vector<LambadaExample>& examples,
                                const IterationCallback& on_iteration = {});

@@ -5,19 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -25,6 +18,7 @@
 #include "model/param_buffer.h"
 #include "model/param_table.h"
 #include "model/pipeline_partition.h"
+#include "thread_communicator.h"
 #include "train/pipeline_schedule.h"
 
 namespace mds::train {
@@ -40,86 +34,8 @@ using tensor::DType;
 using tensor::Shape;
 using tensor::Tensor;
 
-// Messages between the threads of one group: buffered sends, receives that wait (and fail after a
-// minute instead of hanging the test).
-struct Mailboxes {
-  std::mutex mutex;
-  std::condition_variable arrived;
-  std::map<std::tuple<int, int, int>, std::deque<std::vector<unsigned char>>> queues;
-};
-
-class ThreadCommunicator final : public dist::Communicator {
- public:
-  ThreadCommunicator(std::string name, std::shared_ptr<Mailboxes> mail, int rank, int size)
-      : name_(std::move(name)), mail_(std::move(mail)), rank_(rank), size_(size) {}
-
-  const std::string& name() const override { return name_; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  int world_rank(int group_rank) const override { return group_rank; }
-
-  dist::Request send_async(Tensor data, int peer, int tag) override {
-    const auto* bytes = static_cast<const unsigned char*>(data.raw());
-    {
-      std::lock_guard lock(mail_->mutex);
-      mail_->queues[{rank_, peer, tag}].emplace_back(bytes, bytes + data.bytes());
-    }
-    mail_->arrived.notify_all();
-    return {};
-  }
-  dist::Request recv_async(Tensor data, int peer, int tag) override {
-    std::unique_lock lock(mail_->mutex);
-    auto& queue = mail_->queues[{peer, rank_, tag}];
-    if (!mail_->arrived.wait_for(lock, std::chrono::seconds(60), [&] { return !queue.empty(); })) {
-      base::fail(name_, " rank ", rank_, ": nothing from rank ", peer, " with tag ", tag);
-    }
-    if (queue.front().size() != data.bytes()) base::fail(name_, ": message of the wrong size");
-    std::memcpy(data.raw(), queue.front().data(), data.bytes());
-    queue.pop_front();
-    return {};
-  }
-  dist::Request broadcast_async(Tensor data, int root) override {
-    if (rank_ == root) {
-      for (int peer = 0; peer < size_; ++peer) {
-        if (peer != root) send_async(data, peer, kBroadcast);
-      }
-    } else {
-      recv_async(data, root, kBroadcast);
-    }
-    return {};
-  }
-  // fp32 sums only, folded in rank order as the real communicators do.
-  dist::Request all_reduce_async(Tensor data, dist::ReduceOp op) override {
-    if (op != dist::ReduceOp::kSum || data.dtype() != DType::kFloat32) base::fail("unsupported");
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_) send_async(data, peer, kReduce);
-    }
-    const std::vector<float> own(data.host_span<float>().begin(), data.host_span<float>().end());
-    std::vector<float> sum(own.size(), 0.0f), part(own.size());
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_)
-        recv_async(Tensor(part.data(), DType::kFloat32, data.shape()), peer, kReduce);
-      const std::vector<float>& x = peer == rank_ ? own : part;
-      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = peer == 0 ? x[i] : sum[i] + x[i];
-    }
-    std::copy(sum.begin(), sum.end(), data.host_span<float>().begin());
-    return {};
-  }
-  dist::Request reduce_scatter_async(Tensor, Tensor, dist::ReduceOp) override { return unused(); }
-  dist::Request all_gather_async(Tensor, Tensor) override { return unused(); }
-  dist::Request barrier_async() override { return unused(); }
-  const dist::CommStats& stats() const override { return stats_; }
-  void reset_stats() override {}
-
- private:
-  static constexpr int kBroadcast = 30000, kReduce = 30001;
-  dist::Request unused() const { base::fail(name_, ": operation not used by the executor"); }
-
-  std::string name_;
-  std::shared_ptr<Mailboxes> mail_;
-  int rank_, size_;
-  dist::CommStats stats_;
-};
+using test::Mailboxes;
+using test::ThreadCommunicator;
 
 ModelOptions tiny_options() {
   ModelOptions o;

@@ -1,5 +1,6 @@
 // evaluate: zero-shot evaluation of a checkpoint on WikiText (loss, perplexity) or LAMBADA
-// (last-word accuracy) with upstream's flags and result lines (tasks/main.py; data.md §6).
+// (last-word accuracy) with upstream's flags and result lines (tasks/main.py; data.md §6). One
+// process, or T × P ranks under mpirun/srun, each running its shard of the model; rank 0 prints.
 #include <cstdio>
 #include <string>
 
@@ -8,6 +9,8 @@
 #include "base/log.h"
 #include "base/program.h"
 #include "tasks/eval_datasets.h"
+#include "tasks/inference_comms.h"
+#include "tasks/inference_grid.h"
 #include "tasks/inference_model.h"
 #include "tasks/task_args.h"
 #include "tasks/zero_shot.h"
@@ -24,10 +27,17 @@ void write_results(const std::string& path, const std::string& json) {
   file.commit();
 }
 
-int run(int argc, char** argv) {
-  base::Log log("evaluate");
+int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
   tasks::EvaluateArgs args = tasks::parse_evaluate_args(argc, argv);
-  return base::run_program("evaluate", [&] {
+  std::FILE* quiet = nullptr;
+  const int status = base::run_program("evaluate", [&] {
+    processes.detect();
+    // Rank 0 prints; errors reach stderr from every rank.
+    if (!processes.output_rank()) {
+      quiet = std::fopen("/dev/null", "w");
+      if (quiet == nullptr) base::fail("cannot open /dev/null for rank output");
+    }
+    const base::Log log("evaluate", quiet ? quiet : stdout, quiet ? quiet : stderr);
     tasks::validate_evaluate_args(args);
     const std::string& path = args.valid_data->front();
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
@@ -41,35 +51,58 @@ int run(int argc, char** argv) {
     };
 
     // Read the data before the (larger) model so that a bad input file fails fast.
+    std::optional<tasks::WikitextData> wikitext;
+    std::vector<tasks::LambadaExample> examples;
+    if (args.task == "WIKITEXT103") {
+      wikitext = tasks::read_wikitext(path, *tokenizer);
+      log.info(" > number of original tokens: " + std::to_string(wikitext->num_original_tokens) +
+               ", number of detokenized tokens: " + std::to_string(wikitext->num_tokenized_tokens));
+    } else {
+      log.info("> building lambada dataset from " + path + " ...");
+      examples = tasks::read_lambada(path, *tokenizer, args.strict_lambada);
+      log.info(" > found " + std::to_string(examples.size()) + " samples.");
+    }
+    const tasks::CheckpointInfo checkpoint = tasks::find_checkpoint(args.model, *tokenizer);
+    const tasks::GridChoice grid =
+        tasks::choose_inference_grid(processes.world_size(), tasks::requested_grid(args.model),
+                                     checkpoint.grid, args.model, checkpoint.padded_vocab);
+    if (!grid.error.empty()) {
+      // Every rank finds the same mismatch. Rank 0 says it in one line and fails the job; the
+      // others leave quietly with status 0, so that the launcher does not stop rank 0 (as it
+      // stops the job at the first non-zero exit) before it has printed the line.
+      if (processes.output_rank()) base::fail(grid.error);
+      return;
+    }
+    processes.join(grid.sizes.tp, grid.sizes.pp);
+    const tasks::InferenceModel model =
+        tasks::load_inference_model(args.model, *tokenizer, checkpoint, processes.comms(), log);
+
     std::vector<std::string> lines;
     std::string json;
-    if (args.task == "WIKITEXT103") {
-      const tasks::WikitextData data = tasks::read_wikitext(path, *tokenizer);
-      log.info(" > number of original tokens: " + std::to_string(data.num_original_tokens) +
-               ", number of detokenized tokens: " + std::to_string(data.num_tokenized_tokens));
-      const tasks::InferenceModel model = tasks::load_inference_model(args.model, *tokenizer, log);
+    if (wikitext) {
       const tasks::WikitextResult result =
-          tasks::evaluate_wikitext(model, data, eod, args.overlapping_eval, on_iteration);
+          tasks::evaluate_wikitext(model, *wikitext, eod, args.overlapping_eval, on_iteration);
       lines = tasks::wikitext_result_lines(result);
       json = tasks::wikitext_result_json(result, path, model.checkpoint);
     } else {
-      log.info("> building lambada dataset from " + path + " ...");
-      const std::vector<tasks::LambadaExample> examples =
-          tasks::read_lambada(path, *tokenizer, args.strict_lambada);
-      log.info(" > found " + std::to_string(examples.size()) + " samples.");
-      const tasks::InferenceModel model = tasks::load_inference_model(args.model, *tokenizer, log);
       const tasks::LambadaResult result = tasks::evaluate_lambada(model, examples, on_iteration);
       lines = tasks::lambada_result_lines(result);
       json = tasks::lambada_result_json(result, path, model.checkpoint, args.strict_lambada);
     }
     for (const std::string& line : lines) log.info(line);
-    if (args.results_file) write_results(*args.results_file, json);
+    if (args.results_file && processes.output_rank()) write_results(*args.results_file, json);
     log.info("done :-)");
   });
+  if (quiet != nullptr) std::fclose(quiet);
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run(argc, argv);
+  mds::tasks::InferenceProcesses processes;
+  const int status = run(argc, argv, processes);
+  // One failed rank stops the job instead of leaving the others waiting for it.
+  if (status != 0) processes.abort_job(status);
+  return status;
 }

@@ -1,7 +1,8 @@
 // generate: text from a GPT checkpoint with upstream's flags (tools/generate_samples_gpt.py;
 // data.md §7): unconditional JSON-lines samples, continuations of prompts read from a file or
 // standard input, or an interactive prompt on a terminal. Decoding uses a KV cache and runs
-// --micro-batch-size samples or prompts together; see docs/generate.md for the differences.
+// --micro-batch-size samples or prompts together; see docs/generate.md for the differences. One
+// process, or T × P ranks under mpirun/srun, each running its shard of the model; rank 0 writes.
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +21,8 @@
 #include "base/program.h"
 #include "tasks/generation.h"
 #include "tasks/gpt_inference.h"
+#include "tasks/inference_comms.h"
+#include "tasks/inference_grid.h"
 #include "tasks/inference_model.h"
 #include "tasks/sample_output.h"
 #include "tasks/task_args.h"
@@ -29,13 +32,15 @@ namespace {
 
 using namespace mds;
 
-// Standard output, or a file replaced all at once when the run succeeds.
+// Standard output, or a file replaced all at once when the run succeeds; nothing on ranks other
+// than the output rank.
 class Output {
  public:
-  explicit Output(const std::optional<std::string>& path) {
-    if (path && *path != "-") file_ = std::make_unique<base::AtomicFile>(*path);
+  Output(const std::optional<std::string>& path, bool enabled) : enabled_(enabled) {
+    if (enabled && path && *path != "-") file_ = std::make_unique<base::AtomicFile>(*path);
   }
   void write(const std::string& text) {
+    if (!enabled_) return;
     if (file_) {
       file_->write(text.data(), text.size());
     } else {
@@ -48,6 +53,7 @@ class Output {
   }
 
  private:
+  bool enabled_;
   std::unique_ptr<base::AtomicFile> file_;
 };
 
@@ -75,7 +81,7 @@ tasks::GenerationOptions generation_options(const tasks::GenerateArgs& args,
 }
 
 void unconditional(Generator& g, const base::Log& log) {
-  Output out(g.args.genfile);
+  Output out(g.args.genfile, g.model.comms().output_rank());
   const std::int64_t total = g.args.num_samples, batch = g.args.model.micro_batch_size;
   const std::int64_t log_interval = std::max<std::int64_t>(1, g.args.model.log_interval);
   auto start = std::chrono::steady_clock::now();
@@ -102,10 +108,15 @@ void unconditional(Generator& g, const base::Log& log) {
 }
 
 // Lines as Python's text mode reads them: \r\n and \r become \n, which stays on the line.
-std::vector<std::string> read_prompt_lines(const std::string& path) {
+// Standard input is rank 0's, shared with the other ranks.
+std::vector<std::string> read_prompt_lines(const std::string& path,
+                                           const tasks::InferenceComms& comms) {
   std::string content;
   if (path == "-") {
-    content.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (comms.output_rank()) {
+      content.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    comms.share_from_rank0(content);
   } else {
     content = std::string(base::MappedFile(path).bytes());
   }
@@ -143,8 +154,8 @@ std::optional<std::vector<std::int64_t>> prompt_tokens(const Generator& g, const
 }
 
 void from_prompts(Generator& g, const std::string& input, const base::Log& log) {
-  const std::vector<std::string> lines = read_prompt_lines(input);
-  Output out(g.args.sample_output_file);
+  const std::vector<std::string> lines = read_prompt_lines(input, g.model.comms());
+  Output out(g.args.sample_output_file, g.model.comms().output_rank());
   const std::size_t batch = static_cast<std::size_t>(g.args.model.micro_batch_size);
   std::vector<tasks::GenerationRow> rows;
   std::vector<std::size_t> row_lines;
@@ -189,10 +200,24 @@ void interactive(Generator& g, const base::Log& log) {
   }
 }
 
-int run(int argc, char** argv) {
-  base::Log log("generate", stderr, stderr);
+// The mode of a run without --num-samples and --sample-input-file: upstream's interactive prompt
+// when standard input is a terminal on one process, else prompts read from it (under
+// mpirun/srun only rank 0 has it: every rank reads what rank 0 reads until its end).
+bool interactive_mode(const tasks::InferenceProcesses& processes) {
+  return processes.world_size() == 1 && isatty(STDIN_FILENO);
+}
+
+int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
   tasks::GenerateArgs args = tasks::parse_generate_args(argc, argv);
-  return base::run_program("generate", [&] {
+  std::FILE* quiet = nullptr;
+  const int status = base::run_program("generate", [&] {
+    processes.detect();
+    // Rank 0 writes the samples and logs; errors reach stderr from every rank.
+    if (!processes.output_rank()) {
+      quiet = std::fopen("/dev/null", "w");
+      if (quiet == nullptr) base::fail("cannot open /dev/null for rank output");
+    }
+    const base::Log log("generate", quiet ? quiet : stderr, quiet ? quiet : stderr);
     tasks::validate_generate_args(args);
     if (args.sample_input_file && *args.sample_input_file != "-" &&
         !base::file_exists(*args.sample_input_file)) {
@@ -200,23 +225,42 @@ int run(int argc, char** argv) {
     }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
     if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token");
-    const tasks::InferenceModel model = tasks::load_inference_model(args.model, *tokenizer, log);
-    const tasks::GptInference inference(model.options, *model.table, *model.params);
+    const tasks::CheckpointInfo checkpoint = tasks::find_checkpoint(args.model, *tokenizer);
+    const tasks::GridChoice grid =
+        tasks::choose_inference_grid(processes.world_size(), tasks::requested_grid(args.model),
+                                     checkpoint.grid, args.model, checkpoint.padded_vocab);
+    if (!grid.error.empty()) {
+      // Every rank finds the same mismatch. Rank 0 says it in one line and fails the job; the
+      // others leave quietly with status 0, so that the launcher does not stop rank 0 (as it
+      // stops the job at the first non-zero exit) before it has printed the line.
+      if (processes.output_rank()) base::fail(grid.error);
+      return;
+    }
+    processes.join(grid.sizes.tp, grid.sizes.pp);
+    const tasks::InferenceModel model =
+        tasks::load_inference_model(args.model, *tokenizer, checkpoint, processes.comms(), log);
+    const tasks::GptInference inference(model.options, *model.table, *model.params, model.comms);
     Generator g{args, *tokenizer, inference, generation_options(args, model, *tokenizer->eod())};
     if (args.num_samples > 0) {
       unconditional(g, log);
     } else if (args.sample_input_file) {
       from_prompts(g, *args.sample_input_file, log);
-    } else if (isatty(STDIN_FILENO)) {
+    } else if (interactive_mode(processes)) {
       interactive(g, log);
     } else {
       from_prompts(g, "-", log);
     }
   });
+  if (quiet != nullptr) std::fclose(quiet);
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run(argc, argv);
+  mds::tasks::InferenceProcesses processes;
+  const int status = run(argc, argv, processes);
+  // One failed rank stops the job instead of leaving the others waiting for it.
+  if (status != 0) processes.abort_job(status);
+  return status;
 }

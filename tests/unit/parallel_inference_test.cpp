@@ -1,0 +1,238 @@
+// Inference on a T × P grid (tasks::GptInference, generate, evaluate_wikitext, evaluate_lambada
+// with an InferenceComms) against the whole model on one process: the ranks run on threads over an
+// in-process communicator, each with its TP shard of its pipeline stage cut from the whole model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/init.h"
+#include "model/pipeline_partition.h"
+#include "model/tp_merge.h"
+#include "tasks/generation.h"
+#include "tasks/gpt_inference.h"
+#include "tasks/inference_model.h"
+#include "tasks/zero_shot.h"
+#include "thread_communicator.h"
+
+namespace mds::tasks {
+namespace {
+
+using tensor::DType;
+
+model::ModelOptions whole_options() {
+  model::ModelOptions o;
+  o.config.num_layers = 3;
+  o.config.hidden_size = 32;
+  o.config.num_attention_heads = 4;
+  o.config.seq_length = 16;
+  o.config.max_position_embeddings = 20;
+  o.config.padded_vocab_size = 64;
+  o.hidden_dropout = 0.0f;
+  o.attention_dropout = 0.0f;
+  o.micro_batch_size = 2;
+  return o;
+}
+
+// The whole model with weights large enough for peaked, varied logits.
+InferenceModel whole_model() {
+  InferenceModel m;
+  m.options = whole_options();
+  m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(m.options.config));
+  m.params = std::make_unique<model::ParamBuffer>(*m.table, DType::kFloat32);
+  model::initialize_parameters(*m.params, 1234);
+  float* data = m.params->flat().data<float>();
+  for (std::int64_t i = 0; i < m.params->flat().numel(); ++i) {
+    data[i] = data[i] * 8.0f + 0.05f * std::sin(0.37f * static_cast<float>(i));
+  }
+  m.vocab_size = 60;
+  return m;
+}
+
+// Runs `body` on every rank of a tp × pp grid (rank = pp·T + tp, one thread each) and returns
+// what each rank returned, in rank order.
+template <typename Result>
+std::vector<Result> run_grid(const InferenceModel& whole, int tp, int pp,
+                             const std::function<Result(const InferenceModel&)>& body) {
+  const int ranks = tp * pp;
+  auto world_mail = std::make_shared<test::Mailboxes>();
+  std::vector<std::shared_ptr<test::Mailboxes>> tp_mail, pp_mail;
+  for (int i = 0; i < pp; ++i) tp_mail.push_back(std::make_shared<test::Mailboxes>());
+  for (int i = 0; i < tp; ++i) pp_mail.push_back(std::make_shared<test::Mailboxes>());
+  std::vector<Result> results(static_cast<std::size_t>(ranks));
+  std::vector<std::string> errors(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      const int t = rank % tp, p = rank / tp;
+      test::ThreadCommunicator world("world", world_mail, rank, ranks);
+      test::ThreadCommunicator tp_group("tp", tp_mail[static_cast<std::size_t>(p)], t, tp);
+      test::ThreadCommunicator pp_group("pp", pp_mail[static_cast<std::size_t>(t)], p, pp);
+      try {
+        InferenceModel m;
+        m.options = whole.options;
+        m.vocab_size = whole.vocab_size;
+        m.comms = InferenceComms{&world, &tp_group, &pp_group, nullptr, tp, t, pp, p};
+        model::GptConfig& c = m.options.config;
+        c.tensor_parallel_size = tp;
+        c.tp_rank = t;
+        model::set_stage_specs(c, model::pipeline_partition(c, false, pp, "type:transformer"), p);
+        m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(c));
+        m.params = std::make_unique<model::ParamBuffer>(*m.table, DType::kFloat32);
+        model::split_tp_shard(*whole.params, tp, *m.params);
+        results[static_cast<std::size_t>(rank)] = body(m);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(rank)] = e.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 0; rank < ranks; ++rank) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(rank)], "") << "rank " << rank;
+  }
+  return results;
+}
+
+struct Grid {
+  int tp, pp;
+};
+const Grid kGrids[] = {{2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 3}};
+
+TEST(ParallelInference, LogitsOfTheLastStageMatchTheWholeModel) {
+  const InferenceModel whole = whole_model();
+  const std::vector<std::int64_t> tokens{5, 9, 2, 33, 17, 8, 41, 0, 12, 59, 3};
+  const std::vector<float> expected =
+      GptInference(whole.options, *whole.table, *whole.params).full_logits(tokens);
+  for (const Grid grid : kGrids) {
+    const auto logits = run_grid<std::vector<float>>(whole, grid.tp, grid.pp, [&](const auto& m) {
+      return GptInference(m.options, *m.table, *m.params, m.comms).full_logits(tokens);
+    });
+    for (int rank = 0; rank < grid.tp * grid.pp; ++rank) {
+      const std::vector<float>& got = logits[static_cast<std::size_t>(rank)];
+      if (rank / grid.tp != grid.pp - 1) {
+        EXPECT_TRUE(got.empty()) << "rank " << rank << " is not on the last stage";
+        continue;
+      }
+      ASSERT_EQ(got.size(), expected.size());
+      float worst = 0.0f, scale = 0.0f;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        worst = std::max(worst, std::fabs(got[i] - expected[i]));
+        scale = std::max(scale, std::fabs(expected[i]));
+      }
+      // The ×8 weights amplify the TP sums' other rounding to ~1e-5 of the logits' scale.
+      EXPECT_LT(worst, 5e-5f * scale) << grid.tp << "×" << grid.pp << " rank " << rank;
+      if (grid.tp == 1) {
+        EXPECT_EQ(got, expected) << "a pipeline alone changes no rounding";
+      }
+    }
+  }
+}
+
+TEST(ParallelInference, GenerationFollowsTheHeadOnEveryRank) {
+  const InferenceModel whole = whole_model();
+  GenerationOptions greedy;
+  greedy.sampling.greedy = true;
+  greedy.seq_length = 16;
+  greedy.out_seq_length = 10;
+  greedy.eod = 63;
+  greedy.vocab_size = 60;
+  GenerationOptions sampled = greedy;
+  sampled.sampling.greedy = false;
+  sampled.sampling.top_k = 20;
+  sampled.sampling.temperature = 1.5;
+  sampled.seed = 7;
+  const std::vector<GenerationRow> rows{{{5, 9, 2}, 0}, {{7}, 1}, {{1, 2, 3, 4, 5, 6}, 2}};
+  const auto decode = [&](const InferenceModel& m) {
+    const GptInference inference(m.options, *m.table, *m.params, m.comms);
+    std::vector<std::vector<std::int64_t>> out;
+    for (const GenerationOptions& options : {greedy, sampled}) {
+      for (const GenerationResult& result : generate(inference, rows, options)) {
+        out.push_back(result.tokens);
+      }
+    }
+    return out;
+  };
+  const std::vector<std::vector<std::int64_t>> expected = decode(whole);
+  bool varied = false;
+  for (const auto& tokens : expected) varied = varied || tokens != expected[0];
+  EXPECT_TRUE(varied);
+  for (const Grid grid : kGrids) {
+    const auto results =
+        run_grid<std::vector<std::vector<std::int64_t>>>(whole, grid.tp, grid.pp, decode);
+    for (int rank = 0; rank < grid.tp * grid.pp; ++rank) {
+      EXPECT_EQ(results[static_cast<std::size_t>(rank)], expected)
+          << grid.tp << "×" << grid.pp << " rank " << rank;
+    }
+  }
+}
+
+TEST(ParallelInference, ZeroShotTasksReportTheLastStagesNumbersOnEveryRank) {
+  const InferenceModel whole = whole_model();
+  WikitextData wikitext;
+  for (std::int64_t i = 0; i < 70; ++i) wikitext.tokens.push_back((i * 37 + 11) % 60);
+  wikitext.num_tokenized_tokens = 70;
+  wikitext.num_original_tokens = 60;
+  // Examples whose target is the whole model's greedy choice (correct) and others (mostly not).
+  const GptInference inference(whole.options, *whole.table, *whole.params);
+  std::vector<LambadaExample> examples;
+  for (std::int64_t e = 0; e < 8; ++e) {
+    std::vector<std::int64_t> context;
+    for (std::int64_t i = 0; i < 4 + e; ++i) context.push_back((e * 13 + i * 7) % 60);
+    const std::vector<float> logits = inference.full_logits(context);
+    const std::span<const float> last(logits.data() + (context.size() - 1) * 64, 60);
+    const std::int64_t target = e % 2 == 0 ? argmax(last) : (argmax(last) + 1) % 60;
+    examples.push_back({context, {target}});
+  }
+  struct Numbers {
+    double loss = 0;
+    std::int64_t correct = 0;
+  };
+  const auto evaluate = [&](const InferenceModel& m) {
+    return Numbers{evaluate_wikitext(m, wikitext, 63, 5).total_loss,
+                   evaluate_lambada(m, examples).correct};
+  };
+  const Numbers expected = evaluate(whole);
+  EXPECT_GE(expected.correct, 4);
+  EXPECT_LT(expected.correct, 8);
+  for (const Grid grid : kGrids) {
+    const std::vector<Numbers> results = run_grid<Numbers>(whole, grid.tp, grid.pp, evaluate);
+    for (int rank = 0; rank < grid.tp * grid.pp; ++rank) {
+      const Numbers& got = results[static_cast<std::size_t>(rank)];
+      EXPECT_NEAR(got.loss, expected.loss, 1e-6 * expected.loss)
+          << grid.tp << "×" << grid.pp << " rank " << rank;
+      EXPECT_EQ(got.correct, expected.correct) << grid.tp << "×" << grid.pp << " rank " << rank;
+    }
+  }
+}
+
+TEST(ParallelInference, GatherVocabJoinsTheShardsInRankOrder) {
+  const InferenceModel whole = whole_model();
+  const auto gathered = run_grid<std::vector<float>>(whole, 2, 1, [](const InferenceModel& m) {
+    // 2 rows of 3 local columns: value = 100·row + global column.
+    std::vector<float> local;
+    for (int row = 0; row < 2; ++row) {
+      for (int col = 0; col < 3; ++col) {
+        local.push_back(static_cast<float>(100 * row + 3 * m.comms.tp_rank + col));
+      }
+    }
+    return m.comms.gather_vocab(local, 2);
+  });
+  const std::vector<float> expected{0, 1, 2, 3, 4, 5, 100, 101, 102, 103, 104, 105};
+  EXPECT_EQ(gathered[0], expected);
+  EXPECT_EQ(gathered[1], expected);
+}
+
+TEST(ParallelInference, AModelOnAnotherGridThanItsCommsIsRefused) {
+  const InferenceModel whole = whole_model();
+  InferenceComms two_stages;
+  two_stages.pp_size = 2;
+  EXPECT_THROW(GptInference(whole.options, *whole.table, *whole.params, two_stages), base::Error);
+}
+
+}  // namespace
+}  // namespace mds::tasks

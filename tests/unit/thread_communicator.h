@@ -1,0 +1,131 @@
+// An in-process Communicator for tests whose ranks run on threads: buffered sends, receives that
+// wait (and fail after a minute instead of hanging the test), collectives built from them. Every
+// member of a group shares one Mailboxes.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "base/error.h"
+#include "dist/communicator.h"
+
+namespace mds::test {
+
+struct Mailboxes {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::map<std::tuple<int, int, int>, std::deque<std::vector<unsigned char>>> queues;
+};
+
+class ThreadCommunicator final : public dist::Communicator {
+ public:
+  ThreadCommunicator(std::string name, std::shared_ptr<Mailboxes> mail, int rank, int size)
+      : name_(std::move(name)), mail_(std::move(mail)), rank_(rank), size_(size) {}
+
+  const std::string& name() const override { return name_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int world_rank(int group_rank) const override { return group_rank; }
+
+  dist::Request send_async(tensor::Tensor data, int peer, int tag) override {
+    const auto* bytes = static_cast<const unsigned char*>(data.raw());
+    {
+      std::lock_guard lock(mail_->mutex);
+      mail_->queues[{rank_, peer, tag}].emplace_back(bytes, bytes + data.bytes());
+    }
+    mail_->arrived.notify_all();
+    return {};
+  }
+  dist::Request recv_async(tensor::Tensor data, int peer, int tag) override {
+    std::unique_lock lock(mail_->mutex);
+    auto& queue = mail_->queues[{peer, rank_, tag}];
+    if (!mail_->arrived.wait_for(lock, std::chrono::seconds(60), [&] { return !queue.empty(); })) {
+      base::fail(name_, " rank ", rank_, ": nothing from rank ", peer, " with tag ", tag);
+    }
+    if (queue.front().size() != data.bytes()) base::fail(name_, ": message of the wrong size");
+    std::memcpy(data.raw(), queue.front().data(), data.bytes());
+    queue.pop_front();
+    return {};
+  }
+  dist::Request broadcast_async(tensor::Tensor data, int root) override {
+    if (rank_ == root) {
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != root) send_async(data, peer, kBroadcast);
+      }
+    } else {
+      recv_async(data, root, kBroadcast);
+    }
+    return {};
+  }
+  // fp32 sums and maxima only, folded in rank order as the real communicators do.
+  dist::Request all_reduce_async(tensor::Tensor data, dist::ReduceOp op) override {
+    if (data.dtype() != tensor::DType::kFloat32) base::fail(name_, ": fp32 reductions only");
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) send_async(data, peer, kReduce);
+    }
+    const auto values = data.host_span<float>();
+    const std::vector<float> own(values.begin(), values.end());
+    std::vector<float> result(own.size(), 0.0f), part(own.size());
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) {
+        recv_async(tensor::Tensor(part.data(), tensor::DType::kFloat32, data.shape()), peer,
+                   kReduce);
+      }
+      const std::vector<float>& x = peer == rank_ ? own : part;
+      for (std::size_t i = 0; i < result.size(); ++i) {
+        if (peer == 0) {
+          result[i] = x[i];
+        } else {
+          result[i] = op == dist::ReduceOp::kSum ? result[i] + x[i] : std::max(result[i], x[i]);
+        }
+      }
+    }
+    std::copy(result.begin(), result.end(), values.begin());
+    return {};
+  }
+  dist::Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) send_async(input, peer, kGather);
+    }
+    const std::size_t slice = input.bytes();
+    if (output.bytes() != slice * static_cast<std::size_t>(size_)) {
+      base::fail(name_, ": all_gather output of the wrong size");
+    }
+    auto* out = static_cast<unsigned char*>(output.raw());
+    for (int peer = 0; peer < size_; ++peer) {
+      const tensor::Tensor part(out + slice * static_cast<std::size_t>(peer), input.dtype(),
+                                input.shape());
+      if (peer == rank_) {
+        std::memmove(part.raw(), input.raw(), slice);
+      } else {
+        recv_async(part, peer, kGather);
+      }
+    }
+    return {};
+  }
+  dist::Request reduce_scatter_async(tensor::Tensor, tensor::Tensor, dist::ReduceOp) override {
+    return unused();
+  }
+  dist::Request barrier_async() override { return unused(); }
+  const dist::CommStats& stats() const override { return stats_; }
+  void reset_stats() override {}
+
+ private:
+  static constexpr int kBroadcast = 30000, kReduce = 30001, kGather = 30002;
+  dist::Request unused() const { base::fail(name_, ": operation not used by these tests"); }
+
+  std::string name_;
+  std::shared_ptr<Mailboxes> mail_;
+  int rank_, size_;
+  dist::CommStats stats_;
+};
+
+}  // namespace mds::test
