@@ -191,11 +191,14 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
   model::GptConfig& config = m.options.config;
   config.tensor_parallel_size = comms.tp_size;
   config.tp_rank = comms.tp_rank;
-  // GPTModelPipe's partition_method, as pretrain cuts the stages.
-  const std::vector<std::int64_t> parts =
-      model::pipeline_partition(config, args.bf16 || args.fp16, comms.pp_size,
-                                args.pp_partition_method.value_or("type:transformer"));
-  model::set_stage_specs(config, parts, comms.pp_rank);
+  // GPTModelPipe's partition_method, as pretrain cuts the stages (P = 1 keeps the whole model's
+  // open spec range).
+  if (comms.pp_size > 1) {
+    const std::vector<std::int64_t> parts =
+        model::pipeline_partition(config, args.bf16 || args.fp16, comms.pp_size,
+                                  args.pp_partition_method.value_or("type:transformer"));
+    model::set_stage_specs(config, parts, comms.pp_rank);
+  }
   model::validate(m.options);
   m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(config));
   m.params = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
