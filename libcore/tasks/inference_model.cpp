@@ -176,12 +176,11 @@ CheckpointInfo find_checkpoint(const config::PretrainArgs& args, const text::Tok
   return info;
 }
 
-InferenceModel load_inference_model(const config::PretrainArgs& args,
-                                    const text::Tokenizer& tokenizer,
+InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64_t vocab_size,
                                     const CheckpointInfo& checkpoint, const InferenceComms& comms,
                                     const base::Log& log) {
   InferenceModel m;
-  m.vocab_size = tokenizer.vocab_size();
+  m.vocab_size = vocab_size;
   m.checkpoint = checkpoint.folder;
   m.comms = comms;
   m.options = inference_model_options(args, checkpoint.padded_vocab);
@@ -246,8 +245,8 @@ InferenceModel load_inference_model(const config::PretrainArgs& args,
 
 InferenceModel load_inference_model(const config::PretrainArgs& args,
                                     const text::Tokenizer& tokenizer, const base::Log& log) {
-  return load_inference_model(args, tokenizer, find_checkpoint(args, tokenizer), InferenceComms{},
-                              log);
+  return load_inference_model(args, tokenizer.vocab_size(), find_checkpoint(args, tokenizer),
+                              InferenceComms{}, log);
 }
 
 }  // namespace mds::tasks

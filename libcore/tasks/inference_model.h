@@ -53,8 +53,8 @@ CheckpointInfo find_checkpoint(const config::PretrainArgs& args, const text::Tok
 // its TP rank's layer files of its own stage (the last stage receives the tied word embedding
 // from the first); one of another TP size is merged whole and cut to this rank; a universal one
 // gives each rank its slices. A missing file or tensor fails with one line naming it.
-InferenceModel load_inference_model(const config::PretrainArgs& args,
-                                    const text::Tokenizer& tokenizer,
+// `vocab_size` is the tokenizer's (before padding).
+InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64_t vocab_size,
                                     const CheckpointInfo& checkpoint, const InferenceComms& comms,
                                     const base::Log& log);
 

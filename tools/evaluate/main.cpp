@@ -74,8 +74,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       return;
     }
     processes.join(grid.sizes.tp, grid.sizes.pp);
-    const tasks::InferenceModel model =
-        tasks::load_inference_model(args.model, *tokenizer, checkpoint, processes.comms(), log);
+    const tasks::InferenceModel model = tasks::load_inference_model(
+        args.model, tokenizer->vocab_size(), checkpoint, processes.comms(), log);
 
     std::vector<std::string> lines;
     std::string json;

@@ -237,8 +237,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       return;
     }
     processes.join(grid.sizes.tp, grid.sizes.pp);
-    const tasks::InferenceModel model =
-        tasks::load_inference_model(args.model, *tokenizer, checkpoint, processes.comms(), log);
+    const tasks::InferenceModel model = tasks::load_inference_model(
+        args.model, tokenizer->vocab_size(), checkpoint, processes.comms(), log);
     const tasks::GptInference inference(model.options, *model.table, *model.params, model.comms);
     Generator g{args, *tokenizer, inference, generation_options(args, model, *tokenizer->eod())};
     if (args.num_samples > 0) {
