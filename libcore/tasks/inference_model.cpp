@@ -243,6 +243,21 @@ InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64
   return m;
 }
 
+std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes,
+                                                   const config::PretrainArgs& args,
+                                                   const text::Tokenizer& tokenizer,
+                                                   const base::Log& log) {
+  const CheckpointInfo checkpoint = find_checkpoint(args, tokenizer);
+  const GridChoice grid = choose_inference_grid(processes.world_size(), requested_grid(args),
+                                                checkpoint.grid, args, checkpoint.padded_vocab);
+  if (!grid.error.empty()) {
+    if (processes.output_rank()) base::fail(grid.error);
+    return std::nullopt;
+  }
+  processes.join(grid.sizes.tp, grid.sizes.pp);
+  return load_inference_model(args, tokenizer.vocab_size(), checkpoint, processes.comms(), log);
+}
+
 InferenceModel load_inference_model(const config::PretrainArgs& args,
                                     const text::Tokenizer& tokenizer, const base::Log& log) {
   return load_inference_model(args, tokenizer.vocab_size(), find_checkpoint(args, tokenizer),

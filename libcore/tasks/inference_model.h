@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/log.h"
@@ -57,6 +58,15 @@ CheckpointInfo find_checkpoint(const config::PretrainArgs& args, const text::Tok
 InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64_t vocab_size,
                                     const CheckpointInfo& checkpoint, const InferenceComms& comms,
                                     const base::Log& log);
+
+// find_checkpoint, the grid for the launcher's ranks (choose_inference_grid), joining them, and
+// this rank's share of the model. A grid that does not fit fails on rank 0 with one line; every
+// other rank gets nullopt and should exit 0, so that the launcher (which stops the job at the
+// first non-zero exit) lets rank 0 print that line.
+std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes,
+                                                   const config::PretrainArgs& args,
+                                                   const text::Tokenizer& tokenizer,
+                                                   const base::Log& log);
 
 // One process: find_checkpoint, then the whole model.
 InferenceModel load_inference_model(const config::PretrainArgs& args,

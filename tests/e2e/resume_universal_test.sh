@@ -79,27 +79,9 @@ run_ranks grow-reload "$grid_ranks" "${grid_flags[@]}" --train-iters 5 --overrid
 "$convert" --input_folder "$WORK/grow-reload/global_step5" \
   --output_folder "$WORK/grow-again/global_step5_universal" > "$WORK/grow-again.log" 2>&1 ||
   { cat "$WORK/grow-again.log"; fail "grow: converting the T=4 checkpoint"; }
-"$MDS_PYTHON" - "$WORK" "$REPO/tests/e2e" <<'PY' || fail "grow: the grown state is not the source's"
-import pathlib, sys, torch
-sys.path.insert(0, sys.argv[2])
-from ckpt_torch_load_test import install_stubs
-install_stubs()
-work = pathlib.Path(sys.argv[1])
-first = work / "grow-universal" / "global_step5_universal" / "zero"
-again = work / "grow-again" / "global_step5_universal" / "zero"
-names = sorted(p.name for p in first.iterdir() if p.is_dir())
-assert names == sorted(p.name for p in again.iterdir() if p.is_dir()), "parameter folders differ"
-for name in names:
-    for state in ("fp32", "exp_avg", "exp_avg_sq"):
-        a = torch.load(first / name / f"{state}.pt", weights_only=False)["param"]
-        b = torch.load(again / name / f"{state}.pt", weights_only=False)["param"]
-        if name.endswith("word_embeddings.weight"):
-            assert a.shape == (50304, 32) and b.shape == (50432, 32), (a.shape, b.shape)
-            assert torch.equal(b[:50304], a) and not b[50304:].any(), state
-        else:
-            assert torch.equal(a, b), (name, state)
-print(f"{len(names)} parameters identical; word embedding 50304 rows kept, 128 new rows zero")
-PY
+"$MDS_PYTHON" "$REPO/tests/e2e/compare_universal.py" --grown-rows 50304 \
+  "$WORK/grow-universal/global_step5_universal/zero" "$WORK/grow-again/global_step5_universal/zero" ||
+  fail "grow: the grown state is not the source's"
 pass "the T=4 state holds the source's fp32, moments and rows exactly, the new rows zero"
 
 # evaluate reads the universal checkpoint's fp32 weights: the same perplexity as the DeepSpeed
@@ -134,28 +116,9 @@ run_ranks reload "$grid_ranks" "${grid_flags[@]}" --train-iters 5 --override-lr-
 "$convert" --input_folder "$WORK/reload-ckpt/global_step5" \
   --output_folder "$WORK/reload-universal/global_step5_universal" > "$WORK/reload-convert.log" 2>&1 ||
   { cat "$WORK/reload-convert.log"; fail "converting the reloaded checkpoint"; }
-"$MDS_PYTHON" - "$WORK" "$REPO/tests/e2e" <<'PY' || fail "the universal state did not come back exactly"
-import pathlib, sys, torch
-sys.path.insert(0, sys.argv[2])
-from ckpt_torch_load_test import install_stubs
-install_stubs()
-work = pathlib.Path(sys.argv[1])
-first = work / "pp2to1-zero1to2-universal" / "global_step5_universal" / "zero"
-again = work / "reload-universal" / "global_step5_universal" / "zero"
-names = sorted(p.name for p in first.iterdir() if p.is_dir())
-assert names == sorted(p.name for p in again.iterdir() if p.is_dir()), "parameter folders differ"
-for name in names:
-    for state in ("fp32", "exp_avg", "exp_avg_sq"):
-        a = torch.load(first / name / f"{state}.pt", weights_only=False)["param"]
-        b = torch.load(again / name / f"{state}.pt", weights_only=False)["param"]
-        assert torch.equal(a, b), (name, state)
-def steps(folder):  # Adam's step: param_groups of optimizer_state.pt (and any step.pt)
-    groups = torch.load(folder / "optimizer_state.pt", weights_only=False)["param_groups"]
-    found = [g["step"] for g in groups]
-    found += [torch.load(p, weights_only=False) for p in sorted(folder.rglob("step.pt"))]
-    return found
-assert steps(first) and repr(steps(first)) == repr(steps(again)), (steps(first), steps(again))
-print(f"{len(names)} parameters: fp32, exp_avg, exp_avg_sq and step identical after a reload")
-PY
+"$MDS_PYTHON" "$REPO/tests/e2e/compare_universal.py" \
+  "$WORK/pp2to1-zero1to2-universal/global_step5_universal/zero" \
+  "$WORK/reload-universal/global_step5_universal/zero" ||
+  fail "the universal state did not come back exactly"
 pass "fp32 masters, Adam moments and step survive universal → D=2 ZeRO 2 → universal exactly"
 finish

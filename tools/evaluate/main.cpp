@@ -2,6 +2,7 @@
 // (last-word accuracy) with upstream's flags and result lines (tasks/main.py; data.md §6). One
 // process, or T × P ranks under mpirun/srun, each running its shard of the model; rank 0 prints.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "base/atomic_file.h"
@@ -10,7 +11,6 @@
 #include "base/program.h"
 #include "tasks/eval_datasets.h"
 #include "tasks/inference_comms.h"
-#include "tasks/inference_grid.h"
 #include "tasks/inference_model.h"
 #include "tasks/task_args.h"
 #include "tasks/zero_shot.h"
@@ -62,20 +62,10 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       examples = tasks::read_lambada(path, *tokenizer, args.strict_lambada);
       log.info(" > found " + std::to_string(examples.size()) + " samples.");
     }
-    const tasks::CheckpointInfo checkpoint = tasks::find_checkpoint(args.model, *tokenizer);
-    const tasks::GridChoice grid =
-        tasks::choose_inference_grid(processes.world_size(), tasks::requested_grid(args.model),
-                                     checkpoint.grid, args.model, checkpoint.padded_vocab);
-    if (!grid.error.empty()) {
-      // Every rank finds the same mismatch. Rank 0 says it in one line and fails the job; the
-      // others leave quietly with status 0, so that the launcher does not stop rank 0 (as it
-      // stops the job at the first non-zero exit) before it has printed the line.
-      if (processes.output_rank()) base::fail(grid.error);
-      return;
-    }
-    processes.join(grid.sizes.tp, grid.sizes.pp);
-    const tasks::InferenceModel model = tasks::load_inference_model(
-        args.model, tokenizer->vocab_size(), checkpoint, processes.comms(), log);
+    const std::optional<tasks::InferenceModel> opened =
+        tasks::open_inference_model(processes, args.model, *tokenizer, log);
+    if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
+    const tasks::InferenceModel& model = *opened;
 
     std::vector<std::string> lines;
     std::string json;

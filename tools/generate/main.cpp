@@ -10,6 +10,7 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,7 +23,6 @@
 #include "tasks/generation.h"
 #include "tasks/gpt_inference.h"
 #include "tasks/inference_comms.h"
-#include "tasks/inference_grid.h"
 #include "tasks/inference_model.h"
 #include "tasks/sample_output.h"
 #include "tasks/task_args.h"
@@ -225,20 +225,10 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
     }
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
     if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token");
-    const tasks::CheckpointInfo checkpoint = tasks::find_checkpoint(args.model, *tokenizer);
-    const tasks::GridChoice grid =
-        tasks::choose_inference_grid(processes.world_size(), tasks::requested_grid(args.model),
-                                     checkpoint.grid, args.model, checkpoint.padded_vocab);
-    if (!grid.error.empty()) {
-      // Every rank finds the same mismatch. Rank 0 says it in one line and fails the job; the
-      // others leave quietly with status 0, so that the launcher does not stop rank 0 (as it
-      // stops the job at the first non-zero exit) before it has printed the line.
-      if (processes.output_rank()) base::fail(grid.error);
-      return;
-    }
-    processes.join(grid.sizes.tp, grid.sizes.pp);
-    const tasks::InferenceModel model = tasks::load_inference_model(
-        args.model, tokenizer->vocab_size(), checkpoint, processes.comms(), log);
+    const std::optional<tasks::InferenceModel> opened =
+        tasks::open_inference_model(processes, args.model, *tokenizer, log);
+    if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
+    const tasks::InferenceModel& model = *opened;
     const tasks::GptInference inference(model.options, *model.table, *model.params, model.comms);
     Generator g{args, *tokenizer, inference, generation_options(args, model, *tokenizer->eod())};
     if (args.num_samples > 0) {
