@@ -33,15 +33,9 @@ else
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
 fi
-command -v mpirun > /dev/null || { echo "mpirun not found (scripts/install-deps.sh)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 MDS_DIST_TIMEOUT_S=1200
-
-tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file "$repo/data/gpt2/vocab.json"
-           --merge-file "$repo/data/gpt2/merges.txt")
-python3 "$repo/scripts/text_to_jsonl.py" "$repo/data/corpora/tinyshakespeare.txt" "$work/corpus.jsonl"
-"$build/bin/preprocess" --input "$work/corpus.jsonl" --output-prefix "$work/shakespeare" \
-  "${tokenizer[@]}" --append-eod --workers 1 > /dev/null
+source "$repo/tests/bench/bench_lib.sh"
+use_mpirun 1200
+make_shakespeare_dataset "$work"
 cat > "$work/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": 1, "train_batch_size": $((2 * dp)), "gradient_clipping": 1.0,
   "bf16": {"enabled": true}, "zero_optimization": {"stage": 0}, "steps_per_print": 1000000 }

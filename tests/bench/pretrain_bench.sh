@@ -36,11 +36,8 @@ config_values() {
   esac
 }
 
-tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file "$repo/data/gpt2/vocab.json"
-           --merge-file "$repo/data/gpt2/merges.txt")
-python3 "$repo/scripts/text_to_jsonl.py" "$repo/data/corpora/tinyshakespeare.txt" "$work/corpus.jsonl"
-"$build/bin/preprocess" --input "$work/corpus.jsonl" --output-prefix "$work/shakespeare" \
-  "${tokenizer[@]}" --append-eod --workers 1 > /dev/null
+source "$repo/tests/bench/bench_lib.sh"
+make_shakespeare_dataset "$work"
 
 # Mean elapsed_s of the train records after the first $2 iterations.
 mean_elapsed() {  # metrics.jsonl warmup

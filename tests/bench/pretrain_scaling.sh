@@ -25,16 +25,9 @@ warmup="${MDS_SCALING_WARMUP:-5}"
 global_batch=8
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-command -v mpirun > /dev/null || { echo "mpirun not found (scripts/install-deps.sh installs openmpi-bin)" >&2; exit 2; }
-# As the e2e tests run Open MPI: as root allowed, more ranks than cores allowed, waiting ranks yield.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 MDS_DIST_TIMEOUT_S=600
-
-tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file "$repo/data/gpt2/vocab.json"
-           --merge-file "$repo/data/gpt2/merges.txt")
-python3 "$repo/scripts/text_to_jsonl.py" "$repo/data/corpora/tinyshakespeare.txt" "$work/corpus.jsonl"
-"$build/bin/preprocess" --input "$work/corpus.jsonl" --output-prefix "$work/shakespeare" \
-  "${tokenizer[@]}" --append-eod --workers 1 > /dev/null
+source "$repo/tests/bench/bench_lib.sh"
+use_mpirun 600
+make_shakespeare_dataset "$work"
 
 cat > "$work/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": 1, "train_batch_size": $global_batch, "gradient_clipping": 1.0,
