@@ -17,7 +17,11 @@ constexpr int kHiddenTag = 61;
 }  // namespace
 
 void InferenceComms::share_from_head(tensor::Tensor data) const {
-  if (world != nullptr && world->size() > 1) world->broadcast(data, head_rank());
+  if (replica != nullptr && replica->size() > 1) replica->broadcast(data, head_rank());
+}
+
+void InferenceComms::sum_over_replicas(tensor::Tensor data) const {
+  if (dp != nullptr && dp->size() > 1) dp->all_reduce(data, dist::ReduceOp::kSum);
 }
 
 void InferenceComms::share_from_rank0(std::string& text) const {
@@ -65,14 +69,15 @@ void InferenceProcesses::detect() {
   launch_ = dist::detect_launch(dist::process_env());
 }
 
-void InferenceProcesses::join(std::int64_t tp, std::int64_t pp) {
-  if (tp * pp != world_size()) {
-    base::fail("InferenceProcesses: a ", tp, " × ", pp, " grid needs ", tp * pp, " ranks, not ",
-               world_size());
+void InferenceProcesses::join(std::int64_t tp, std::int64_t pp, std::int64_t dp) {
+  if (tp * pp * dp != world_size()) {
+    base::fail("InferenceProcesses: a ", tp, " × ", pp, " × ", dp, " grid needs ", tp * pp * dp,
+               " ranks, not ", world_size());
   }
   comms_ = InferenceComms{};
   comms_.tp_size = tp;
   comms_.pp_size = pp;
+  comms_.dp_size = dp;
   if (world_size() == 1) return;
   const dist::EnvLookup env = dist::process_env();
   mpi_.emplace();
@@ -84,9 +89,12 @@ void InferenceProcesses::join(std::int64_t tp, std::int64_t pp) {
   comms_.world = world_.get();
   comms_.tp = groups_.tp.get();
   comms_.pp = groups_.pp.get();
+  comms_.replica = groups_.mp.get();
+  comms_.dp = groups_.dp.get();
   comms_.embedding = groups_.embedding.get();
   comms_.tp_rank = coord.tp;
   comms_.pp_rank = coord.pp;
+  comms_.dp_rank = coord.dp;
 }
 
 void InferenceProcesses::abort_job(int status) const {

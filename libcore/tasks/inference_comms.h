@@ -1,5 +1,6 @@
-// The processes of an evaluate or generate run: one, or a T × P grid of ranks under mpirun/srun
-// holding one model replica (rank = pp·T + tp, as ProcessGrid numbers a grid with DP = 1).
+// The processes of an evaluate or generate run: one, or a T × P × D grid of ranks under
+// mpirun/srun holding D model replicas of T × P ranks (rank = pp·T·D + dp·T + tp, Megatron's
+// order, as ProcessGrid numbers it).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,20 +22,25 @@ struct InferenceComms {
   dist::Communicator* world = nullptr;
   dist::Communicator* tp = nullptr;
   dist::Communicator* pp = nullptr;
+  dist::Communicator* replica = nullptr;    // the T × P ranks of this model replica
+  dist::Communicator* dp = nullptr;         // the same (tp, pp) place in every replica
   dist::Communicator* embedding = nullptr;  // the first and last stage of this TP rank (P > 1)
-  std::int64_t tp_size = 1, tp_rank = 0, pp_size = 1, pp_rank = 0;
+  std::int64_t tp_size = 1, tp_rank = 0, pp_size = 1, pp_rank = 0, dp_size = 1, dp_rank = 0;
 
   bool first_stage() const { return pp_rank == 0; }
   bool last_stage() const { return pp_rank == pp_size - 1; }
-  // Global rank 0 (the first stage's TP rank 0) prints and writes the results.
-  bool output_rank() const { return pp_rank == 0 && tp_rank == 0; }
-  // The rank whose decisions (sampled tokens, scores) every rank follows: the last stage's TP
-  // rank 0, which has the logits and the losses.
+  // Global rank 0 (replica 0's first stage, TP rank 0) prints and writes the results.
+  bool output_rank() const { return pp_rank == 0 && tp_rank == 0 && dp_rank == 0; }
+  // The rank of its replica whose decisions (sampled tokens, scores) the replica follows: the
+  // last stage's TP rank 0, which has the logits and the losses (a rank of `replica`).
   int head_rank() const { return static_cast<int>((pp_size - 1) * tp_size); }
   bool is_head() const { return last_stage() && tp_rank == 0; }
 
-  // Every rank gets the head rank's `data` (any dtype).
+  // Every rank of the replica gets its head rank's `data` (any dtype).
   void share_from_head(tensor::Tensor data) const;
+  // In place: the sum of `data` (float64 or int64) over the D replicas, added in replica order
+  // (the same on every rank); a no-op with one replica.
+  void sum_over_replicas(tensor::Tensor data) const;
   // Every rank gets rank 0's `text` (what only rank 0 can read: standard input, a terminal).
   void share_from_rank0(std::string& text) const;
   // The hidden states between pipeline stages (same shape on both sides).
@@ -60,9 +66,9 @@ class InferenceProcesses {
   int world_size() const { return launch_.world_size; }
   bool output_rank() const { return launch_.rank == 0; }
 
-  // With world_size() > 1, joins MPI and builds the TP and PP groups of a tp × pp grid, which
-  // must have world_size() ranks.
-  void join(std::int64_t tp, std::int64_t pp);
+  // With world_size() > 1, joins MPI and builds the groups of a tp × pp × dp grid, which must
+  // have world_size() ranks.
+  void join(std::int64_t tp, std::int64_t pp, std::int64_t dp = 1);
   const InferenceComms& comms() const { return comms_; }
   // Stops every rank of a joined job (after this rank failed, so that no peer waits for it);
   // returns without doing anything on one process.

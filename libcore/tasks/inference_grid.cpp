@@ -52,7 +52,7 @@ std::string misfit(const GridSizes& sizes, const config::PretrainArgs& model,
 
 GridChoice choose_inference_grid(int world_size, const RequestedGrid& requested,
                                  const GridSizes& saved, const config::PretrainArgs& model,
-                                 std::int64_t padded_vocab) {
+                                 std::int64_t padded_vocab, bool data_parallel) {
   GridChoice choice;
   for (const auto& [flag, value] : {std::pair{"--tensor-model-parallel-size", requested.tp},
                                     std::pair{"--pipeline-model-parallel-size", requested.pp}}) {
@@ -72,7 +72,17 @@ GridChoice choose_inference_grid(int world_size, const RequestedGrid& requested,
     return choice;
   }
   choice.sizes = {requested.tp.value_or(saved.tp), requested.pp.value_or(saved.pp)};
-  if (choice.sizes.tp * choice.sizes.pp != world_size) {
+  const std::int64_t replica = choice.sizes.tp * choice.sizes.pp;
+  if (data_parallel) {
+    if (world_size % replica != 0) {
+      choice.error = base::cat(
+          "world size ", world_size, " is not a multiple of ", sizes_text(choice.sizes),
+          " (each model replica runs on T·P ranks; sizes not given are the checkpoint's, ",
+          saved.tp, " × ", saved.pp, ")");
+      return choice;
+    }
+    choice.sizes.dp = world_size / replica;
+  } else if (replica != world_size) {
     choice.error = base::cat(
         "world size ", world_size, " does not equal ", sizes_text(choice.sizes),
         " (one model replica runs on exactly T·P ranks; sizes not given are the checkpoint's, ",

@@ -1,6 +1,7 @@
-// Which tensor × pipeline grid evaluate and generate run on (issue 6): one process merges any
-// checkpoint into the whole model; W > 1 ranks (mpirun, srun) run one model replica of T × P
-// ranks (no data parallelism), T and P defaulting to the checkpoint's own sizes. Pure logic.
+// Which tensor × pipeline × data grid evaluate and generate run on (issue 6): one process merges
+// any checkpoint into the whole model; W > 1 ranks (mpirun, srun) run model replicas of T × P
+// ranks, T and P defaulting to the checkpoint's own sizes: generate one replica, evaluate
+// W / (T·P) replicas that split the windows or examples. Pure logic.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -13,6 +14,7 @@ namespace mds::tasks {
 struct GridSizes {
   std::int64_t tp = 1;
   std::int64_t pp = 1;
+  std::int64_t dp = 1;  // model replicas (W / (T·P)); the checkpoint's own grid leaves it 1
   bool operator==(const GridSizes&) const = default;
 };
 
@@ -32,10 +34,11 @@ struct GridChoice {
 
 // World size 1: T = P = 1 (the checkpoint is merged on load); sizes given with T·P > 1 are an
 // error naming the ranks to launch. World size W > 1: each size not given is the checkpoint's
-// (`saved`), and W must equal T·P. The sizes must also fit the model: T divides the heads, the
-// FFN width and the padded vocabulary, P is at most the layer count.
+// (`saved`), and W must equal T·P — or, with `data_parallel`, be a multiple of it (D = W / (T·P)).
+// The sizes must also fit the model: T divides the heads, the FFN width and the padded
+// vocabulary, P is at most the layer count.
 GridChoice choose_inference_grid(int world_size, const RequestedGrid& requested,
                                  const GridSizes& saved, const config::PretrainArgs& model,
-                                 std::int64_t padded_vocab);
+                                 std::int64_t padded_vocab, bool data_parallel = false);
 
 }  // namespace mds::tasks

@@ -246,15 +246,21 @@ InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64
 std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes,
                                                    const config::PretrainArgs& args,
                                                    const text::Tokenizer& tokenizer,
-                                                   const base::Log& log) {
+                                                   const base::Log& log, bool data_parallel) {
   const CheckpointInfo checkpoint = find_checkpoint(args, tokenizer);
-  const GridChoice grid = choose_inference_grid(processes.world_size(), requested_grid(args),
-                                                checkpoint.grid, args, checkpoint.padded_vocab);
+  const GridChoice grid =
+      choose_inference_grid(processes.world_size(), requested_grid(args), checkpoint.grid, args,
+                            checkpoint.padded_vocab, data_parallel);
   if (!grid.error.empty()) {
     if (processes.output_rank()) base::fail(grid.error);
     return std::nullopt;
   }
-  processes.join(grid.sizes.tp, grid.sizes.pp);
+  processes.join(grid.sizes.tp, grid.sizes.pp, grid.sizes.dp);
+  if (grid.sizes.dp > 1) {
+    log.info(" > " + std::to_string(grid.sizes.dp) + " model replicas of " +
+             std::to_string(grid.sizes.tp) + " × " + std::to_string(grid.sizes.pp) +
+             " ranks split the data");
+  }
   return load_inference_model(args, tokenizer.vocab_size(), checkpoint, processes.comms(), log);
 }
 

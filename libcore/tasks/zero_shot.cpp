@@ -64,8 +64,13 @@ WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData
 
   WikitextResult result;
   result.windows = windows.size();
-  for (std::int64_t first = 0, iteration = 0; first < windows.size(); first += b, ++iteration) {
-    if (on_iteration) on_iteration(iteration);
+  // Replica r takes micro-batches r, r + D, r + 2D, ...: every window once (upstream's
+  // DistributedSampler repeats a few to even out the ranks).
+  const InferenceComms& comms = model.comms;
+  const std::int64_t stride = b * comms.dp_size;
+  std::int64_t iteration = 0;
+  for (std::int64_t first = comms.dp_rank * b; first < windows.size(); first += stride) {
+    if (on_iteration) on_iteration(iteration++);
     // A short last micro-batch is filled with unscored padding rows.
     std::fill(tokens.begin(), tokens.end(), pad_id);
     std::fill(labels.begin(), labels.end(), pad_id);
@@ -85,8 +90,10 @@ WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData
       if (mask[i] != 0.0f) result.total_loss += static_cast<double>(losses[i]);
     }
   }
-  // The last stage summed the losses; every rank reports its sum.
-  model.comms.share_from_head(Tensor(&result.total_loss, DType::kFloat64, {1}));
+  // Each replica's last stage summed its losses; every rank reports the sum over replicas.
+  const Tensor total(&result.total_loss, DType::kFloat64, {1});
+  comms.share_from_head(total);
+  comms.sum_over_replicas(total);
   result.num_original_tokens = data.num_original_tokens;
   result.num_tokenized_tokens = data.num_tokenized_tokens;
   result.avg_loss = result.total_loss / static_cast<double>(data.num_tokenized_tokens - 1);
@@ -106,10 +113,13 @@ LambadaResult evaluate_lambada(const InferenceModel& model,
   const std::int64_t b = model.options.micro_batch_size;
   LambadaResult result;
   result.total = static_cast<std::int64_t>(examples.size());
-  for (std::size_t e = 0; e < examples.size(); ++e) {
-    if (on_iteration && static_cast<std::int64_t>(e) % b == 0) {
-      on_iteration(static_cast<std::int64_t>(e) / b);
-    }
+  // Replica r scores examples r, r + D, ...
+  const InferenceComms& comms = model.comms;
+  const auto replicas = static_cast<std::size_t>(comms.dp_size);
+  std::int64_t local = 0;  // examples this replica has taken so far
+  for (std::size_t e = static_cast<std::size_t>(comms.dp_rank); e < examples.size();
+       e += replicas, ++local) {
+    if (on_iteration && local % b == 0) on_iteration(local / b);
     const LambadaExample& example = examples[e];
     std::vector<std::int64_t> sequence = example.context;
     sequence.insert(sequence.end(), example.target.begin(), example.target.end());
@@ -136,8 +146,10 @@ LambadaResult evaluate_lambada(const InferenceModel& model,
     }
     if (inference.has_logits()) result.correct += correct ? 1 : 0;
   }
-  // The last stage scored the examples; every rank reports its count.
-  model.comms.share_from_head(Tensor(&result.correct, DType::kInt64, {1}));
+  // Each replica's last stage scored its examples; every rank reports the count over replicas.
+  const Tensor correct(&result.correct, DType::kInt64, {1});
+  comms.share_from_head(correct);
+  comms.sum_over_replicas(correct);
   result.accuracy = static_cast<double>(result.correct) / static_cast<double>(result.total);
   return result;
 }

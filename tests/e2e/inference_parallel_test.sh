@@ -3,8 +3,9 @@
 # T2×P1, T1×P2, T2×P2 (fp32) and T2×P1 (bf16) run with the matching rank count, each rank loading
 # only its own files, and give what one process gives from the merged model: WikiText loss and
 # perplexities within 1e-6 relative, the same LAMBADA count, byte-identical greedy and seeded
-# (top-k, temperature) samples. Also: a checkpoint run on another grid (cut from the merged model),
-# a universal checkpoint on 2×2 ranks, and a wrong rank count refused with one line.
+# (top-k, temperature) samples. Also: evaluation with 2 and 3 data-parallel replicas, a checkpoint
+# run on another grid (cut from the merged model), a universal checkpoint on 2×2 ranks, and a
+# wrong rank count refused with one line.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
 use_mpirun
@@ -152,6 +153,22 @@ grep -q "universal: this rank's slices" "$WORK/universal-n.log" || fail "univers
 same_results t2p2-wiki-1 universal-n > /dev/null || fail "the universal checkpoint on 4 ranks differs"
 pass "a universal checkpoint on 2 × 2 ranks evaluates as the checkpoint it came from"
 
+# Evaluation on more ranks than T·P: W / (T·P) replicas split the windows and examples.
+for run in "t2p1 4" "t1p2 6"; do
+  set -- $run
+  evaluate "$1-wiki-dp" "$2" "$1" WIKITEXT103
+  grep -q "$(($2 / 2)) model replicas of" "$WORK/$1-wiki-dp.log" || fail "$1: replicas line"
+  same_results "$1-wiki-1" "$1-wiki-dp" > /dev/null ||
+    fail "$1: WikiText on $2 ranks ($(($2 / 2)) replicas) differs from one process"
+  evaluate "$1-lambada-dp" "$2" "$1" LAMBADA
+  same_results "$1-lambada-1" "$1-lambada-dp" > /dev/null ||
+    fail "$1: LAMBADA on $2 ranks ($(($2 / 2)) replicas) differs from one process"
+  pass "$1 on $2 ranks ($(($2 / 2)) replicas): WikiText and LAMBADA = one process"
+done
+expect_failure "world size 2 does not equal --tensor-model-parallel-size 1 × --pipeline-model-parallel-size 1 = 1" \
+  timeout 120 mpirun -np 2 "$MDS_BIN/generate" "${model[@]}" --load "$WORK/t1p2" --num-samples 1 \
+  --pipeline-model-parallel-size 1
+
 # Standard input is rank 0's: every rank decodes the prompts it read.
 mpirun -np 2 "$MDS_BIN/generate" "${model[@]}" --load "$WORK/t1p2" --greedy --out-seq-length 10 \
   < "$WORK/verses.txt" > "$WORK/stdin.out" 2> "$WORK/stdin.err" ||
@@ -164,7 +181,7 @@ timeout 120 mpirun -np 3 "$MDS_BIN/evaluate" --task WIKITEXT103 --valid-data "$W
   "${model[@]}" --load "$WORK/t2p1" > "$WORK/bad.log" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "3 ranks for a T2×P1 checkpoint exit non-zero (rc $rc)"
 [ "$(grep -c '^evaluate: error:' "$WORK/bad.log")" = 1 ] || fail "one error line: $(cat "$WORK/bad.log")"
-grep -q "evaluate: error: world size 3 does not equal --tensor-model-parallel-size 2 × --pipeline-model-parallel-size 1 = 2" \
+grep -q "evaluate: error: world size 3 is not a multiple of --tensor-model-parallel-size 2 × --pipeline-model-parallel-size 1 = 2" \
   "$WORK/bad.log" || fail "the error names the sizes: $(cat "$WORK/bad.log")"
 pass "3 ranks for a T2×P1 checkpoint are refused with one line"
 expect_failure "--tensor-model-parallel-size 2 × --pipeline-model-parallel-size 2 = 4 ranks, but this is one process" \

@@ -64,6 +64,25 @@ TEST(InferenceGrid, WorldSizeMustBeTheProductOfTheSizes) {
   expect_error(choose(2, {2, std::nullopt}, {2, 2}), "world size 2 does not equal");
 }
 
+TEST(InferenceGrid, EvaluationRunsAReplicaOnEveryTPTimesPRanks) {
+  const auto evaluation = [](int world, RequestedGrid requested, GridSizes saved) {
+    return choose_inference_grid(world, requested, saved, model_args(), 50304, true);
+  };
+  GridChoice choice = evaluation(8, {}, {2, 2});
+  EXPECT_EQ(choice.error, "");
+  EXPECT_EQ(choice.sizes, (GridSizes{2, 2, 2}));
+  choice = evaluation(3, {}, {1, 1});
+  EXPECT_EQ(choice.sizes, (GridSizes{1, 1, 3}));
+  choice = evaluation(4, {std::nullopt, 2}, {2, 1});
+  EXPECT_EQ(choice.sizes, (GridSizes{2, 2, 1}));
+  expect_error(evaluation(6, {}, {2, 2}),
+               "world size 6 is not a multiple of --tensor-model-parallel-size 2 × "
+               "--pipeline-model-parallel-size 2 = 4");
+  EXPECT_EQ(evaluation(1, {}, {2, 2}).sizes, (GridSizes{1, 1, 1}));
+  // Generation keeps one replica.
+  expect_error(choose(8, {}, {2, 2}), "world size 8 does not equal");
+}
+
 TEST(InferenceGrid, SizesMustFitTheModel) {
   expect_error(choose(3, {3, 1}, {1, 1}),
                "--tensor-model-parallel-size 3: --num-attention-heads 4 is not divisible by it");

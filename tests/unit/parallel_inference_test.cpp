@@ -54,30 +54,50 @@ InferenceModel whole_model() {
   return m;
 }
 
-// Runs `body` on every rank of a tp × pp grid (rank = pp·T + tp, one thread each) and returns
-// what each rank returned, in rank order.
+std::vector<std::shared_ptr<test::Mailboxes>> mailboxes(int count) {
+  std::vector<std::shared_ptr<test::Mailboxes>> boxes;
+  for (int i = 0; i < count; ++i) boxes.push_back(std::make_shared<test::Mailboxes>());
+  return boxes;
+}
+
+// Runs `body` on every rank of a tp × pp × dp grid (rank = pp·T·D + dp·T + tp, Megatron's order,
+// one thread each) and returns what each rank returned, in rank order.
 template <typename Result>
 std::vector<Result> run_grid(const InferenceModel& whole, int tp, int pp,
-                             const std::function<Result(const InferenceModel&)>& body) {
-  const int ranks = tp * pp;
-  auto world_mail = std::make_shared<test::Mailboxes>();
-  std::vector<std::shared_ptr<test::Mailboxes>> tp_mail, pp_mail;
-  for (int i = 0; i < pp; ++i) tp_mail.push_back(std::make_shared<test::Mailboxes>());
-  for (int i = 0; i < tp; ++i) pp_mail.push_back(std::make_shared<test::Mailboxes>());
+                             const std::function<Result(const InferenceModel&)>& body, int dp = 1) {
+  const int ranks = tp * pp * dp;
+  const auto world_mail = mailboxes(1);
+  const auto tp_mail = mailboxes(pp * dp);  // one TP group per (pp, dp)
+  const auto pp_mail = mailboxes(tp * dp);  // one PP group per (tp, dp)
+  const auto replica_mail = mailboxes(dp);  // one replica per dp
+  const auto dp_mail = mailboxes(tp * pp);  // one DP group per (tp, pp)
   std::vector<Result> results(static_cast<std::size_t>(ranks));
   std::vector<std::string> errors(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < ranks; ++rank) {
     threads.emplace_back([&, rank] {
-      const int t = rank % tp, p = rank / tp;
-      test::ThreadCommunicator world("world", world_mail, rank, ranks);
-      test::ThreadCommunicator tp_group("tp", tp_mail[static_cast<std::size_t>(p)], t, tp);
-      test::ThreadCommunicator pp_group("pp", pp_mail[static_cast<std::size_t>(t)], p, pp);
+      const int t = rank % tp, d = rank / tp % dp, p = rank / (tp * dp);
+      const auto at = [](const auto& boxes, int i) { return boxes[static_cast<std::size_t>(i)]; };
+      test::ThreadCommunicator world("world", at(world_mail, 0), rank, ranks);
+      test::ThreadCommunicator tp_group("tp", at(tp_mail, p * dp + d), t, tp);
+      test::ThreadCommunicator pp_group("pp", at(pp_mail, d * tp + t), p, pp);
+      test::ThreadCommunicator replica("mp", at(replica_mail, d), p * tp + t, tp * pp);
+      test::ThreadCommunicator dp_group("dp", at(dp_mail, p * tp + t), d, dp);
       try {
         InferenceModel m;
         m.options = whole.options;
         m.vocab_size = whole.vocab_size;
-        m.comms = InferenceComms{&world, &tp_group, &pp_group, nullptr, tp, t, pp, p};
+        m.comms = InferenceComms{.world = &world,
+                                 .tp = &tp_group,
+                                 .pp = &pp_group,
+                                 .replica = &replica,
+                                 .dp = &dp_group,
+                                 .tp_size = tp,
+                                 .tp_rank = t,
+                                 .pp_size = pp,
+                                 .pp_rank = p,
+                                 .dp_size = dp,
+                                 .dp_rank = d};
         model::GptConfig& c = m.options.config;
         c.tensor_parallel_size = tp;
         c.tp_rank = t;
@@ -99,9 +119,12 @@ std::vector<Result> run_grid(const InferenceModel& whole, int tp, int pp,
 }
 
 struct Grid {
-  int tp, pp;
+  int tp, pp, dp = 1;
 };
 const Grid kGrids[] = {{2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 3}};
+// Evaluation also splits the windows and examples over replicas.
+const Grid kEvaluationGrids[] = {{2, 1},    {1, 2},    {2, 2},    {4, 1},   {1, 3},
+                                 {1, 1, 2}, {2, 1, 2}, {1, 2, 3}, {1, 1, 5}};
 
 TEST(ParallelInference, LogitsOfTheLastStageMatchTheWholeModel) {
   const InferenceModel whole = whole_model();
@@ -199,13 +222,18 @@ TEST(ParallelInference, ZeroShotTasksReportTheLastStagesNumbersOnEveryRank) {
   const Numbers expected = evaluate(whole);
   EXPECT_GE(expected.correct, 4);
   EXPECT_LT(expected.correct, 8);
-  for (const Grid grid : kGrids) {
-    const std::vector<Numbers> results = run_grid<Numbers>(whole, grid.tp, grid.pp, evaluate);
-    for (int rank = 0; rank < grid.tp * grid.pp; ++rank) {
+  for (const Grid grid : kEvaluationGrids) {
+    const std::vector<Numbers> results =
+        run_grid<Numbers>(whole, grid.tp, grid.pp, evaluate, grid.dp);
+    for (int rank = 0; rank < grid.tp * grid.pp * grid.dp; ++rank) {
       const Numbers& got = results[static_cast<std::size_t>(rank)];
       EXPECT_NEAR(got.loss, expected.loss, 1e-6 * expected.loss)
-          << grid.tp << "×" << grid.pp << " rank " << rank;
-      EXPECT_EQ(got.correct, expected.correct) << grid.tp << "×" << grid.pp << " rank " << rank;
+          << grid.tp << "×" << grid.pp << "×" << grid.dp << " rank " << rank;
+      EXPECT_EQ(got.correct, expected.correct)
+          << grid.tp << "×" << grid.pp << "×" << grid.dp << " rank " << rank;
+      if (grid.tp * grid.pp == 1) {  // replicas change only the order of the double sums
+        EXPECT_NEAR(got.loss, expected.loss, 1e-13 * expected.loss) << grid.dp << " replicas";
+      }
     }
   }
 }

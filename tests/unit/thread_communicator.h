@@ -67,29 +67,16 @@ class ThreadCommunicator final : public dist::Communicator {
   }
   // fp32 sums and maxima only, folded in rank order as the real communicators do.
   dist::Request all_reduce_async(tensor::Tensor data, dist::ReduceOp op) override {
-    if (data.dtype() != tensor::DType::kFloat32) base::fail(name_, ": fp32 reductions only");
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_) send_async(data, peer, kReduce);
+    switch (data.dtype()) {
+      case tensor::DType::kFloat32:
+        return fold<float>(data, op);
+      case tensor::DType::kFloat64:
+        return fold<double>(data, op);
+      case tensor::DType::kInt64:
+        return fold<std::int64_t>(data, op);
+      default:
+        base::fail(name_, ": fp32, fp64 and int64 reductions only");
     }
-    const auto values = data.host_span<float>();
-    const std::vector<float> own(values.begin(), values.end());
-    std::vector<float> result(own.size(), 0.0f), part(own.size());
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_) {
-        recv_async(tensor::Tensor(part.data(), tensor::DType::kFloat32, data.shape()), peer,
-                   kReduce);
-      }
-      const std::vector<float>& x = peer == rank_ ? own : part;
-      for (std::size_t i = 0; i < result.size(); ++i) {
-        if (peer == 0) {
-          result[i] = x[i];
-        } else {
-          result[i] = op == dist::ReduceOp::kSum ? result[i] + x[i] : std::max(result[i], x[i]);
-        }
-      }
-    }
-    std::copy(result.begin(), result.end(), values.begin());
-    return {};
   }
   dist::Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override {
     for (int peer = 0; peer < size_; ++peer) {
@@ -119,6 +106,32 @@ class ThreadCommunicator final : public dist::Communicator {
   void reset_stats() override {}
 
  private:
+  // Every rank sends its data to every other one and folds all contributions in rank order, so
+  // all ranks get the same result (the Communicator contract).
+  template <typename T>
+  dist::Request fold(tensor::Tensor data, dist::ReduceOp op) {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) send_async(data, peer, kReduce);
+    }
+    const auto values = data.host_span<T>();
+    const std::vector<T> own(values.begin(), values.end());
+    std::vector<T> result(own.size(), T{}), part(own.size());
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_)
+        recv_async(tensor::Tensor(part.data(), data.dtype(), data.shape()), peer, kReduce);
+      const std::vector<T>& x = peer == rank_ ? own : part;
+      for (std::size_t i = 0; i < result.size(); ++i) {
+        if (peer == 0) {
+          result[i] = x[i];
+        } else {
+          result[i] = op == dist::ReduceOp::kSum ? result[i] + x[i] : std::max(result[i], x[i]);
+        }
+      }
+    }
+    std::copy(result.begin(), result.end(), values.begin());
+    return {};
+  }
+
   static constexpr int kBroadcast = 30000, kReduce = 30001, kGather = 30002;
   dist::Request unused() const { base::fail(name_, ": operation not used by these tests"); }
 

@@ -63,7 +63,7 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       log.info(" > found " + std::to_string(examples.size()) + " samples.");
     }
     const std::optional<tasks::InferenceModel> opened =
-        tasks::open_inference_model(processes, args.model, *tokenizer, log);
+        tasks::open_inference_model(processes, args.model, *tokenizer, log, /*data_parallel=*/true);
     if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
     const tasks::InferenceModel& model = *opened;
 
