@@ -1,28 +1,14 @@
 #include "tensor/buffer.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "base/error.h"
+#include "tensor/device_memory.h"
 
 namespace mds::tensor {
-namespace {
 
-constexpr std::size_t kAlignment = 64;
-
-}  // namespace
-
-Buffer::Buffer(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  if (device.kind != DeviceKind::kCpu) {
-    base::fail("device buffers come from the CUDA backend, which this build does not have");
-  }
-  if (bytes == 0) return;
-  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ = std::aligned_alloc(kAlignment, rounded);
-  if (data_ == nullptr) base::fail("cannot allocate ", bytes, " bytes of host memory");
-  std::memset(data_, 0, rounded);
-}
+Buffer::Buffer(std::size_t bytes, Device device)
+    : data_(allocate_zeroed(bytes, device)), bytes_(bytes), device_(device) {}
 
 Buffer::~Buffer() {
   release();
@@ -44,7 +30,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 }
 
 void Buffer::release() {
-  std::free(data_);
+  free_memory(data_, device_);
   data_ = nullptr;
 }
 

@@ -5,11 +5,13 @@
 
 namespace mds::tensor {
 
-// Owns one block of memory on a device, 64-byte aligned. Host memory is zero-filled.
+// Owns one block of zero-filled memory on a device (host memory, or CUDA memory when the build has
+// the CUDA backend: tensor/device_memory.h), at least 64-byte aligned.
 class Buffer {
  public:
   Buffer() = default;
-  // Fails with the number of bytes asked for when the memory cannot be had.
+  // Fails with the number of bytes asked for and the device when the memory cannot be had, and
+  // with one line for CUDA memory in a build without CUDA.
   Buffer(std::size_t bytes, Device device);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
