@@ -56,15 +56,28 @@ struct Launch {
 };
 
 // Grid x: the b·np slices; grid y: the tiles of 32 rows.
-Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const char* op) {
+Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const ops::DropoutStream& dropout,
+                 const char* op) {
   const std::int64_t slices = d.b * d.np, tiles = (d.s + kTile - 1) / kTile;
   if (slices > 0x7FFFFFFF || tiles > 65535) {
     base::fail("cuda: kernels::", op, ": b·np = ", slices, " or s = ", d.s, " exceeds the grid");
   }
   if (!(coeff >= 1.0f)) base::fail("cuda: kernels::", op, ": coeff must be >= 1, got ", coeff);
+  if (!(dropout.p >= 0.0f && dropout.p < 1.0f)) {
+    base::fail("cuda: kernels::", op, ": dropout probability must be in [0, 1), got ", dropout.p);
+  }
   // As ops/cpu/attention.cpp's score_alpha.
   const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d.hn)) * coeff));
-  return {{d.s, d.b * d.np * 3 * d.hn, d.b * d.np * d.hn},
+  Dropout drop;
+  drop.p = dropout.p;
+  // As ops/cpu/dropout.cpp's keep_scale: 1/(1 − p) in double, rounded once.
+  drop.scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(dropout.p)));
+  drop.seed = dropout.seed;
+  drop.offset = dropout.offset;
+  drop.np = d.np;
+  drop.first_head = d.first_head;
+  drop.stream_heads = d.stream_heads > 0 ? d.stream_heads : d.np;
+  return {{d.s, d.b * d.np * 3 * d.hn, d.b * d.np * d.hn, drop},
           dim3(static_cast<unsigned>(slices), static_cast<unsigned>(tiles)),
           alpha};
 }
@@ -76,9 +89,9 @@ bool attention_head_dim_supported(std::int64_t hn) {
 }
 
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
-                       float coeff, cudaStream_t stream) {
+                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, "attention_forward");
+  const Launch at = launch_of(d, coeff, dropout, "attention_forward");
   with_head_dim(d.hn, "attention_forward", [&](auto hn) {
     constexpr int kHn = decltype(hn)::value;
     const std::size_t bytes = shared_bytes(kHn, 3, 1, 2);
@@ -91,9 +104,9 @@ void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::Atten
 
 void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
                         const float* qkv, ops::cpu::AttentionDims d, float coeff,
-                        cudaStream_t stream) {
+                        const ops::DropoutStream& dropout, cudaStream_t stream) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, "attention_backward");
+  const Launch at = launch_of(d, coeff, dropout, "attention_backward");
   with_head_dim(d.hn, "attention_backward", [&](auto hn) {
     constexpr int kHn = decltype(hn)::value;
     const std::size_t dkdv_bytes = shared_bytes(kHn, 4, 2, 0);

@@ -1,6 +1,7 @@
 // Causal self-attention in the style of FlashAttention-2, the CUDA twin of the composition of
 // ops/cpu/attention.h's halves (attention_probs_forward + attention_context_forward, and their
-// backwards) without dropout. Same layouts as the CPU (ops/attention.h):
+// backwards), with the attention dropout between them drawn inside (the masks of
+// attention_context_forward_with_dropout). Same layouts as the CPU (ops/attention.h):
 //   qkv [s, b, np·3·hn]: per token the heads in order, each holding q, then k, then v;
 //   ctx [s, b, np·hn];  lse [b, np, s] (per query row, this op's own).
 // The same scaling: scores S = α·q·kᵀ with α = 1/(sqrt(hn)·coeff) (rounded from double, as the
@@ -20,20 +21,24 @@
 #include <cstdint>
 
 #include "ops/cpu/attention.h"
+#include "ops/dropout.h"
 
 namespace mds::kernels {
 
 bool attention_head_dim_supported(std::int64_t hn);
 
-// ctx = causal_softmax(coeff·α·q·kᵀ)·v (written), lse [b·np·s] written. d.first_head and
-// d.stream_heads are unused (they number dropout masks; there is no dropout here).
+// ctx = dropout(causal_softmax(coeff·α·q·kᵀ))·v (written), lse [b·np·s] written. With
+// dropout.p > 0 pair (i, j) of slice (batch, head) keeps the mask the CPU draws for it: element
+// (sh·s + i)·s + j of the stream, sh = batch·d.stream_heads + d.first_head + head (stream_heads 0
+// means np). p = 0: no dropout (d.first_head and d.stream_heads unused).
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
-                       float coeff, cudaStream_t stream);
+                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
 
-// dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse. Each element of
-// dqkv is read and written by one thread once. dqkv must not alias the inputs.
+// dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
+// dropout). Each element of dqkv is read and written by one thread once. dqkv must not alias the
+// inputs.
 void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
                         const float* qkv, ops::cpu::AttentionDims d, float coeff,
-                        cudaStream_t stream);
+                        const ops::DropoutStream& dropout, cudaStream_t stream);
 
 }  // namespace mds::kernels

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/philox.cuh"
+
 namespace mds::kernels::attention_detail {
 
 // Every kernel here: a block of 256 threads (8 warps) works on tiles of 32 query rows against
@@ -26,11 +28,26 @@ constexpr int kPairLd = kTile + 1;            // stride of the [32][32] probabil
 
 static_assert(kTile == 32, "lanes index keys: a key tile is one warp wide");
 
-// Strides of one slice's views.
+// Attention dropout (p > 0): the masks of ops/cpu/attention.cpp's causal_dropout_slice. Pair
+// (row i, key j) of slice bh = batch·np + head is element (sh·s + i)·s + j of the Philox stream
+// (seed, offset), sh = batch·stream_heads + first_head + head numbering the slice among all the
+// layer's heads; kept with factor `scale` = 1/(1 − p) (rounded on the host as the CPU's).
+struct Dropout {
+  float p = 0.0f;
+  float scale = 1.0f;
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+  std::int64_t np = 1;  // heads of this tensor
+  std::int64_t first_head = 0;
+  std::int64_t stream_heads = 1;
+};
+
+// Strides of one slice's views, and the dropout.
 struct Geometry {
   std::int64_t s;
   std::int64_t qkv_ld;  // floats from one token to the next in qkv: b·np·3·hn
   std::int64_t ctx_ld;  // in ctx: b·np·hn
+  Dropout dropout = {};
 };
 
 template <int kHn>
@@ -74,6 +91,18 @@ __device__ float dot(const float* a, const float* b) {
 template <int kHn>
 __device__ float scaled_score(const float* q, const float* k, float alpha, float coeff) {
   return alpha * dot<kHn>(q, k) * coeff;
+}
+
+// The dropout factor of pair (row, key ≤ row) of slice bh: scale if kept, 0 if dropped. Only
+// called with p > 0. One Philox block per pair (the CPU draws one per four consecutive keys and
+// gets the same words).
+__device__ inline float dropout_factor(const Geometry& g, std::int64_t bh, std::int64_t row,
+                                       std::int64_t key) {
+  const Dropout& d = g.dropout;
+  const std::int64_t sh = (bh / d.np) * d.stream_heads + d.first_head + bh % d.np;
+  const auto index = static_cast<std::uint64_t>((sh * g.s + row) * g.s + key);
+  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 4);
+  return detail::philox_uniform(words.w[index % 4]) >= d.p ? d.scale : 0.0f;
 }
 
 // Base pointers of slice bh (= batch·np + head): q at +0, k at +hn, v at +2·hn in qkv.
@@ -138,7 +167,10 @@ __global__ void __launch_bounds__(kThreads)
       const float rescale = expf(m[r] - m_new);  // first tile: exp(−inf) = 0
       l[r] = l[r] * rescale + warp_sum(p);
       m[r] = m_new;
-      p_s[i * kPairLd + lane] = p;
+      // The normalizer sums the kept and the dropped probabilities (dropout follows the softmax);
+      // only the context product sees the mask.
+      const bool drop = g.dropout.p > 0.0f && key <= row;
+      p_s[i * kPairLd + lane] = drop ? p * dropout_factor(g, bh, row, key) : p;
       if (lane == 0) rescale_s[i] = rescale;
     }
     __syncthreads();
@@ -175,11 +207,14 @@ __global__ void __launch_bounds__(kThreads)
 // probability p = exp(z − lse) and the score gradient g = coeff·p·(dp − delta) of each pair, with
 // dp = dctx·v; zeros for masked pairs and rows past the end. As the CPU's softmax backward
 // dS = coeff·p ⊙ (dp − Σ p·dp), where delta = dctx·ctx = Σ_j p_j·dp_j.
+// With dropout, dp is the gradient of the dropped probability, so the softmax sees dp·factor (the
+// CPU's dropout backward on dprobs), and dv needs the dropped probability p·factor; delta =
+// dctx·ctx is still Σ_j p_j·(dp_j·factor_j), ctx being the dropped probabilities times v.
 template <int kHn>
 __device__ void pair_gradients(float* p_s, float* g_s, const float* q_s, const float* k_s,
                                const float* v_s, const float* do_s, const float* row_lse,
-                               const float* row_delta, std::int64_t i0, std::int64_t j0,
-                               std::int64_t s, float alpha, float coeff) {
+                               const float* row_delta, std::int64_t bh, std::int64_t i0,
+                               std::int64_t j0, const Geometry& g, float alpha, float coeff) {
   constexpr int kLd = kRowLd<kHn>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -187,11 +222,18 @@ __device__ void pair_gradients(float* p_s, float* g_s, const float* q_s, const f
     const int i = warp + kWarps * r;
     const std::int64_t row = i0 + i, key = j0 + lane;
     float p = 0.0f, grad = 0.0f;
-    if (row < s && key <= row) {
+    if (row < g.s && key <= row) {
       const float z = scaled_score<kHn>(q_s + i * kLd, k_s + lane * kLd, alpha, coeff);
       p = expf(z - row_lse[r]);
-      const float dp = dot<kHn>(do_s + i * kLd, v_s + lane * kLd);
-      grad = coeff * (p * (dp - row_delta[r]));
+      float dp = dot<kHn>(do_s + i * kLd, v_s + lane * kLd);
+      if (g.dropout.p > 0.0f) {
+        const float factor = dropout_factor(g, bh, row, key);
+        dp = dp * factor;
+        grad = coeff * (p * (dp - row_delta[r]));
+        p = p * factor;
+      } else {
+        grad = coeff * (p * (dp - row_delta[r]));
+      }
     }
     if (p_s != nullptr) p_s[i * kPairLd + lane] = p;
     g_s[i * kPairLd + lane] = grad;
@@ -253,10 +295,11 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<kHn>(do_s, dout, g.ctx_ld, i0, g.s);
     __syncthreads();
     row_statistics<kHn>(row_lse, row_delta, do_s, ctx, lse, bh, i0, g);
-    pair_gradients<kHn>(p_s, g_s, q_s, k_s, v_s, do_s, row_lse, row_delta, i0, j0, g.s, alpha,
+    pair_gradients<kHn>(p_s, g_s, q_s, k_s, v_s, do_s, row_lse, row_delta, bh, i0, j0, g, alpha,
                         coeff);
     __syncthreads();
-    // dv_j += Σ_i p_ij·dctx_i, dk_j += Σ_i g_ij·q_i (α applied at the end, as the CPU's GEMM).
+    // dv_j += Σ_i p_ij·dctx_i (p dropped), dk_j += Σ_i g_ij·q_i (α applied at the end, as the
+    // CPU's GEMM).
     for (int i = 0; i < kTile; ++i) {
       const float p = p_s[i * kPairLd + own_row], grad = g_s[i * kPairLd + own_row];
 #pragma unroll
@@ -310,7 +353,7 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<kHn>(k_s, q + kHn, g.qkv_ld, j0, g.s);
     load_tile<kHn>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
     __syncthreads();
-    pair_gradients<kHn>(nullptr, g_s, q_s, k_s, v_s, do_s, row_lse, row_delta, i0, j0, g.s, alpha,
+    pair_gradients<kHn>(nullptr, g_s, q_s, k_s, v_s, do_s, row_lse, row_delta, bh, i0, j0, g, alpha,
                         coeff);
     __syncthreads();
     // dq_i += Σ_j g_ij·k_j (α at the end).

@@ -414,9 +414,9 @@ bool bench_attention(const Options& o, const Peak& peak) {
     Buffer<float> dq(qkv), dc(dctx), out(ctx.size()),
         lse(static_cast<std::size_t>(o.heads * o.seq));
     Buffer<float> grad(std::vector<float>(qkv.size(), 0.0f));
-    mds::kernels::attention_forward(out.get(), lse.get(), dq.get(), d, 1.0f, nullptr);
+    mds::kernels::attention_forward(out.get(), lse.get(), dq.get(), d, 1.0f, {}, nullptr);
     mds::kernels::attention_backward(grad.get(), dc.get(), out.get(), lse.get(), dq.get(), d, 1.0f,
-                                     nullptr);
+                                     {}, nullptr);
     ok &= validate("attention_forward", out.download(), ctx, 1e-5);
     ok &= validate("attention_backward", grad.download(), dqkv, 2e-5);
   }
@@ -434,13 +434,15 @@ bool bench_attention(const Options& o, const Peak& peak) {
                                static_cast<double>(o.seq) * static_cast<double>(o.seq) / 2.0 *
                                static_cast<double>(hn);
   const double fwd_ms = time_ms(
-      [&] { mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), d, 1.0f, nullptr); },
+      [&] {
+        mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), d, 1.0f, {}, nullptr);
+      },
       o.iters);
   report_flops("attention_forward (fp32)", fwd_ms, forward_flops, peak.fp32_flops);
   const double bwd_ms = time_ms(
       [&] {
         mds::kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(), d,
-                                         1.0f, nullptr);
+                                         1.0f, {}, nullptr);
       },
       o.iters);
   // Counted as FlashAttention-2 does: the backward's useful work is 2.5× the forward's (ours

@@ -96,14 +96,14 @@ TEST(GpuAttention, ForwardMatchesCpuAndRepeats) {
     const auto ref_lse = reference_lse(qkv, c);
 
     DeviceArray<float> dqkv(qkv), ctx(ctx_size(c)), lse(rows_size(c));
-    kernels::attention_forward(ctx.get(), lse.get(), dqkv.get(), d, c.coeff, nullptr);
+    kernels::attention_forward(ctx.get(), lse.get(), dqkv.get(), d, c.coeff, {}, nullptr);
     const auto got = ctx.download(), got_lse = lse.download();
     // Online softmax and another summation order than the CPU's GEMMs: fp32 rounding only.
     MDS_EXPECT_CLOSE(got, ref, 1e-5);
     MDS_EXPECT_CLOSE(got_lse, ref_lse, 1e-6);
     // No atomics, a fixed order: the same bits again.
     DeviceArray<float> ctx2(ctx_size(c)), lse2(rows_size(c));
-    kernels::attention_forward(ctx2.get(), lse2.get(), dqkv.get(), d, c.coeff, nullptr);
+    kernels::attention_forward(ctx2.get(), lse2.get(), dqkv.get(), d, c.coeff, {}, nullptr);
     EXPECT_EQ(ctx2.download(), got);
     EXPECT_EQ(lse2.download(), got_lse);
   }
@@ -125,11 +125,11 @@ TEST(GpuAttention, BackwardMatchesCpuAndRepeats) {
                                        c.coeff);
 
     DeviceArray<float> dqkv_in(qkv), dctx_dev(dctx), ctx_dev(ctx_size(c)), lse(rows_size(c));
-    kernels::attention_forward(ctx_dev.get(), lse.get(), dqkv_in.get(), d, c.coeff, nullptr);
+    kernels::attention_forward(ctx_dev.get(), lse.get(), dqkv_in.get(), d, c.coeff, {}, nullptr);
     // From zeros, so the bound measures the gradient itself, part by part.
     DeviceArray<float> grad(std::vector<float>(qkv_size(c), 0.0f));
     kernels::attention_backward(grad.get(), dctx_dev.get(), ctx_dev.get(), lse.get(), dqkv_in.get(),
-                                d, c.coeff, nullptr);
+                                d, c.coeff, {}, nullptr);
     const auto got = grad.download();
     // dq and dk go through dp − delta, a difference: a looser bound than dv's.
     MDS_EXPECT_CLOSE(part(got, c, 0), part(ref, c, 0), 2e-5);
@@ -138,7 +138,7 @@ TEST(GpuAttention, BackwardMatchesCpuAndRepeats) {
     // Deterministic: the same bits again.
     DeviceArray<float> again(std::vector<float>(qkv_size(c), 0.0f));
     kernels::attention_backward(again.get(), dctx_dev.get(), ctx_dev.get(), lse.get(),
-                                dqkv_in.get(), d, c.coeff, nullptr);
+                                dqkv_in.get(), d, c.coeff, {}, nullptr);
     EXPECT_EQ(again.download(), got);
     // Accumulates: from other values, the result is those values plus the gradient.
     const auto initial = random_floats(qkv_size(c), 73);
@@ -146,7 +146,7 @@ TEST(GpuAttention, BackwardMatchesCpuAndRepeats) {
     for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = initial[i] + got[i];
     DeviceArray<float> accumulated(initial);
     kernels::attention_backward(accumulated.get(), dctx_dev.get(), ctx_dev.get(), lse.get(),
-                                dqkv_in.get(), d, c.coeff, nullptr);
+                                dqkv_in.get(), d, c.coeff, {}, nullptr);
     EXPECT_EQ(accumulated.download(), expected);
   }
 }
@@ -156,7 +156,7 @@ TEST(GpuAttention, RejectsHeadDimsWithoutAKernel) {
   EXPECT_FALSE(kernels::attention_head_dim_supported(24));
   DeviceArray<float> qkv(qkv_size(c)), ctx(ctx_size(c)), lse(rows_size(c));
   EXPECT_THROW(
-      kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), dims_of(c), 1.0f, nullptr),
+      kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), dims_of(c), 1.0f, {}, nullptr),
       base::Error);
 }
 

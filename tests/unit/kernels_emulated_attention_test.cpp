@@ -1,7 +1,8 @@
 // The flash-attention kernels' device code (kernels/attention_kernels.cuh) run on the CPU under a
 // SIMT emulation, against the CPU attention (ops/cpu/attention): their indexing, causal masking,
-// tiling, online softmax, the two-kernel deterministic backward and their barriers, checked where
-// there is no GPU. tests/gpu/attention_test.cpp runs the same comparison on a device.
+// tiling, online softmax, the attention dropout (the CPU's Philox masks, head ranges included),
+// the two-kernel deterministic backward and their barriers, checked where there is no GPU.
+// tests/gpu/attention_test.cpp runs the same comparison on a device.
 #include "tests/unit/simt_emulation.h"
 
 namespace mds::kernels::attention_detail {
@@ -26,7 +27,14 @@ namespace ad = kernels::attention_detail;
 struct Case {
   std::int64_t s, b, np, hn;
   float coeff;
+  // Attention dropout (p = 0: none) and the heads of the layer these np are (0: np).
+  float p = 0.0f;
+  std::int64_t first_head = 0, stream_heads = 0;
 };
+
+ops::DropoutStream dropout_of(const Case& c) {
+  return {c.p, 0x5EEDull, 77};
+}
 
 std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
@@ -82,7 +90,16 @@ struct Results {
 // The launches of kernels/attention.cu, emulated: forward, then dk/dv, then dq.
 template <int kHn>
 Results run_kernels(const Case& c, const std::vector<float>& qkv, const std::vector<float>& dctx) {
-  const ad::Geometry g{c.s, c.b * c.np * 3 * kHn, c.b * c.np * kHn};
+  ad::Geometry g{c.s, c.b * c.np * 3 * kHn, c.b * c.np * kHn};
+  // As kernels/attention.cu's launch_of.
+  const ops::DropoutStream stream = dropout_of(c);
+  g.dropout.p = stream.p;
+  g.dropout.scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(stream.p)));
+  g.dropout.seed = stream.seed;
+  g.dropout.offset = stream.offset;
+  g.dropout.np = c.np;
+  g.dropout.first_head = c.first_head;
+  g.dropout.stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
   const auto grid_x = static_cast<unsigned>(c.b * c.np);
   const auto grid_y = static_cast<unsigned>((c.s + ad::kTile - 1) / ad::kTile);
   const auto alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(kHn)) * c.coeff));
@@ -113,8 +130,9 @@ Results run_kernels(const Case& c, const std::vector<float>& qkv, const std::vec
 template <int kHn>
 void check_against_cpu(const Case& c) {
   SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " hn=" << kHn
-                                  << " coeff=" << c.coeff);
-  const ops::cpu::AttentionDims d{c.s, c.b, c.np, kHn};
+                                  << " coeff=" << c.coeff << " p=" << c.p << " heads "
+                                  << c.first_head << "/" << c.stream_heads);
+  const ops::cpu::AttentionDims d{c.s, c.b, c.np, kHn, c.first_head, c.stream_heads};
   const auto qkv_size = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
   const auto ctx_size = static_cast<std::size_t>(c.s * c.b * c.np * kHn);
   const auto qkv = random_floats(qkv_size, 7, -2.0f, 2.0f);
@@ -122,9 +140,18 @@ void check_against_cpu(const Case& c) {
   std::vector<float> probs(static_cast<std::size_t>(c.b * c.np * c.s * c.s)), ctx(ctx_size);
   std::vector<float> dprobs(probs.size()), dqkv(qkv_size, 0.0f);
   ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff);
-  ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
-  ops::cpu::attention_context_backward(dprobs.data(), dqkv.data(), dctx.data(), probs.data(),
-                                       qkv.data(), d);
+  if (c.p == 0.0f) {
+    ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
+    ops::cpu::attention_context_backward(dprobs.data(), dqkv.data(), dctx.data(), probs.data(),
+                                         qkv.data(), d);
+  } else {
+    std::vector<float> dropped(probs.size());
+    ops::cpu::attention_context_forward_with_dropout(ctx.data(), dropped.data(), probs.data(),
+                                                     qkv.data(), d, dropout_of(c));
+    ops::cpu::attention_context_backward_with_dropout(dprobs.data(), dqkv.data(), dropped.data(),
+                                                      dctx.data(), probs.data(), qkv.data(), d,
+                                                      dropout_of(c));
+  }
   ops::cpu::attention_probs_backward(dqkv.data(), dprobs.data(), probs.data(), qkv.data(), d,
                                      c.coeff);
 
@@ -148,6 +175,15 @@ TEST(KernelsEmulatedAttention, EveryHeadDimMatchesCpu) {
   check_against_cpu<64>({65, 2, 1, 64, 1.0f});
   check_against_cpu<96>({40, 1, 2, 96, 3.0f});
   check_against_cpu<128>({97, 1, 1, 128, 1.0f});
+}
+
+// Dropout inside the kernels: the context uses the dropped probabilities, the normalizer and lse
+// do not, and the backward masks dp and dv with the same draws as the CPU's two halves. Heads
+// [1, 3) of 4 number their masks as heads 1 and 2 of the whole layer (a TP shard's heads).
+TEST(KernelsEmulatedAttention, DropoutMatchesCpuMasks) {
+  check_against_cpu<8>({37, 2, 2, 8, 1.0f, 0.1f});
+  check_against_cpu<16>({70, 1, 2, 16, 2.0f, 0.5f, 1, 4});
+  check_against_cpu<32>({33, 3, 1, 32, 1.0f, 0.9f, 2, 3});
 }
 
 }  // namespace

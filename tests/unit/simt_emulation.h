@@ -62,6 +62,11 @@ inline float shfl_xor(float value, int delta) {
   return other;
 }
 
+// The high 32 bits of a 32 × 32-bit product (Philox's rounds).
+inline std::uint32_t umulhi(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::uint32_t>((std::uint64_t{a} * b) >> 32);
+}
+
 // Runs `body` (a call of the kernel) for every block of a grid.x × grid.y grid with kBlockThreads
 // threads each; `before_block` runs on the calling thread before each block (e.g. to poison the
 // shared array with NaN, so that reading what no thread of the block wrote shows).
@@ -105,3 +110,4 @@ inline void launch(unsigned grid_x, unsigned grid_y, const std::function<void()>
 #define gridDim (::mds::simt::grid_size)
 #define __syncthreads() ::mds::simt::syncthreads()
 #define __shfl_xor_sync(mask, value, delta) ::mds::simt::shfl_xor(value, delta)
+#define __umulhi(a, b) ::mds::simt::umulhi(a, b)
