@@ -1,7 +1,10 @@
 // The optimizer step and the gradient norm over flat fp32 buffers (training.md §5.3, §5.4).
+// Each op takes the DeviceContext it runs with (ops/device_context.h) and has an overload without
+// one for host tensors.
 #pragma once
 #include <cstdint>
 
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -20,13 +23,23 @@ struct AdamWConfig {
 // with bc1 = 1 − β1^step, bc2 = 1 − β2^step computed in double and rounded to float as apex's host
 // code does. `step` is the already-incremented step count (≥ 1). All four tensors are fp32 with
 // equal element counts (any shapes: flat partitions or single parameters).
-void adamw_step(tensor::Tensor params, tensor::Tensor grads, tensor::Tensor exp_avg,
-                tensor::Tensor exp_avg_sq, const AdamWConfig& config, std::int64_t step);
+// On a device the same statements run per element (bit-identical to the host).
+void adamw_step(const DeviceContext& ctx, tensor::Tensor params, tensor::Tensor grads,
+                tensor::Tensor exp_avg, tensor::Tensor exp_avg_sq, const AdamWConfig& config,
+                std::int64_t step);
 
 // Σ x² of an fp32 tensor, accumulated in double in a fixed blocked order (independent of the
 // thread count), for the global gradient norm: ranks add their partial sums, then take the root.
-double sum_of_squares(tensor::Tensor x);
+// On a device the order is a fixed one of its own (within 1e-12 of the host's) and the call waits
+// for the result.
+double sum_of_squares(const DeviceContext& ctx, tensor::Tensor x);
 // sqrt(sum_of_squares(x)).
+double l2_norm(const DeviceContext& ctx, tensor::Tensor x);
+
+// The same on host tensors.
+void adamw_step(tensor::Tensor params, tensor::Tensor grads, tensor::Tensor exp_avg,
+                tensor::Tensor exp_avg_sq, const AdamWConfig& config, std::int64_t step);
+double sum_of_squares(tensor::Tensor x);
 double l2_norm(tensor::Tensor x);
 
 }  // namespace mds::ops

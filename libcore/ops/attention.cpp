@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/attention.h"
+#include "ops/cuda/backend.h"
 
 namespace mds::ops {
 
@@ -55,6 +56,34 @@ void check_dropout(const char* op, const DropoutStream& stream) {
 void check_float(const char* op, detail::Arg arg, const Shape& shape) {
   detail::expect_dtype(op, arg, DType::kFloat32);
   detail::expect_shape(op, arg, shape);
+}
+
+// Dimensions from lse [b, np, s] and qkv [s, b, np·3·hn], checked against each other, with the
+// dropout numbering of `heads`; the flash kernels' head dims only.
+cpu::AttentionDims flash_dims(const char* op, const Tensor& lse, const Tensor& qkv,
+                              HeadRange heads) {
+  if (lse.shape().rank() != 3) {
+    base::fail("ops::", op, ": lse must be [b, np, s], got ", lse.shape().to_string());
+  }
+  const std::int64_t b = lse.dim(0), np = lse.dim(1), s = lse.dim(2);
+  if (qkv.shape().rank() != 3 || qkv.dim(0) != s || qkv.dim(1) != b || np == 0 ||
+      qkv.dim(2) % (3 * np) != 0) {
+    base::fail("ops::", op, ": qkv must be [s, b, np*3*hn] = [", s, ", ", b, ", ", np,
+               "*3*hn] to match lse ", lse.shape().to_string(), ", got ", qkv.shape().to_string());
+  }
+  detail::expect_dtype(op, {"lse", lse}, DType::kFloat32);
+  detail::expect_dtype(op, {"qkv", qkv}, DType::kFloat32);
+  const cpu::AttentionDims d = with_heads(op, {s, b, np, qkv.dim(2) / (3 * np)}, heads);
+  if (!flash_attention_supports(d.hn)) {
+    base::fail("ops::", op, ": head dim ", d.hn,
+               " has no flash-attention kernel (8, 16, 32, 64, 96 or 128 with CUDA)");
+  }
+  return d;
+}
+
+[[noreturn]] void flash_on_host(const char* op) {
+  base::fail("ops::", op, " runs on CUDA tensors only (the host path keeps the probabilities: ",
+             "attention_probs_forward and attention_context_forward)");
 }
 
 }  // namespace
@@ -144,6 +173,54 @@ void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dctx, Tensor probs, T
                         float coeff) {
   attention_context_backward(dprobs, dqkv, dctx, probs, qkv);
   attention_probs_backward(dqkv, dprobs, probs, qkv, coeff);
+}
+
+bool flash_attention_supports(std::int64_t hn) {
+  if constexpr (detail::kCudaBuilt) return cuda::attention_head_dim_supported(hn);
+  return false;
+}
+
+void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor lse, Tensor qkv,
+                             float coeff, const DropoutStream& dropout, HeadRange heads) {
+  constexpr const char* kOp = "flash_attention_forward";
+  if (!detail::on_cuda(kOp, ctx, {{"context", context}, {"lse", lse}, {"qkv", qkv}})) {
+    flash_on_host(kOp);
+  }
+  const cpu::AttentionDims d = flash_dims(kOp, lse, qkv, heads);
+  check_float(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
+  check_coeff(kOp, coeff);
+  check_dropout(kOp, dropout);
+  if constexpr (detail::kCudaBuilt) {
+    cuda::attention_forward(ctx, context.data<float>(), lse.data<float>(), qkv.data<float>(), d,
+                            coeff, dropout);
+  }
+}
+
+void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcontext,
+                              Tensor context, Tensor lse, Tensor qkv, float coeff,
+                              const DropoutStream& dropout, HeadRange heads) {
+  constexpr const char* kOp = "flash_attention_backward";
+  if (!detail::on_cuda(kOp, ctx,
+                       {{"dqkv", dqkv},
+                        {"dcontext", dcontext},
+                        {"context", context},
+                        {"lse", lse},
+                        {"qkv", qkv}})) {
+    flash_on_host(kOp);
+  }
+  const cpu::AttentionDims d = flash_dims(kOp, lse, qkv, heads);
+  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
+  check_float(kOp, {"dcontext", dcontext}, {d.s, d.b, d.np * d.hn});
+  check_float(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
+  check_coeff(kOp, coeff);
+  check_dropout(kOp, dropout);
+  if (dqkv.raw() == qkv.raw() || dqkv.raw() == dcontext.raw() || dqkv.raw() == context.raw()) {
+    base::fail("ops::", kOp, ": dqkv must not alias the inputs");
+  }
+  if constexpr (detail::kCudaBuilt) {
+    cuda::attention_backward(ctx, dqkv.data<float>(), dcontext.data<float>(), context.data<float>(),
+                             lse.data<float>(), qkv.data<float>(), d, coeff, dropout);
+  }
 }
 
 }  // namespace mds::ops

@@ -17,8 +17,13 @@
 // Attention dropout sits between the two halves, as upstream: probs_forward → dropout into a
 // second [b, np, s, s] tensor → context_forward(dropped probs); backward in reverse order with the
 // dropout backward applied to dprobs in place.
+//
+// Two implementations: on the host the halves below keep the probabilities (host tensors only);
+// on a CUDA device flash_attention_forward/backward at the end never store them.
 #pragma once
+#include <cstdint>
 
+#include "ops/device_context.h"
 #include "ops/dropout.h"
 #include "tensor/tensor.h"
 
@@ -75,5 +80,27 @@ void attention_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor 
 // dqkv += ∂L/∂qkv; dprobs is a [b, np, s, s] workspace.
 void attention_backward(tensor::Tensor dqkv, tensor::Tensor dprobs, tensor::Tensor dctx,
                         tensor::Tensor probs, tensor::Tensor qkv, float coeff);
+
+// ---- Flash-style attention (CUDA tensors only) ------------------------------------------------
+// The same attention without the [b, np, s, s] probabilities (kernels/attention.h): the forward
+// walks the keys in tiles with an online softmax and keeps per query row
+//   lse [b, np, s] = log Σ_{j ≤ i} exp(coeff·S_ij)   (fp32, row i of slice (batch, head))
+// for the backward, which recomputes the probabilities from it. With dropout (p > 0) each
+// probability is dropped with the mask of attention_context_forward_with_dropout for the same
+// stream and heads (bit-identical masks), drawn inside the kernels. On the host these fail: the
+// host keeps the halves above.
+
+// Whether the CUDA kernels exist for head dim hn (false in a build without CUDA).
+bool flash_attention_supports(std::int64_t hn);
+// context = dropout(softmax(coeff·α·q·kᵀ))·v (written), lse written.
+void flash_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor lse,
+                             tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
+                             HeadRange heads = {});
+// dqkv += ∂L/∂qkv from dcontext and the forward's context and lse (same coeff, dropout, heads).
+// dqkv must not alias the inputs.
+void flash_attention_backward(const DeviceContext& ctx, tensor::Tensor dqkv,
+                              tensor::Tensor dcontext, tensor::Tensor context, tensor::Tensor lse,
+                              tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
+                              HeadRange heads = {});
 
 }  // namespace mds::ops

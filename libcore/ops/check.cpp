@@ -11,15 +11,31 @@ tensor::DeviceKind common_device(const char* op, std::initializer_list<Arg> args
     if (first == nullptr) {
       first = &arg;
     } else if (!(arg.tensor.device() == first->tensor.device())) {
-      base::fail("ops::", op, ": ", arg.name, " and ", first->name, " are on different devices");
+      base::fail("ops::", op, ": ", arg.name, " and ", first->name, " are on different devices (",
+                 tensor::device_name(arg.tensor.device()), " and ",
+                 tensor::device_name(first->tensor.device()), ")");
     }
   }
   return first == nullptr ? tensor::DeviceKind::kCpu : first->tensor.device().kind;
 }
 
+bool on_cuda(const char* op, const DeviceContext& ctx, std::initializer_list<Arg> args) {
+  common_device(op, args);
+  for (const Arg& arg : args) {
+    if (!given(arg.tensor)) continue;
+    if (!(arg.tensor.device() == ctx.device())) {
+      base::fail("ops::", op, ": the tensors are on ", tensor::device_name(arg.tensor.device()),
+                 " but the DeviceContext runs on ", tensor::device_name(ctx.device()),
+                 " (pass the context of their device)");
+    }
+    break;  // all the others are on the same device
+  }
+  return ctx.is_cuda();
+}
+
 void require_cpu(const char* op, std::initializer_list<Arg> args) {
   if (common_device(op, args) != tensor::DeviceKind::kCpu) {
-    base::fail("ops::", op, " has no CUDA backend in this build");
+    base::fail("ops::", op, " runs on host tensors only (it has no CUDA backend)");
   }
 }
 

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/cross_entropy.h"
+#include "ops/cuda/backend.h"
 
 namespace mds::ops {
 
@@ -32,9 +33,12 @@ void per_token(const char* op, detail::Arg arg, std::int64_t n) {
   detail::expect_numel(op, arg, n);
 }
 
+// Device targets are not read back: their range is the caller's (GptModel checks the labels on
+// the host before it copies them over).
 void check_targets(const char* op, const Tensor& targets, std::int64_t n) {
   detail::expect_dtype(op, {"targets", targets}, DType::kInt64);
   detail::expect_numel(op, {"targets", targets}, n);
+  if (targets.device().kind != tensor::DeviceKind::kCpu) return;
   const std::int64_t* ids = targets.data<std::int64_t>();
   for (std::int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0) base::fail("ops::", op, ": negative target id ", ids[i], " at token ", i);
@@ -43,52 +47,101 @@ void check_targets(const char* op, const Tensor& targets, std::int64_t n) {
 
 }  // namespace
 
-void cross_entropy_row_max(Tensor max, Tensor logits) {
+void cross_entropy_row_max(const DeviceContext& ctx, Tensor max, Tensor logits) {
   constexpr const char* kOp = "cross_entropy_row_max";
-  detail::require_cpu(kOp, {{"max", max}, {"logits", logits}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"max", max}, {"logits", logits}});
   const Rows r = logits_rows(kOp, logits);
   per_token(kOp, {"max", max}, r.n);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt)
+      cuda::cross_entropy_row_max(ctx, max.data<float>(), logits.data<float>(), r.n, r.v);
+    return;
+  }
   cpu::cross_entropy_row_max(max.data<float>(), logits.data<float>(), r.n, r.v);
 }
 
-void cross_entropy_target_logit(Tensor target_logit, Tensor logits, Tensor targets, Tensor max,
-                                std::int64_t vocab_start) {
+void cross_entropy_target_logit(const DeviceContext& ctx, Tensor target_logit, Tensor logits,
+                                Tensor targets, Tensor max, std::int64_t vocab_start) {
   constexpr const char* kOp = "cross_entropy_target_logit";
-  detail::require_cpu(
-      kOp,
+  const bool on_device = detail::on_cuda(
+      kOp, ctx,
       {{"target_logit", target_logit}, {"logits", logits}, {"targets", targets}, {"max", max}});
   const Rows r = logits_rows(kOp, logits);
   per_token(kOp, {"target_logit", target_logit}, r.n);
   per_token(kOp, {"max", max}, r.n);
   check_targets(kOp, targets, r.n);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cross_entropy_target_logit(ctx, target_logit.data<float>(), logits.data<float>(),
+                                       targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
+                                       vocab_start);
+    }
+    return;
+  }
   cpu::cross_entropy_target_logit(target_logit.data<float>(), logits.data<float>(),
                                   targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
                                   vocab_start);
 }
 
-void cross_entropy_exp_sum(Tensor sum_exp, Tensor logits, Tensor max) {
+void cross_entropy_exp_sum(const DeviceContext& ctx, Tensor sum_exp, Tensor logits, Tensor max) {
   constexpr const char* kOp = "cross_entropy_exp_sum";
-  detail::require_cpu(kOp, {{"sum_exp", sum_exp}, {"logits", logits}, {"max", max}});
+  const bool on_device =
+      detail::on_cuda(kOp, ctx, {{"sum_exp", sum_exp}, {"logits", logits}, {"max", max}});
   const Rows r = logits_rows(kOp, logits);
   per_token(kOp, {"sum_exp", sum_exp}, r.n);
   per_token(kOp, {"max", max}, r.n);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cross_entropy_exp_sum(ctx, sum_exp.data<float>(), logits.data<float>(),
+                                  max.data<float>(), r.n, r.v);
+    }
+    return;
+  }
   cpu::cross_entropy_exp_sum(sum_exp.data<float>(), logits.data<float>(), max.data<float>(), r.n,
                              r.v);
 }
 
-void cross_entropy_loss(Tensor loss, Tensor sum_exp, Tensor target_logit) {
+void cross_entropy_loss(const DeviceContext& ctx, Tensor loss, Tensor sum_exp,
+                        Tensor target_logit) {
   constexpr const char* kOp = "cross_entropy_loss";
-  detail::require_cpu(kOp, {{"loss", loss}, {"sum_exp", sum_exp}, {"target_logit", target_logit}});
+  const bool on_device = detail::on_cuda(
+      kOp, ctx, {{"loss", loss}, {"sum_exp", sum_exp}, {"target_logit", target_logit}});
   const std::int64_t n = loss.numel();
   per_token(kOp, {"loss", loss}, n);
   per_token(kOp, {"sum_exp", sum_exp}, n);
   per_token(kOp, {"target_logit", target_logit}, n);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cross_entropy_loss(ctx, loss.data<float>(), sum_exp.data<float>(),
+                               target_logit.data<float>(), n);
+    }
+    return;
+  }
   cpu::cross_entropy_loss(loss.data<float>(), sum_exp.data<float>(), target_logit.data<float>(), n);
 }
 
-void cross_entropy_forward(Tensor loss, Tensor max, Tensor sum_exp, Tensor logits, Tensor targets) {
-  const Rows r = logits_rows("cross_entropy_forward", logits);
-  check_targets("cross_entropy_forward", targets, r.n);
+void cross_entropy_forward(const DeviceContext& ctx, Tensor loss, Tensor max, Tensor sum_exp,
+                           Tensor logits, Tensor targets) {
+  constexpr const char* kOp = "cross_entropy_forward";
+  const bool on_device = detail::on_cuda(kOp, ctx,
+                                         {{"loss", loss},
+                                          {"max", max},
+                                          {"sum_exp", sum_exp},
+                                          {"logits", logits},
+                                          {"targets", targets}});
+  const Rows r = logits_rows(kOp, logits);
+  check_targets(kOp, targets, r.n);
+  if (on_device) {
+    // One fused kernel for steps 1–4.
+    per_token(kOp, {"loss", loss}, r.n);
+    per_token(kOp, {"max", max}, r.n);
+    per_token(kOp, {"sum_exp", sum_exp}, r.n);
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cross_entropy_forward(ctx, loss.data<float>(), max.data<float>(), sum_exp.data<float>(),
+                                  logits.data<float>(), targets.data<std::int64_t>(), r.n, r.v);
+    }
+    return;
+  }
   const std::int64_t* ids = targets.data<std::int64_t>();
   for (std::int64_t i = 0; i < r.n; ++i) {
     if (ids[i] >= r.v) {
@@ -96,46 +149,103 @@ void cross_entropy_forward(Tensor loss, Tensor max, Tensor sum_exp, Tensor logit
                  " is not below the vocabulary size ", r.v);
     }
   }
-  cross_entropy_row_max(max, logits);
+  cross_entropy_row_max(ctx, max, logits);
   // The loss tensor holds the target logits until the last step overwrites them in place.
-  cross_entropy_target_logit(loss, logits, targets, max, 0);
-  cross_entropy_exp_sum(sum_exp, logits, max);
-  cross_entropy_loss(loss, sum_exp, loss);
+  cross_entropy_target_logit(ctx, loss, logits, targets, max, 0);
+  cross_entropy_exp_sum(ctx, sum_exp, logits, max);
+  cross_entropy_loss(ctx, loss, sum_exp, loss);
 }
 
-void cross_entropy_backward(Tensor dlogits, Tensor exp_logits, Tensor targets, Tensor sum_exp,
-                            Tensor dloss, std::int64_t vocab_start) {
+void cross_entropy_backward(const DeviceContext& ctx, Tensor dlogits, Tensor exp_logits,
+                            Tensor targets, Tensor sum_exp, Tensor dloss,
+                            std::int64_t vocab_start) {
   constexpr const char* kOp = "cross_entropy_backward";
-  detail::require_cpu(kOp, {{"dlogits", dlogits},
-                            {"exp_logits", exp_logits},
-                            {"targets", targets},
-                            {"sum_exp", sum_exp},
-                            {"dloss", dloss}});
+  const bool on_device = detail::on_cuda(kOp, ctx,
+                                         {{"dlogits", dlogits},
+                                          {"exp_logits", exp_logits},
+                                          {"targets", targets},
+                                          {"sum_exp", sum_exp},
+                                          {"dloss", dloss}});
   const Rows r = logits_rows(kOp, exp_logits);
   detail::expect_dtype(kOp, {"dlogits", dlogits}, DType::kFloat32);
   detail::expect_shape(kOp, {"dlogits", dlogits}, exp_logits.shape());
   per_token(kOp, {"sum_exp", sum_exp}, r.n);
   per_token(kOp, {"dloss", dloss}, r.n);
   check_targets(kOp, targets, r.n);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cross_entropy_backward(ctx, dlogits.data<float>(), exp_logits.data<float>(),
+                                   targets.data<std::int64_t>(), sum_exp.data<float>(),
+                                   dloss.data<float>(), r.n, r.v, vocab_start);
+    }
+    return;
+  }
   cpu::cross_entropy_backward(dlogits.data<float>(), exp_logits.data<float>(),
                               targets.data<std::int64_t>(), sum_exp.data<float>(),
                               dloss.data<float>(), r.n, r.v, vocab_start);
 }
 
-float masked_mean_loss(Tensor loss, Tensor mask) {
+float masked_mean_loss(const DeviceContext& ctx, Tensor loss, Tensor mask) {
   constexpr const char* kOp = "masked_mean_loss";
-  detail::require_cpu(kOp, {{"loss", loss}, {"mask", mask}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"loss", loss}, {"mask", mask}});
   per_token(kOp, {"loss", loss}, loss.numel());
   per_token(kOp, {"mask", mask}, loss.numel());
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      return cuda::masked_mean_loss(ctx, loss.data<float>(), mask.data<float>(), loss.numel());
+    }
+  }
   return cpu::masked_mean_loss(loss.data<float>(), mask.data<float>(), loss.numel());
 }
 
-void masked_mean_loss_backward(Tensor dloss, Tensor mask, float grad) {
+void masked_mean_loss_backward(const DeviceContext& ctx, Tensor dloss, Tensor mask, float grad) {
   constexpr const char* kOp = "masked_mean_loss_backward";
-  detail::require_cpu(kOp, {{"dloss", dloss}, {"mask", mask}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"dloss", dloss}, {"mask", mask}});
   per_token(kOp, {"dloss", dloss}, dloss.numel());
   per_token(kOp, {"mask", mask}, dloss.numel());
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::masked_mean_loss_backward(ctx, dloss.data<float>(), mask.data<float>(), dloss.numel(),
+                                      grad);
+    }
+    return;
+  }
   cpu::masked_mean_loss_backward(dloss.data<float>(), mask.data<float>(), dloss.numel(), grad);
+}
+
+void cross_entropy_row_max(Tensor max, Tensor logits) {
+  cross_entropy_row_max(DeviceContext{}, max, logits);
+}
+
+void cross_entropy_target_logit(Tensor target_logit, Tensor logits, Tensor targets, Tensor max,
+                                std::int64_t vocab_start) {
+  cross_entropy_target_logit(DeviceContext{}, target_logit, logits, targets, max, vocab_start);
+}
+
+void cross_entropy_exp_sum(Tensor sum_exp, Tensor logits, Tensor max) {
+  cross_entropy_exp_sum(DeviceContext{}, sum_exp, logits, max);
+}
+
+void cross_entropy_loss(Tensor loss, Tensor sum_exp, Tensor target_logit) {
+  cross_entropy_loss(DeviceContext{}, loss, sum_exp, target_logit);
+}
+
+void cross_entropy_forward(Tensor loss, Tensor max, Tensor sum_exp, Tensor logits, Tensor targets) {
+  cross_entropy_forward(DeviceContext{}, loss, max, sum_exp, logits, targets);
+}
+
+void cross_entropy_backward(Tensor dlogits, Tensor exp_logits, Tensor targets, Tensor sum_exp,
+                            Tensor dloss, std::int64_t vocab_start) {
+  cross_entropy_backward(DeviceContext{}, dlogits, exp_logits, targets, sum_exp, dloss,
+                         vocab_start);
+}
+
+float masked_mean_loss(Tensor loss, Tensor mask) {
+  return masked_mean_loss(DeviceContext{}, loss, mask);
+}
+
+void masked_mean_loss_backward(Tensor dloss, Tensor mask, float grad) {
+  masked_mean_loss_backward(DeviceContext{}, dloss, mask, grad);
 }
 
 }  // namespace mds::ops

@@ -8,43 +8,68 @@
 // Shapes: logits [N, Vl] (any leading dims flattened to N tokens, Vl = this rank's vocab columns
 // starting at global column vocab_start); targets [N] int64 global ids; max, target_logit, sum_exp,
 // loss, dloss [N] fp32.
+//
+// Each op takes the DeviceContext it runs with (ops/device_context.h) and has an overload without
+// one for host tensors. Host targets are range-checked; device targets are not read back (the
+// caller checks them where they came from).
 #pragma once
 #include <cstdint>
 
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
 
-void cross_entropy_row_max(tensor::Tensor max, tensor::Tensor logits);
+void cross_entropy_row_max(const DeviceContext& ctx, tensor::Tensor max, tensor::Tensor logits);
 // target_logit[n] = logits[n, targets[n] − vocab_start] − max[n] if this shard holds the target,
 // else 0. Targets outside [0, vocab_start + Vl) on the last shard are the caller's to reject;
 // here a negative target fails.
-void cross_entropy_target_logit(tensor::Tensor target_logit, tensor::Tensor logits,
-                                tensor::Tensor targets, tensor::Tensor max,
+void cross_entropy_target_logit(const DeviceContext& ctx, tensor::Tensor target_logit,
+                                tensor::Tensor logits, tensor::Tensor targets, tensor::Tensor max,
                                 std::int64_t vocab_start = 0);
 // Replaces logits[n, j] by exp(logits[n, j] − max[n]) and sets sum_exp[n] to their sum. The
 // backward needs only these exponentials, so it does not compute them again (the logits are not
 // needed after step 2).
-void cross_entropy_exp_sum(tensor::Tensor sum_exp, tensor::Tensor logits, tensor::Tensor max);
+void cross_entropy_exp_sum(const DeviceContext& ctx, tensor::Tensor sum_exp, tensor::Tensor logits,
+                           tensor::Tensor max);
 // loss[n] = log(sum_exp[n]) − target_logit[n].
-void cross_entropy_loss(tensor::Tensor loss, tensor::Tensor sum_exp, tensor::Tensor target_logit);
+void cross_entropy_loss(const DeviceContext& ctx, tensor::Tensor loss, tensor::Tensor sum_exp,
+                        tensor::Tensor target_logit);
 
 // Steps 1–4 for an unsharded vocabulary (max is a workspace). Leaves the logits tensor holding
 // exp(logits − max) and sum_exp its row sums, for the backward.
-void cross_entropy_forward(tensor::Tensor loss, tensor::Tensor max, tensor::Tensor sum_exp,
-                           tensor::Tensor logits, tensor::Tensor targets);
+void cross_entropy_forward(const DeviceContext& ctx, tensor::Tensor loss, tensor::Tensor max,
+                           tensor::Tensor sum_exp, tensor::Tensor logits, tensor::Tensor targets);
 
 // dlogits[n, j] = (softmax[n, j] − [j + vocab_start == targets[n]]) · dloss[n], the softmax being
 // exp_logits / sum_exp as step 3 left them. Unlike other backwards this writes (does not add),
 // and dlogits may be the exp_logits tensor itself, saving a [N, V] buffer.
-void cross_entropy_backward(tensor::Tensor dlogits, tensor::Tensor exp_logits,
-                            tensor::Tensor targets, tensor::Tensor sum_exp, tensor::Tensor dloss,
+void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits,
+                            tensor::Tensor exp_logits, tensor::Tensor targets,
+                            tensor::Tensor sum_exp, tensor::Tensor dloss,
                             std::int64_t vocab_start = 0);
 
 // Micro-batch loss Σ loss·mask / Σ mask (training.md §1.6.4); the sums run in token order in
-// double (closer to exact than upstream's fp32 tree sum, and thread-independent).
-float masked_mean_loss(tensor::Tensor loss, tensor::Tensor mask);
+// double (closer to exact than upstream's fp32 tree sum, and thread-independent). On a device the
+// per-token values are copied to the host for that sum (it waits for the context's stream).
+float masked_mean_loss(const DeviceContext& ctx, tensor::Tensor loss, tensor::Tensor mask);
 // dloss[n] = grad · mask[n] / Σ mask (overwrites dloss).
+void masked_mean_loss_backward(const DeviceContext& ctx, tensor::Tensor dloss, tensor::Tensor mask,
+                               float grad);
+
+// The same on host tensors.
+void cross_entropy_row_max(tensor::Tensor max, tensor::Tensor logits);
+void cross_entropy_target_logit(tensor::Tensor target_logit, tensor::Tensor logits,
+                                tensor::Tensor targets, tensor::Tensor max,
+                                std::int64_t vocab_start = 0);
+void cross_entropy_exp_sum(tensor::Tensor sum_exp, tensor::Tensor logits, tensor::Tensor max);
+void cross_entropy_loss(tensor::Tensor loss, tensor::Tensor sum_exp, tensor::Tensor target_logit);
+void cross_entropy_forward(tensor::Tensor loss, tensor::Tensor max, tensor::Tensor sum_exp,
+                           tensor::Tensor logits, tensor::Tensor targets);
+void cross_entropy_backward(tensor::Tensor dlogits, tensor::Tensor exp_logits,
+                            tensor::Tensor targets, tensor::Tensor sum_exp, tensor::Tensor dloss,
+                            std::int64_t vocab_start = 0);
+float masked_mean_loss(tensor::Tensor loss, tensor::Tensor mask);
 void masked_mean_loss_backward(tensor::Tensor dloss, tensor::Tensor mask, float grad);
 
 }  // namespace mds::ops

@@ -2,10 +2,13 @@
 // philox_uniform(word i) >= p for stream (seed, offset), and kept values are scaled by 1/(1 − p).
 // The caller derives `offset` from (layer, step, micro-batch, TP region) so that every call site
 // draws a distinct stream; the backward recomputes the same mask from the same (seed, offset).
-// p must lie in [0, 1); p = 0 copies.
+// p must lie in [0, 1); p = 0 copies. The CUDA kernels draw the same masks, bit for bit.
+// Each op takes the DeviceContext it runs with (ops/device_context.h) and has an overload without
+// one for host tensors.
 #pragma once
 #include <cstdint>
 
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -20,16 +23,28 @@ struct DropoutStream {
 bool dropout_keep(const DropoutStream& stream, std::uint64_t index);
 
 // out = x ⊙ mask / (1 − p) (fp32, equal shapes; out may alias x).
-void dropout_forward(tensor::Tensor out, tensor::Tensor x, const DropoutStream& stream);
+void dropout_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
+                     const DropoutStream& stream);
 // dx = dout ⊙ mask / (1 − p). Writes (does not add) so that it can run in place (dx = dout).
-void dropout_backward(tensor::Tensor dx, tensor::Tensor dout, const DropoutStream& stream);
+void dropout_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dout,
+                      const DropoutStream& stream);
 
 // Megatron's bias-dropout-add (training.md §1.3.4): out[..., h] = residual + dropout(x + bias[h]).
-void bias_dropout_add_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor bias,
-                              tensor::Tensor residual, const DropoutStream& stream);
+void bias_dropout_add_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
+                              tensor::Tensor bias, tensor::Tensor residual,
+                              const DropoutStream& stream);
 // dx += dout ⊙ mask / (1 − p); dbias[h] += Σ_rows of that; dresidual += dout. dresidual may be
 // tensor::Tensor{} when the caller lets dout itself carry the residual gradient (the usual case
 // in the residual stream); dbias may be {} too.
+void bias_dropout_add_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dbias,
+                               tensor::Tensor dresidual, tensor::Tensor dout,
+                               const DropoutStream& stream);
+
+// The same on host tensors.
+void dropout_forward(tensor::Tensor out, tensor::Tensor x, const DropoutStream& stream);
+void dropout_backward(tensor::Tensor dx, tensor::Tensor dout, const DropoutStream& stream);
+void bias_dropout_add_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor bias,
+                              tensor::Tensor residual, const DropoutStream& stream);
 void bias_dropout_add_backward(tensor::Tensor dx, tensor::Tensor dbias, tensor::Tensor dresidual,
                                tensor::Tensor dout, const DropoutStream& stream);
 

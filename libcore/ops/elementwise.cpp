@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cuda/backend.h"
 
 namespace mds::ops {
 
@@ -21,40 +22,75 @@ void expect_half_or_float(const char* op, detail::Arg arg) {
 
 }  // namespace
 
-void add(Tensor out, Tensor a, Tensor b) {
+void add(const DeviceContext& ctx, Tensor out, Tensor a, Tensor b) {
   constexpr const char* kOp = "add";
-  detail::require_cpu(kOp, {{"out", out}, {"a", a}, {"b", b}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"a", a}, {"b", b}});
   for (const detail::Arg arg : {detail::Arg{"out", out}, {"a", a}, {"b", b}}) {
     detail::expect_dtype(kOp, arg, DType::kFloat32);
     detail::expect_shape(kOp, arg, out.shape());
   }
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt)
+      cuda::add(ctx, out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+    return;
+  }
   cpu::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
 }
 
-void scale(Tensor out, Tensor x, float factor) {
+void scale(const DeviceContext& ctx, Tensor out, Tensor x, float factor) {
   constexpr const char* kOp = "scale";
-  detail::require_cpu(kOp, {{"out", out}, {"x", x}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
   for (const detail::Arg arg : {detail::Arg{"out", out}, {"x", x}}) {
     detail::expect_dtype(kOp, arg, DType::kFloat32);
     detail::expect_shape(kOp, arg, out.shape());
   }
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt)
+      cuda::scale(ctx, out.data<float>(), x.data<float>(), factor, out.numel());
+    return;
+  }
   cpu::scale(out.data<float>(), x.data<float>(), factor, out.numel());
 }
 
-void fill(Tensor out, float value) {
+void fill(const DeviceContext& ctx, Tensor out, float value) {
   constexpr const char* kOp = "fill";
-  detail::require_cpu(kOp, {{"out", out}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}});
   expect_half_or_float(kOp, {"out", out});
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) cuda::fill(ctx, out.raw(), out.dtype(), value, out.numel());
+    return;
+  }
   cpu::fill(out.raw(), out.dtype(), value, out.numel());
 }
 
-void cast(Tensor out, Tensor x) {
+void cast(const DeviceContext& ctx, Tensor out, Tensor x) {
   constexpr const char* kOp = "cast";
-  detail::require_cpu(kOp, {{"out", out}, {"x", x}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
   expect_half_or_float(kOp, {"out", out});
   expect_half_or_float(kOp, {"x", x});
   detail::expect_numel(kOp, {"out", out}, x.numel());
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt)
+      cuda::cast(ctx, out.raw(), out.dtype(), x.raw(), x.dtype(), x.numel());
+    return;
+  }
   cpu::cast(out.raw(), out.dtype(), x.raw(), x.dtype(), x.numel());
+}
+
+void add(Tensor out, Tensor a, Tensor b) {
+  add(DeviceContext{}, out, a, b);
+}
+
+void scale(Tensor out, Tensor x, float factor) {
+  scale(DeviceContext{}, out, x, factor);
+}
+
+void fill(Tensor out, float value) {
+  fill(DeviceContext{}, out, value);
+}
+
+void cast(Tensor out, Tensor x) {
+  cast(DeviceContext{}, out, x);
 }
 
 }  // namespace mds::ops

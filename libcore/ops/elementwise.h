@@ -1,20 +1,32 @@
 // Elementwise helpers of the layer code: residual add, scale, fill and precision casts.
 // Outputs may alias inputs (out = a is an in-place accumulate).
+//
+// Every public op runs where its DeviceContext runs (ops/device_context.h): on the host, or on a
+// CUDA device through kernels/, and its tensors must all be there. Each also has an overload
+// without a context, for host tensors.
 #pragma once
 
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
 
 // out = a + b (fp32, equal shapes). The backward of a residual add is the identity: both inputs
 // receive dout, which callers add with this same op.
-void add(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);
+void add(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);
 // out = x · factor (fp32).
-void scale(tensor::Tensor out, tensor::Tensor x, float factor);
+void scale(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x, float factor);
 // Every element of out (fp32, bf16 or fp16) = value, rounded to out's dtype.
-void fill(tensor::Tensor out, float value);
+void fill(const DeviceContext& ctx, tensor::Tensor out, float value);
 // out = x converted between fp32, bf16 and fp16 (round to nearest even, as PyTorch's .to());
-// equal dtypes copy. Shapes must have equal element counts.
+// equal dtypes copy. Shapes must have equal element counts. Both on the context's device
+// (tensor::copy moves data between devices).
+void cast(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x);
+
+// The same on host tensors.
+void add(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);
+void scale(tensor::Tensor out, tensor::Tensor x, float factor);
+void fill(tensor::Tensor out, float value);
 void cast(tensor::Tensor out, tensor::Tensor x);
 
 }  // namespace mds::ops

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/embedding.h"
+#include "ops/cuda/backend.h"
 
 namespace mds::ops {
 
@@ -46,37 +47,80 @@ void check_ids(const char* op, const Tensor& ids, std::int64_t limit) {
 
 }  // namespace
 
-void embedding_lookup(Tensor out, Tensor ids, Tensor table, std::int64_t vocab_start,
-                      std::int64_t vocab_size) {
+void embedding_lookup(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor table,
+                      std::int64_t vocab_start, std::int64_t vocab_size) {
   constexpr const char* kOp = "embedding_lookup";
-  detail::require_cpu(kOp, {{"out", out}, {"ids", ids}, {"table", table}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"ids", ids}, {"table", table}});
   const Table t = check(kOp, table, "table", ids, out, "out");
   if (vocab_size < 0) vocab_size = vocab_start + t.rows;
+  if (on_device) {
+    // Device ids are not read on the host: their range is the caller's (GptModel checks the
+    // micro-batch on the host before it copies it over).
+    if constexpr (detail::kCudaBuilt) {
+      cuda::embedding_lookup(ctx, out.data<float>(), ids.data<std::int64_t>(), table.data<float>(),
+                             t.n, t.h, t.rows, vocab_start, false);
+    }
+    return;
+  }
   check_ids(kOp, ids, vocab_size);
   cpu::embedding_lookup(out.data<float>(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
                         t.rows, vocab_start, false);
 }
 
-void embedding_lookup_add(Tensor out, Tensor ids, Tensor table) {
+void embedding_lookup_add(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor table) {
   constexpr const char* kOp = "embedding_lookup_add";
-  detail::require_cpu(kOp, {{"out", out}, {"ids", ids}, {"table", table}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"ids", ids}, {"table", table}});
   const Table t = check(kOp, table, "table", ids, out, "out");
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::embedding_lookup(ctx, out.data<float>(), ids.data<std::int64_t>(), table.data<float>(),
+                             t.n, t.h, t.rows, 0, true);
+    }
+    return;
+  }
   check_ids(kOp, ids, t.rows);
   cpu::embedding_lookup(out.data<float>(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
                         t.rows, 0, true);
 }
 
-void embedding_backward(Tensor dtable, Tensor dout, Tensor ids, std::int64_t vocab_start) {
+void embedding_backward(const DeviceContext& ctx, Tensor dtable, Tensor dout, Tensor ids,
+                        std::int64_t vocab_start) {
   constexpr const char* kOp = "embedding_backward";
-  detail::require_cpu(kOp, {{"dtable", dtable}, {"dout", dout}, {"ids", ids}});
+  const bool on_device =
+      detail::on_cuda(kOp, ctx, {{"dtable", dtable}, {"dout", dout}, {"ids", ids}});
   const Table t = check(kOp, dtable, "dtable", ids, dout, "dout");
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::embedding_backward(ctx, dtable.data<float>(), dout.data<float>(),
+                               ids.data<std::int64_t>(), t.n, t.h, t.rows, vocab_start);
+    }
+    return;
+  }
   cpu::embedding_backward(dtable.data<float>(), dout.data<float>(), ids.data<std::int64_t>(), t.n,
                           t.h, t.rows, vocab_start);
 }
 
+void embedding_forward(const DeviceContext& ctx, Tensor out, Tensor tokens, Tensor wte,
+                       Tensor positions, Tensor wpe) {
+  embedding_lookup(ctx, out, tokens, wte);
+  embedding_lookup_add(ctx, out, positions, wpe);
+}
+
+void embedding_lookup(Tensor out, Tensor ids, Tensor table, std::int64_t vocab_start,
+                      std::int64_t vocab_size) {
+  embedding_lookup(DeviceContext{}, out, ids, table, vocab_start, vocab_size);
+}
+
+void embedding_lookup_add(Tensor out, Tensor ids, Tensor table) {
+  embedding_lookup_add(DeviceContext{}, out, ids, table);
+}
+
+void embedding_backward(Tensor dtable, Tensor dout, Tensor ids, std::int64_t vocab_start) {
+  embedding_backward(DeviceContext{}, dtable, dout, ids, vocab_start);
+}
+
 void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor positions, Tensor wpe) {
-  embedding_lookup(out, tokens, wte);
-  embedding_lookup_add(out, positions, wpe);
+  embedding_forward(DeviceContext{}, out, tokens, wte, positions, wpe);
 }
 
 }  // namespace mds::ops

@@ -1,6 +1,9 @@
 // GeLU as upstream's MLP computes it (training.md §1.5).
+// Each op takes the DeviceContext it runs with (ops/device_context.h) and has an overload without
+// one for host tensors.
 #pragma once
 
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -16,16 +19,27 @@ enum class GeluKind {
 };
 
 // out = gelu(x) elementwise; any shape, fp32.
-void gelu_forward(tensor::Tensor out, tensor::Tensor x, GeluKind kind = GeluKind::kTanhFused);
+void gelu_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
+                  GeluKind kind = GeluKind::kTanhFused);
 // dx += gelu'(x)·dout.
-void gelu_backward(tensor::Tensor dx, tensor::Tensor dout, tensor::Tensor x,
-                   GeluKind kind = GeluKind::kTanhFused);
+void gelu_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dout,
+                   tensor::Tensor x, GeluKind kind = GeluKind::kTanhFused);
 
 // The fused bias-GeLU: out[..., F] = gelu(x + bias[F]); x is the bias-free GEMM output.
-void bias_gelu_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor bias,
-                       GeluKind kind = GeluKind::kTanhFused);
+void bias_gelu_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
+                       tensor::Tensor bias, GeluKind kind = GeluKind::kTanhFused);
 // With g = gelu'(x + bias)·dout: dx += g and dbias += Σ_rows g (upstream returns the same g as
 // the gradient of both inputs). dx must not alias dout.
+void bias_gelu_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dbias,
+                        tensor::Tensor dout, tensor::Tensor x, tensor::Tensor bias,
+                        GeluKind kind = GeluKind::kTanhFused);
+
+// The same on host tensors.
+void gelu_forward(tensor::Tensor out, tensor::Tensor x, GeluKind kind = GeluKind::kTanhFused);
+void gelu_backward(tensor::Tensor dx, tensor::Tensor dout, tensor::Tensor x,
+                   GeluKind kind = GeluKind::kTanhFused);
+void bias_gelu_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor bias,
+                       GeluKind kind = GeluKind::kTanhFused);
 void bias_gelu_backward(tensor::Tensor dx, tensor::Tensor dbias, tensor::Tensor dout,
                         tensor::Tensor x, tensor::Tensor bias,
                         GeluKind kind = GeluKind::kTanhFused);

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/layernorm.h"
+#include "ops/cuda/backend.h"
 
 namespace mds::ops {
 
@@ -30,11 +31,11 @@ std::int64_t check_common(const char* op, const Tensor& x, const Tensor& weight,
 
 }  // namespace
 
-void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
-                       float eps) {
+void layernorm_forward(const DeviceContext& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor x,
+                       Tensor weight, Tensor bias, float eps) {
   constexpr const char* kOp = "layernorm_forward";
-  detail::require_cpu(
-      kOp,
+  const bool on_device = detail::on_cuda(
+      kOp, ctx,
       {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"x", x}, {"weight", weight}, {"bias", bias}});
   const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
   detail::expect_shape(kOp, {"out", out}, x.shape());
@@ -42,21 +43,30 @@ void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor we
   detail::expect_dtype(kOp, {"out", out}, DType::kFloat32);
   detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
   if (!(eps > 0.0f)) base::fail("ops::", kOp, ": eps must be positive, got ", eps);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::layernorm_forward(ctx, out.data<float>(), mean.data<float>(), rstd.data<float>(),
+                              x.data<float>(), weight.data<float>(), bias.data<float>(), rows,
+                              weight.dim(0), eps);
+    }
+    return;
+  }
   cpu::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(), x.data<float>(),
                          weight.data<float>(), bias.data<float>(), rows, weight.dim(0), eps);
 }
 
-void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
-                        Tensor weight, Tensor mean, Tensor rstd) {
+void layernorm_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor dbias,
+                        Tensor dout, Tensor x, Tensor weight, Tensor mean, Tensor rstd) {
   constexpr const char* kOp = "layernorm_backward";
-  detail::require_cpu(kOp, {{"dx", dx},
-                            {"dweight", dweight},
-                            {"dbias", dbias},
-                            {"dout", dout},
-                            {"x", x},
-                            {"weight", weight},
-                            {"mean", mean},
-                            {"rstd", rstd}});
+  const bool on_device = detail::on_cuda(kOp, ctx,
+                                         {{"dx", dx},
+                                          {"dweight", dweight},
+                                          {"dbias", dbias},
+                                          {"dout", dout},
+                                          {"x", x},
+                                          {"weight", weight},
+                                          {"mean", mean},
+                                          {"rstd", rstd}});
   const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
   detail::expect_shape(kOp, {"dx", dx}, x.shape());
   detail::expect_shape(kOp, {"dout", dout}, x.shape());
@@ -72,9 +82,27 @@ void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Te
     detail::expect_shape(kOp, {"dbias", dbias}, weight.shape());
     dbias_ptr = dbias.data<float>();
   }
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::layernorm_backward(ctx, dx.data<float>(), dweight_ptr, dbias_ptr, dout.data<float>(),
+                               x.data<float>(), weight.data<float>(), mean.data<float>(),
+                               rstd.data<float>(), rows, weight.dim(0));
+    }
+    return;
+  }
   cpu::layernorm_backward(dx.data<float>(), dweight_ptr, dbias_ptr, dout.data<float>(),
                           x.data<float>(), weight.data<float>(), mean.data<float>(),
                           rstd.data<float>(), rows, weight.dim(0));
+}
+
+void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
+                       float eps) {
+  layernorm_forward(DeviceContext{}, out, mean, rstd, x, weight, bias, eps);
+}
+
+void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                        Tensor weight, Tensor mean, Tensor rstd) {
+  layernorm_backward(DeviceContext{}, dx, dweight, dbias, dout, x, weight, mean, rstd);
 }
 
 }  // namespace mds::ops

@@ -3,15 +3,17 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cuda/backend.h"
 
 namespace mds::ops {
 
 using tensor::DType;
 using tensor::Tensor;
 
-void linear_forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+void linear_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, Tensor bias) {
   constexpr const char* kOp = "linear_forward";
-  detail::require_cpu(kOp, {{"out", out}, {"x", x}, {"weight", weight}, {"bias", bias}});
+  const bool on_device =
+      detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}, {"weight", weight}, {"bias", bias}});
   if (weight.shape().rank() != 2) {
     base::fail("ops::", kOp, ": weight must be [out, in], got ", weight.shape().to_string());
   }
@@ -29,19 +31,27 @@ void linear_forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
     detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
     detail::expect_shape(kOp, {"bias", bias}, {n});
   }
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::linear_forward(ctx, out.data<float>(), x.data<float>(), weight.data<float>(),
+                           has_bias ? bias.data<float>() : nullptr, m, n, k);
+    }
+    return;
+  }
   cpu::linear_forward(out.data<float>(), x.data<float>(), weight.data<float>(),
                       has_bias ? bias.data<float>() : nullptr, m, n, k);
 }
 
-void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
-                     Tensor weight) {
+void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor dbias, Tensor dout,
+                     Tensor x, Tensor weight) {
   constexpr const char* kOp = "linear_backward";
-  detail::require_cpu(kOp, {{"dx", dx},
-                            {"dweight", dweight},
-                            {"dbias", dbias},
-                            {"dout", dout},
-                            {"x", x},
-                            {"weight", weight}});
+  const bool on_device = detail::on_cuda(kOp, ctx,
+                                         {{"dx", dx},
+                                          {"dweight", dweight},
+                                          {"dbias", dbias},
+                                          {"dout", dout},
+                                          {"x", x},
+                                          {"weight", weight}});
   if (weight.shape().rank() != 2) {
     base::fail("ops::", kOp, ": weight must be [out, in], got ", weight.shape().to_string());
   }
@@ -69,14 +79,21 @@ void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tenso
     detail::expect_shape(kOp, {"dbias", dbias}, {n});
     dbias_ptr = dbias.data<float>();
   }
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::linear_backward(ctx, dx_ptr, dweight_ptr, dbias_ptr, dout.data<float>(),
+                            x.data<float>(), weight.data<float>(), m, n, k);
+    }
+    return;
+  }
   cpu::linear_backward(dx_ptr, dweight_ptr, dbias_ptr, dout.data<float>(), x.data<float>(),
                        weight.data<float>(), m, n, k);
 }
 
-void batched_matmul(Tensor out, Tensor a, Tensor b, bool transpose_a, bool transpose_b, float alpha,
-                    float beta) {
+void batched_matmul(const DeviceContext& ctx, Tensor out, Tensor a, Tensor b, bool transpose_a,
+                    bool transpose_b, float alpha, float beta) {
   constexpr const char* kOp = "batched_matmul";
-  detail::require_cpu(kOp, {{"out", out}, {"a", a}, {"b", b}});
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"a", a}, {"b", b}});
   for (const detail::Arg arg : {detail::Arg{"out", out}, {"a", a}, {"b", b}}) {
     detail::expect_dtype(kOp, arg, DType::kFloat32);
     if (arg.tensor.shape().rank() != 3) {
@@ -90,8 +107,29 @@ void batched_matmul(Tensor out, Tensor a, Tensor b, bool transpose_a, bool trans
                        transpose_a ? tensor::Shape{batch, k, m} : tensor::Shape{batch, m, k});
   detail::expect_shape(kOp, {"b", b},
                        transpose_b ? tensor::Shape{batch, n, k} : tensor::Shape{batch, k, n});
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::batched_matmul(ctx, out.data<float>(), a.data<float>(), b.data<float>(), batch, m, n, k,
+                           transpose_a, transpose_b, alpha, beta);
+    }
+    return;
+  }
   cpu::batched_matmul(out.data<float>(), a.data<float>(), b.data<float>(), batch, m, n, k,
                       transpose_a, transpose_b, alpha, beta);
+}
+
+void linear_forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+  linear_forward(DeviceContext{}, out, x, weight, bias);
+}
+
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                     Tensor weight) {
+  linear_backward(DeviceContext{}, dx, dweight, dbias, dout, x, weight);
+}
+
+void batched_matmul(Tensor out, Tensor a, Tensor b, bool transpose_a, bool transpose_b, float alpha,
+                    float beta) {
+  batched_matmul(DeviceContext{}, out, a, b, transpose_a, transpose_b, alpha, beta);
 }
 
 }  // namespace mds::ops

@@ -4,8 +4,12 @@
 // llm.c does, because parameter gradients sum over micro-batches and the residual stream sums the
 // gradients of two branches; a caller wanting a fresh gradient fills it with zero first. Ops that
 // deviate (dropout, cross entropy, attention workspaces) say so.
+//
+// Each op takes the DeviceContext it runs with (ops/device_context.h; on CUDA the products go
+// through cuBLASLt in full fp32) and has an overload without one for host tensors.
 #pragma once
 
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -13,16 +17,26 @@ namespace mds::ops {
 // Megatron/PyTorch linear: out[..., N] = x[..., K] · weight[N, K]ᵀ (+ bias[N]). The weight is
 // [out_features, in_features]; `bias` may be left as tensor::Tensor{} (no bias, or a bias that
 // Megatron returns separately to be added after a TP reduction).
-void linear_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor weight,
-                    tensor::Tensor bias = {});
+void linear_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
+                    tensor::Tensor weight, tensor::Tensor bias = {});
 
 // dx[..., K] += dout[..., N] · weight[N, K];  dweight[N, K] += doutᵀ · x;  dbias[N] += Σ_rows dout.
 // Any of dx, dweight, dbias may be tensor::Tensor{} to skip that product.
-void linear_backward(tensor::Tensor dx, tensor::Tensor dweight, tensor::Tensor dbias,
-                     tensor::Tensor dout, tensor::Tensor x, tensor::Tensor weight);
+void linear_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dweight,
+                     tensor::Tensor dbias, tensor::Tensor dout, tensor::Tensor x,
+                     tensor::Tensor weight);
 
 // out[B, M, N] = alpha · op(a)[B, M, K] · op(b)[B, K, N] + beta · out, where op transposes the
 // last two dims when asked (a stored [B, K, M] if transpose_a, b stored [B, N, K] if transpose_b).
+void batched_matmul(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor a,
+                    tensor::Tensor b, bool transpose_a, bool transpose_b, float alpha = 1.0f,
+                    float beta = 0.0f);
+
+// The same on host tensors.
+void linear_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor weight,
+                    tensor::Tensor bias = {});
+void linear_backward(tensor::Tensor dx, tensor::Tensor dweight, tensor::Tensor dbias,
+                     tensor::Tensor dout, tensor::Tensor x, tensor::Tensor weight);
 void batched_matmul(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b, bool transpose_a,
                     bool transpose_b, float alpha = 1.0f, float beta = 0.0f);
 

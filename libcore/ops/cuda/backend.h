@@ -1,0 +1,114 @@
+// The CUDA backend of the public ops (ops/*.h): one thin function per kernels/ entry point, with
+// the kernels' arguments (device pointers, sizes) and the DeviceContext in place of a
+// cudaStream_t, so that ops/*.cpp call it without CUDA headers. Defined in ops/cuda/*.cpp, which
+// are compiled only with BUILD_CUDA; the public ops check devices, dtypes and shapes first.
+#pragma once
+#include <cstdint>
+
+#include "ops/adam.h"
+#include "ops/cpu/attention.h"
+#include "ops/device_context.h"
+#include "ops/dropout.h"
+#include "ops/gelu.h"
+#include "tensor/dtype.h"
+
+namespace mds::ops::cuda {
+
+// The context's stream, cuBLASLt handle and staging area (ops/cuda/resources.cpp).
+Resources* create_resources(int device_index);
+void destroy_resources(Resources* resources) noexcept;
+void synchronize(const DeviceContext& ctx);
+
+// kernels/elementwise.h
+void add(const DeviceContext& ctx, float* out, const float* a, const float* b, std::int64_t n);
+void scale(const DeviceContext& ctx, float* out, const float* x, float factor, std::int64_t n);
+void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value, std::int64_t n);
+void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
+          tensor::DType x_dtype, std::int64_t n);
+
+// kernels/gelu.h
+void gelu_forward(const DeviceContext& ctx, float* out, const float* x, std::int64_t n,
+                  GeluKind kind);
+void gelu_backward(const DeviceContext& ctx, float* dx, const float* dout, const float* x,
+                   std::int64_t n, GeluKind kind);
+void bias_gelu_forward(const DeviceContext& ctx, float* out, const float* x, const float* bias,
+                       std::int64_t rows, std::int64_t cols, GeluKind kind);
+void bias_gelu_backward(const DeviceContext& ctx, float* dx, float* dbias, const float* dout,
+                        const float* x, const float* bias, std::int64_t rows, std::int64_t cols,
+                        GeluKind kind);
+
+// kernels/layernorm.h
+void layernorm_forward(const DeviceContext& ctx, float* out, float* mean, float* rstd,
+                       const float* x, const float* weight, const float* bias, std::int64_t rows,
+                       std::int64_t cols, float eps);
+void layernorm_backward(const DeviceContext& ctx, float* dx, float* dweight, float* dbias,
+                        const float* dout, const float* x, const float* weight, const float* mean,
+                        const float* rstd, std::int64_t rows, std::int64_t cols);
+
+// kernels/gemm.h (fp32, full fp32 math)
+void linear_forward(const DeviceContext& ctx, float* out, const float* x, const float* weight,
+                    const float* bias, std::int64_t m, std::int64_t n, std::int64_t k);
+void linear_backward(const DeviceContext& ctx, float* dx, float* dweight, float* dbias,
+                     const float* dout, const float* x, const float* weight, std::int64_t m,
+                     std::int64_t n, std::int64_t k);
+void batched_matmul(const DeviceContext& ctx, float* out, const float* a, const float* b,
+                    std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                    bool transpose_a, bool transpose_b, float alpha, float beta);
+
+// kernels/dropout.h
+void dropout_forward(const DeviceContext& ctx, float* out, const float* x, const float* bias,
+                     const float* residual, std::int64_t n, std::int64_t cols,
+                     const DropoutStream& stream);
+void dropout_backward(const DeviceContext& ctx, float* dx, const float* dout, std::int64_t n,
+                      const DropoutStream& stream, bool accumulate);
+void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const float* dout, std::int64_t rows,
+                       std::int64_t cols, const DropoutStream& stream);
+
+// kernels/embedding.h (the backward allocates its sort workspace on the stream)
+void embedding_lookup(const DeviceContext& ctx, float* out, const std::int64_t* ids,
+                      const float* table, std::int64_t n, std::int64_t h, std::int64_t rows,
+                      std::int64_t vocab_start, bool add);
+void embedding_backward(const DeviceContext& ctx, float* dtable, const float* dout,
+                        const std::int64_t* ids, std::int64_t n, std::int64_t h, std::int64_t rows,
+                        std::int64_t vocab_start);
+
+// kernels/cross_entropy.h
+void cross_entropy_row_max(const DeviceContext& ctx, float* max, const float* logits,
+                           std::int64_t n, std::int64_t v);
+void cross_entropy_target_logit(const DeviceContext& ctx, float* target_logit, const float* logits,
+                                const std::int64_t* targets, const float* max, std::int64_t n,
+                                std::int64_t v, std::int64_t vocab_start);
+void cross_entropy_exp_sum(const DeviceContext& ctx, float* sum_exp, float* logits,
+                           const float* max, std::int64_t n, std::int64_t v);
+void cross_entropy_loss(const DeviceContext& ctx, float* loss, const float* sum_exp,
+                        const float* target_logit, std::int64_t n);
+void cross_entropy_forward(const DeviceContext& ctx, float* loss, float* max, float* sum_exp,
+                           float* logits, const std::int64_t* targets, std::int64_t n,
+                           std::int64_t v);
+void cross_entropy_backward(const DeviceContext& ctx, float* dlogits, const float* exp_logits,
+                            const std::int64_t* targets, const float* sum_exp, const float* dloss,
+                            std::int64_t n, std::int64_t v, std::int64_t vocab_start);
+// The micro-batch mean of ops/cross_entropy.h: the per-token values come to the host (a sync),
+// where ops/cpu sums them in the same order as for host tensors.
+float masked_mean_loss(const DeviceContext& ctx, const float* loss, const float* mask,
+                       std::int64_t n);
+// dloss = mask · (grad / Σ mask): Σ mask on the host as the CPU's, the product on the device.
+void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const float* mask,
+                               std::int64_t n, float grad);
+
+// kernels/attention.h
+bool attention_head_dim_supported(std::int64_t hn);
+void attention_forward(const DeviceContext& ctx, float* context, float* lse, const float* qkv,
+                       cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
+void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcontext,
+                        const float* context, const float* lse, const float* qkv,
+                        cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
+
+// kernels/adam.h
+void adamw_step(const DeviceContext& ctx, float* params, const float* grads, float* exp_avg,
+                float* exp_avg_sq, std::int64_t n, const AdamWConfig& config,
+                float bias_correction1, float bias_correction2);
+// Σ x² in double, brought to the host (waits for the stream).
+double sum_of_squares(const DeviceContext& ctx, const float* x, std::int64_t n);
+
+}  // namespace mds::ops::cuda

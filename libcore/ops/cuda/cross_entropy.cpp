@@ -1,0 +1,87 @@
+#include "kernels/cross_entropy.h"
+
+#include "kernels/check.h"
+#include "ops/cpu/cross_entropy.h"
+#include "ops/cuda/backend.h"
+#include "ops/cuda/resources.h"
+
+namespace mds::ops::cuda {
+
+void cross_entropy_row_max(const DeviceContext& ctx, float* max, const float* logits,
+                           std::int64_t n, std::int64_t v) {
+  kernels::cross_entropy_row_max(max, logits, n, v, stream_of(ctx));
+}
+
+void cross_entropy_target_logit(const DeviceContext& ctx, float* target_logit, const float* logits,
+                                const std::int64_t* targets, const float* max, std::int64_t n,
+                                std::int64_t v, std::int64_t vocab_start) {
+  kernels::cross_entropy_target_logit(target_logit, logits, targets, max, n, v, vocab_start,
+                                      stream_of(ctx));
+}
+
+void cross_entropy_exp_sum(const DeviceContext& ctx, float* sum_exp, float* logits,
+                           const float* max, std::int64_t n, std::int64_t v) {
+  kernels::cross_entropy_exp_sum(sum_exp, logits, max, n, v, stream_of(ctx));
+}
+
+void cross_entropy_loss(const DeviceContext& ctx, float* loss, const float* sum_exp,
+                        const float* target_logit, std::int64_t n) {
+  kernels::cross_entropy_loss(loss, sum_exp, target_logit, n, stream_of(ctx));
+}
+
+void cross_entropy_forward(const DeviceContext& ctx, float* loss, float* max, float* sum_exp,
+                           float* logits, const std::int64_t* targets, std::int64_t n,
+                           std::int64_t v) {
+  kernels::cross_entropy_forward(loss, max, sum_exp, logits, targets, n, v, stream_of(ctx));
+}
+
+void cross_entropy_backward(const DeviceContext& ctx, float* dlogits, const float* exp_logits,
+                            const std::int64_t* targets, const float* sum_exp, const float* dloss,
+                            std::int64_t n, std::int64_t v, std::int64_t vocab_start) {
+  kernels::cross_entropy_backward(dlogits, exp_logits, targets, sum_exp, dloss, n, v, vocab_start,
+                                  stream_of(ctx));
+}
+
+namespace {
+
+// n floats from the device into the context's staging area at `offset`, after the work queued
+// before (the stream is waited for by the caller).
+float* stage(Resources& r, const float* device, std::int64_t n, std::size_t offset) {
+  float* host = r.staging.data() + offset;
+  kernels::check_cuda(cudaMemcpyAsync(host, device, static_cast<std::size_t>(n) * sizeof(float),
+                                      cudaMemcpyDeviceToHost, r.stream),
+                      "masked_mean_loss (copy to the host)");
+  return host;
+}
+
+}  // namespace
+
+// The per-token losses are a few thousand floats: bringing them over costs less than a device
+// reduction would save, and the host sum is ops/cpu's own, in the same order.
+float masked_mean_loss(const DeviceContext& ctx, const float* loss, const float* mask,
+                       std::int64_t n) {
+  Resources& r = ctx.cuda();
+  r.staging.resize(2 * static_cast<std::size_t>(n));
+  const float* host_loss = stage(r, loss, n, 0);
+  const float* host_mask = stage(r, mask, n, static_cast<std::size_t>(n));
+  kernels::check_cuda(cudaStreamSynchronize(r.stream), "masked_mean_loss (synchronize)");
+  return cpu::masked_mean_loss(host_loss, host_mask, n);
+}
+
+void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const float* mask,
+                               std::int64_t n, float grad) {
+  Resources& r = ctx.cuda();
+  r.staging.resize(2 * static_cast<std::size_t>(n));
+  const float* host_mask = stage(r, mask, n, 0);
+  kernels::check_cuda(cudaStreamSynchronize(r.stream), "masked_mean_loss_backward (synchronize)");
+  float* host_dloss = r.staging.data() + n;
+  cpu::masked_mean_loss_backward(host_dloss, host_mask, n, grad);
+  kernels::check_cuda(
+      cudaMemcpyAsync(dloss, host_dloss, static_cast<std::size_t>(n) * sizeof(float),
+                      cudaMemcpyHostToDevice, r.stream),
+      "masked_mean_loss_backward (copy to the device)");
+  // The staging area is reused by the next call: the copy must have read it.
+  kernels::check_cuda(cudaStreamSynchronize(r.stream), "masked_mean_loss_backward (synchronize)");
+}
+
+}  // namespace mds::ops::cuda

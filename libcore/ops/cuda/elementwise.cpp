@@ -1,0 +1,25 @@
+#include "kernels/elementwise.h"
+
+#include "ops/cuda/backend.h"
+#include "ops/cuda/resources.h"
+
+namespace mds::ops::cuda {
+
+void add(const DeviceContext& ctx, float* out, const float* a, const float* b, std::int64_t n) {
+  kernels::add(out, a, b, n, stream_of(ctx));
+}
+
+void scale(const DeviceContext& ctx, float* out, const float* x, float factor, std::int64_t n) {
+  kernels::scale(out, x, factor, n, stream_of(ctx));
+}
+
+void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value, std::int64_t n) {
+  kernels::fill(out, dtype, value, n, stream_of(ctx));
+}
+
+void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
+          tensor::DType x_dtype, std::int64_t n) {
+  kernels::cast(out, out_dtype, x, x_dtype, n, stream_of(ctx));
+}
+
+}  // namespace mds::ops::cuda

@@ -1,0 +1,47 @@
+#include "ops/cuda/resources.h"
+
+#include "base/error.h"
+#include "kernels/check.h"
+#include "ops/cuda/backend.h"
+#include "tensor/device_memory.h"
+
+namespace mds::ops::cuda {
+namespace {
+
+// Checks that the device exists and makes it current, before the members that allocate on it.
+int select_device(int index) {
+  const int count = tensor::cuda_device_count();
+  if (index < 0 || index >= count) {
+    base::fail("cannot run on cuda:", index, ": this process sees ", count, " CUDA device",
+               count == 1 ? "" : "s");
+  }
+  kernels::check_cuda(cudaSetDevice(index), "cudaSetDevice");
+  return index;
+}
+
+}  // namespace
+
+Resources::Resources(int device_index) : device(select_device(device_index)) {
+  kernels::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+}
+
+Resources::~Resources() {
+  // Destructors report nothing: a failure here (at process exit) has no one to tell.
+  (void)cudaSetDevice(device);
+  (void)cudaStreamSynchronize(stream);
+  (void)cudaStreamDestroy(stream);
+}
+
+Resources* create_resources(int device_index) {
+  return new Resources(device_index);
+}
+
+void destroy_resources(Resources* resources) noexcept {
+  delete resources;
+}
+
+void synchronize(const DeviceContext& ctx) {
+  kernels::check_cuda(cudaStreamSynchronize(stream_of(ctx)), "DeviceContext::synchronize");
+}
+
+}  // namespace mds::ops::cuda

@@ -1,0 +1,33 @@
+// What a CUDA DeviceContext owns (ops/device_context.h), for ops/cuda/*.cpp only: this header
+// needs the CUDA runtime.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "ops/device_context.h"
+
+namespace mds::ops::cuda {
+
+struct Resources {
+  // Makes the device current, then creates the handle, its workspace and the stream there.
+  explicit Resources(int device_index);
+  ~Resources();
+  Resources(const Resources&) = delete;
+  Resources& operator=(const Resources&) = delete;
+
+  int device;
+  kernels::GemmContext gemm;
+  // A blocking stream (cudaStreamCreate): tensor::copy's legacy-default-stream copies are then
+  // ordered with its kernels without explicit events.
+  cudaStream_t stream = nullptr;
+  // Host copies of per-token values that the loss hands to the host.
+  std::vector<float> staging;
+};
+
+inline cudaStream_t stream_of(const DeviceContext& ctx) {
+  return ctx.cuda().stream;
+}
+
+}  // namespace mds::ops::cuda

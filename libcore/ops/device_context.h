@@ -1,0 +1,49 @@
+// Where the ops run and what they run with (architecture.md §3: `ops::layernorm_forward(ctx, out,
+// …)` dispatches on its tensors' device). A host context has no state. A CUDA context owns, on its
+// device, one stream, a cuBLASLt handle with its workspace and a host staging area; the ops given
+// it queue their kernels on that stream in call order and return without waiting (except those
+// that hand a number back to the host: losses, sums of squares).
+//
+// The caller owns the context (no globals) and passes it down: the trainer owns one and lends it
+// to the model and the optimizer. One context serves one thread of work; two threads driving one
+// device need two contexts.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+namespace cuda {
+struct Resources;  // ops/cuda/resources.h, compiled only with BUILD_CUDA
+}
+
+class DeviceContext {
+ public:
+  // The host.
+  DeviceContext() = default;
+  // The host for a CPU device; for a CUDA device, its stream and handles. Fails with one line when
+  // the build has no CUDA backend or the device does not exist.
+  explicit DeviceContext(tensor::Device device);
+  ~DeviceContext();
+  DeviceContext(DeviceContext&& other) noexcept;
+  DeviceContext& operator=(DeviceContext&& other) noexcept;
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  tensor::Device device() const { return device_; }
+  bool is_cuda() const { return device_.kind == tensor::DeviceKind::kCuda; }
+  // Waits for the work queued so far and reports an asynchronous failure of it; nothing to do on
+  // the host.
+  void synchronize() const;
+  // The CUDA resources, for ops/cuda/ (a context is a handle: using its stream does not change
+  // it, hence const). Fails on a host context.
+  cuda::Resources& cuda() const;
+
+ private:
+  void release() noexcept;
+
+  tensor::Device device_;
+  cuda::Resources* cuda_ = nullptr;  // owned; null on the host
+};
+
+}  // namespace mds::ops
