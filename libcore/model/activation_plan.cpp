@@ -55,7 +55,7 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options) {
 // to plan the arena and once to point the views at it.
 template <typename Visit>
 void Activations::lay_out(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
-                          int num_buffers, Views& v, Visit&& visit) {
+                          int num_buffers, bool flash_attention, Views& v, Visit&& visit) {
   const GptConfig& c = options.config;
   const std::int64_t s = c.seq_length, b = options.micro_batch_size, h = c.hidden_size;
   // This TP rank's heads, attention width, MLP width and vocabulary columns.
@@ -67,7 +67,7 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   const auto fp32 = [&](Tensor& t, const std::string& name, Shape shape) {
     visit(t, name, DType::kFloat32, shape);
   };
-  const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s};
+  const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s}, rows{b, n, s};
   const Shape qkv{s, b, 3 * attention}, context{s, b, attention};
 
   const auto layer_set = [&](LayerActivations& a, const std::string& p) {
@@ -75,7 +75,11 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
     fp32(a.ln1_mean, p + "ln1_mean", tokens);
     fp32(a.ln1_rstd, p + "ln1_rstd", tokens);
     fp32(a.qkv, p + "qkv", qkv);
-    fp32(a.probs, p + "probs", probs);
+    if (flash_attention) {
+      fp32(a.lse, p + "lse", rows);
+    } else {
+      fp32(a.probs, p + "probs", probs);
+    }
     fp32(a.context, p + "context", context);
     fp32(a.attention_out, p + "attention_out", hidden);
     fp32(a.ln2, p + "ln2", hidden);
@@ -165,15 +169,18 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   fp32(w.ffn_b, "workspace.ffn_b", ffn);
   fp32(w.qkv, "workspace.qkv", qkv);
   fp32(w.context, "workspace.context", context);
-  fp32(w.probs_a, "workspace.probs_a", probs);
-  fp32(w.probs_b, "workspace.probs_b", probs);
+  if (!flash_attention) {
+    fp32(w.probs_a, "workspace.probs_a", probs);
+    fp32(w.probs_b, "workspace.probs_b", probs);
+  }
 }
 
 tensor::ArenaPlan Activations::plan(const ModelOptions& options,
-                                    const std::vector<LayerChunk>& chunks, int num_buffers) {
+                                    const std::vector<LayerChunk>& chunks, int num_buffers,
+                                    bool flash_attention) {
   tensor::ArenaPlan arena_plan;
   Views scratch;
-  lay_out(options, chunks, num_buffers, scratch,
+  lay_out(options, chunks, num_buffers, flash_attention, scratch,
           [&](Tensor&, const std::string& name, DType dtype, Shape shape) {
             arena_plan.add(name, dtype, shape);
           });
@@ -187,20 +194,29 @@ int checked_buffers(int num_buffers) {
   return num_buffers;
 }
 
-}  // namespace
-
-std::size_t Activations::planned_bytes(const ModelOptions& options, int num_buffers) {
-  validate(options);
-  return plan(options, checkpoint_chunks(options), checked_buffers(num_buffers)).total_bytes();
+// CUDA runs the flash-style attention kernels, which keep no probabilities.
+bool flash_attention_on(tensor::Device device) {
+  return device.kind == tensor::DeviceKind::kCuda;
 }
 
-Activations::Activations(const ModelOptions& options, int num_buffers)
-    : stage_((validate(options), StageLayers::of(options.config))),
+}  // namespace
+
+std::size_t Activations::planned_bytes(const ModelOptions& options, int num_buffers,
+                                       tensor::Device device) {
+  validate(options);
+  return plan(options, checkpoint_chunks(options), checked_buffers(num_buffers),
+              flash_attention_on(device))
+      .total_bytes();
+}
+
+Activations::Activations(const ModelOptions& options, int num_buffers, tensor::Device device)
+    : device_(device),
+      stage_((validate(options), StageLayers::of(options.config))),
       chunks_(checkpoint_chunks(options)),
-      arena_(plan(options, chunks_, checked_buffers(num_buffers)), tensor::Device{},
-             "GptModel activations") {
+      arena_(plan(options, chunks_, checked_buffers(num_buffers), flash_attention_on(device)),
+             device, "GptModel activations") {
   std::size_t slot = 0;
-  lay_out(options, chunks_, num_buffers, views_,
+  lay_out(options, chunks_, num_buffers, flash_attention_on(device), views_,
           [&](Tensor& view, const std::string&, DType, Shape) { view = arena_[slot++]; });
 }
 

@@ -12,10 +12,14 @@ namespace mds::model {
 // What one transformer layer's forward keeps for its backward (s sequence, b micro-batch,
 // h hidden; n heads, a = n·hn attention width and F ffn of this TP rank; token-major [s, b, ...]
 // as upstream's layers).
+// The attention keeps what its implementation needs (ops/attention.h): on the host the
+// probabilities, on a CUDA device (flash attention) one log-sum-exp per query row instead; the
+// other one stays an empty tensor.
 struct LayerActivations {
   tensor::Tensor ln1, ln1_mean, ln1_rstd;  // input_layernorm: [s, b, h], [s, b], [s, b]
   tensor::Tensor qkv;                      // [s, b, 3a], bias included
-  tensor::Tensor probs;                    // [b, n, s, s] softmax before attention dropout
+  tensor::Tensor probs;                    // host: [b, n, s, s] softmax before attention dropout
+  tensor::Tensor lse;                      // CUDA: [b, n, s]
   tensor::Tensor context;                  // [s, b, a]
   tensor::Tensor attention_out;            // [s, b, h] residual stream after attention
   tensor::Tensor ln2, ln2_mean, ln2_rstd;  // post_attention_layernorm
@@ -48,7 +52,7 @@ struct Workspace {
   tensor::Tensor ffn_a, ffn_b;        // [s, b, F]
   tensor::Tensor qkv;                 // [s, b, 3a]
   tensor::Tensor context;             // [s, b, a]
-  tensor::Tensor probs_a, probs_b;    // [b, n, s, s]
+  tensor::Tensor probs_a, probs_b;    // [b, n, s, s] on the host; empty on a CUDA device
 };
 
 // A run of consecutive layers [first, end). A recomputed chunk keeps only its input during the
@@ -81,14 +85,20 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options);
 // (logits and loss), because the stage owning the head runs each micro-batch's backward right
 // after its forward (1F1B). Layers of a recomputed chunk share one set of activation tensors per
 // position in the chunk, so memory grows with the number of chunks instead of layers.
+//
+// The arena lives on `device`; what the attention keeps depends on it (LayerActivations), so a
+// CUDA plan has no [b, n, s, s] tensor at all.
 class Activations {
  public:
   // Fails with the bytes needed when the arena cannot be allocated.
-  explicit Activations(const ModelOptions& options, int num_buffers = 1);
-  // The bytes the arena for these options needs, without allocating it.
-  static std::size_t planned_bytes(const ModelOptions& options, int num_buffers = 1);
+  explicit Activations(const ModelOptions& options, int num_buffers = 1,
+                       tensor::Device device = {});
+  // The bytes the arena for these options needs on `device`, without allocating it.
+  static std::size_t planned_bytes(const ModelOptions& options, int num_buffers = 1,
+                                   tensor::Device device = {});
 
   std::size_t bytes() const { return arena_.bytes(); }
+  tensor::Device device() const { return device_; }
   int num_buffers() const { return static_cast<int>(views_.buffers.size()); }
   const StageLayers& stage_layers() const { return stage_; }
   const std::vector<LayerChunk>& chunks() const { return chunks_; }
@@ -124,12 +134,13 @@ class Activations {
   };
   template <typename Visit>
   static void lay_out(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
-                      int num_buffers, Views& views, Visit&& visit);
+                      int num_buffers, bool flash_attention, Views& views, Visit&& visit);
   static tensor::ArenaPlan plan(const ModelOptions& options, const std::vector<LayerChunk>& chunks,
-                                int num_buffers);
+                                int num_buffers, bool flash_attention);
   const BufferViews& buffer(int buffer) const;
   std::size_t local_layer(std::int64_t layer) const;
 
+  tensor::Device device_;
   StageLayers stage_;
   std::vector<LayerChunk> chunks_;
   tensor::Arena arena_;

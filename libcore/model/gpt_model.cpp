@@ -1,12 +1,15 @@
 #include "model/gpt_model.h"
 
+#include <string>
 #include <type_traits>
+#include <utility>
 
 #include "base/error.h"
 #include "model/embedding_layer.h"
 #include "model/lm_head.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "tensor/device_memory.h"
 
 namespace mds::model {
 
@@ -50,8 +53,10 @@ void transpose_in(Tensor dst, const Tensor& src, const char* field, std::int64_t
 }  // namespace
 
 GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
-                   dist::Communicator* tensor_parallel, int num_buffers)
+                   dist::Communicator* tensor_parallel, int num_buffers,
+                   const ops::DeviceContext* device)
     : options_((validate(options), options)),
+      device_(device),
       table_size_(table.size()),
       table_numel_(table.buffer_numel()),
       owns_embedding_(options_.config.stage_owns(GptConfig::kEmbeddingSpec)),
@@ -90,13 +95,49 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
   }
   if (!index_.layers.empty())
     expect_shape(index_.layers[0].fc1_weight, {c.local_ffn(), c.hidden_size});
-  activations_ = std::make_unique<Activations>(options_, num_buffers);
+  check_device_support();
+  activations_ = std::make_unique<Activations>(options_, num_buffers, this->device());
+  if (context().is_cuda()) {
+    const std::int64_t s = c.seq_length, b = options_.micro_batch_size;
+    tensor::ArenaPlan plan;
+    const std::size_t tokens = plan.add("tokens", DType::kInt64, {s, b});
+    const std::size_t positions = plan.add("position_ids", DType::kInt64, {s, b});
+    const std::size_t labels = plan.add("labels", DType::kInt64, {s, b});
+    const std::size_t mask = plan.add("loss_mask", DType::kFloat32, {s, b});
+    const std::size_t losses = plan.add("token_losses", DType::kFloat32, {s, b});
+    staging_ = std::make_unique<HostStaging>(
+        HostStaging{tensor::Arena(plan, tensor::Device{}, "GptModel host staging"), {}, {}});
+    const tensor::Arena& arena = staging_->arena;
+    staging_->inputs = {arena[tokens], arena[positions], arena[labels], arena[mask]};
+    staging_->token_losses = arena[losses];
+  }
   buffers_.assign(static_cast<std::size_t>(num_buffers), BufferState{});
+}
+
+void GptModel::check_device_support() const {
+  if (!context().is_cuda()) return;
+  const GptConfig& c = options_.config;
+  const std::string where = "GptModel on " + tensor::device_name(device());
+  if (c.tensor_parallel_size != 1 || !owns_embedding_ || !owns_head_) {
+    base::fail(where, " runs one whole replica (T = 1, one pipeline stage) for now; T = ",
+               c.tensor_parallel_size, " and stage [", c.stage_first_spec, ", ", c.stage_end(),
+               ") need the NCCL communicators, which do not exist yet");
+  }
+  const std::int64_t head_dim = c.hidden_size / c.num_attention_heads;
+  if (!ops::flash_attention_supports(head_dim)) {
+    base::fail(where, ": head dim ", head_dim, " (hidden ", c.hidden_size, " / ",
+               c.num_attention_heads,
+               " heads) has no flash-attention kernel (8, 16, 32, 64, 96 or 128)");
+  }
 }
 
 void GptModel::check_buffer(const ParamBuffer& buffer, const char* role) const {
   if (buffer.dtype() != DType::kFloat32) {
     base::fail("GptModel: ", role, " must be fp32, got ", tensor::dtype_name(buffer.dtype()));
+  }
+  if (!(buffer.flat().device() == device())) {
+    base::fail("GptModel: ", role, " are on ", tensor::device_name(buffer.flat().device()),
+               " but the model runs on ", tensor::device_name(device()));
   }
   if (buffer.table().size() != table_size_ || buffer.table().buffer_numel() != table_numel_) {
     base::fail("GptModel: ", role, " is laid out by another parameter table (",
@@ -143,15 +184,23 @@ int GptModel::checked_pipe_buffer(int buffer) const {
 
 void GptModel::load_batch(int buffer, const MicroBatch& batch) {
   const InputActivations& in = activations_->inputs(buffer);
+  // The ids are checked here on the host: the device ops do not read them back.
+  const InputActivations& host = staging_ ? staging_->inputs : in;
   const GptConfig& c = options_.config;
   if (owns_embedding_) {
-    transpose_in<std::int64_t>(in.tokens, batch.tokens, "tokens", c.padded_vocab_size);
-    transpose_in<std::int64_t>(in.positions, batch.position_ids, "position_ids",
+    transpose_in<std::int64_t>(host.tokens, batch.tokens, "tokens", c.padded_vocab_size);
+    transpose_in<std::int64_t>(host.positions, batch.position_ids, "position_ids",
                                c.max_position_embeddings);
   }
   if (owns_head_) {
-    transpose_in<std::int64_t>(in.labels, batch.labels, "labels", c.padded_vocab_size);
-    transpose_in<float>(in.loss_mask, batch.loss_mask, "loss_mask", 0);
+    transpose_in<std::int64_t>(host.labels, batch.labels, "labels", c.padded_vocab_size);
+    transpose_in<float>(host.loss_mask, batch.loss_mask, "loss_mask", 0);
+  }
+  if (!staging_) return;
+  for (const auto& [device_side, host_side] :
+       {std::pair{in.tokens, host.tokens}, std::pair{in.positions, host.positions},
+        std::pair{in.labels, host.labels}, std::pair{in.loss_mask, host.loss_mask}}) {
+    if (device_side.raw() != nullptr) tensor::copy(device_side, host_side);
   }
 }
 
@@ -181,7 +230,7 @@ const LayerParamIndex& GptModel::layer_index(std::int64_t layer) const {
 void GptModel::forward_layer(int buffer, const ParamBuffer& params, std::int64_t layer) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
-  transformer_layer_forward(layer_setup(layer, dropout),
+  transformer_layer_forward(context(), layer_setup(layer, dropout),
                             LayerWeights::view(params, layer_index(layer)), a.layer(buffer, layer),
                             a.workspace(), a.layer_input(buffer, layer),
                             a.layer_output(buffer, layer));
@@ -191,8 +240,8 @@ float GptModel::forward(int buffer, const ParamBuffer& params) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_embedding_) {
-    embedding_layer_forward(a.stage_input(buffer), a.inputs(buffer), params.view(index_.word),
-                            params.view(index_.position),
+    embedding_layer_forward(context(), a.stage_input(buffer), a.inputs(buffer),
+                            params.view(index_.word), params.view(index_.position),
                             embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
                             options_.config.vocab_start(), options_.config.padded_vocab_size);
   }
@@ -202,9 +251,10 @@ float GptModel::forward(int buffer, const ParamBuffer& params) {
   }
   if (!owns_head_) return 0.0f;
   head_buffer_ = buffer;
-  return lm_head_forward(a.head(buffer), a.inputs(buffer), params.view(index_.final_ln_weight),
-                         params.view(index_.final_ln_bias), params.view(index_.word),
-                         options_.layernorm_epsilon, tp_, options_.config.vocab_start());
+  return lm_head_forward(context(), a.head(buffer), a.inputs(buffer),
+                         params.view(index_.final_ln_weight), params.view(index_.final_ln_bias),
+                         params.view(index_.word), options_.layernorm_epsilon, tp_,
+                         options_.config.vocab_start());
 }
 
 void GptModel::backward(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
@@ -212,7 +262,7 @@ void GptModel::backward(int buffer, const ParamBuffer& params, const ParamBuffer
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_head_) {
-    lm_head_backward(a.head(buffer), a.inputs(buffer), a.workspace(),
+    lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
                      params.view(index_.final_ln_weight), params.view(index_.word),
                      grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
                      grads.view(index_.word), loss_scale, tp_, options_.config.vocab_start());
@@ -229,15 +279,17 @@ void GptModel::backward(int buffer, const ParamBuffer& params, const ParamBuffer
     }
     for (std::int64_t layer = chunk->end - 1; layer >= chunk->first; --layer) {
       const LayerParamIndex& index = layer_index(layer);
-      transformer_layer_backward(layer_setup(layer, dropout), LayerWeights::view(params, index),
+      transformer_layer_backward(context(), layer_setup(layer, dropout),
+                                 LayerWeights::view(params, index),
                                  LayerWeights::view(grads, index), a.layer(buffer, layer),
                                  a.workspace(), a.layer_input(buffer, layer));
     }
   }
   if (owns_embedding_) {
-    embedding_layer_backward(
-        grads.view(index_.word), grads.view(index_.position), a.workspace().grad, a.inputs(buffer),
-        embedding_dropout_stream(dropout, options_.hidden_dropout), options_.config.vocab_start());
+    embedding_layer_backward(context(), grads.view(index_.word), grads.view(index_.position),
+                             a.workspace().grad, a.inputs(buffer),
+                             embedding_dropout_stream(dropout, options_.hidden_dropout),
+                             options_.config.vocab_start());
   }
 }
 
@@ -252,10 +304,14 @@ float GptModel::forward_stage(int buffer, const ParamBuffer& params, const Micro
   state = BufferState{dropout, false};
   if (head_buffer_ == buffer) head_buffer_ = -1;
   const Tensor& own_input = activations_->stage_input(buffer);
-  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) ops::cast(own_input, input_hidden);
+  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {
+    ops::cast(context(), own_input, input_hidden);
+  }
   const float loss = forward(buffer, params);
   const Tensor& own_output = activations_->stage_output(buffer);
-  if (!owns_head_ && output_hidden.raw() != own_output.raw()) ops::cast(output_hidden, own_output);
+  if (!owns_head_ && output_hidden.raw() != own_output.raw()) {
+    ops::cast(context(), output_hidden, own_output);
+  }
   state.forward_done = true;
   return loss;
 }
@@ -276,9 +332,9 @@ void GptModel::backward_stage(int buffer, const ParamBuffer& params, const Param
                "backward of buffer ", buffer, " must follow its forward directly (1F1B)");
   }
   const Tensor& grad = activations_->workspace().grad;
-  if (!owns_head_) ops::cast(grad, output_grad);
+  if (!owns_head_) ops::cast(context(), grad, output_grad);
   backward(buffer, params, grads, loss_scale);
-  if (!owns_embedding_) ops::cast(input_grad, grad);
+  if (!owns_embedding_) ops::cast(context(), input_grad, grad);
   state.forward_done = false;
 }
 
@@ -311,7 +367,9 @@ void GptModel::copy_token_losses(int buffer, Tensor token_losses) const {
     base::fail("GptModel::copy_token_losses: pipe buffer ", buffer,
                " holds no forward through the head (the last stage's latest forward)");
   }
-  const float* in = activations_->head(buffer).loss.data<float>();
+  const Tensor& loss = activations_->head(buffer).loss;
+  if (staging_) tensor::copy(staging_->token_losses, loss);
+  const float* in = (staging_ ? staging_->token_losses : loss).data<float>();
   float* out = token_losses.host_span<float>().data();
   for (std::int64_t row = 0; row < b; ++row) {
     for (std::int64_t col = 0; col < s; ++col) out[row * s + col] = in[col * b + row];

@@ -11,6 +11,8 @@
 #include "model/param_table.h"
 #include "model/tensor_parallel.h"
 #include "model/transformer_layer.h"
+#include "ops/device_context.h"
+#include "tensor/arena.h"
 #include "tensor/tensor.h"
 
 namespace mds::model {
@@ -22,25 +24,36 @@ struct MicroBatch {             // host tensors
   tensor::Tensor position_ids;  // int64 [b, s]
 };
 
-// GPTModelPipe, fp32 on the CPU, with every layer's forward and backward written out
-// (architecture.md §3). With T > 1 this rank holds its TP shard of every split weight (the
-// table's local shapes) and `tp` carries the collectives of training.md §2.3; the results equal
-// the T = 1 model's up to the order of the sums. The config's spec range [stage_first_spec,
+// GPTModelPipe, fp32 on the CPU or on a CUDA device, with every layer's forward and backward
+// written out (architecture.md §3). With T > 1 this rank holds its TP shard of every split weight
+// (the table's local shapes) and `tp` carries the collectives of training.md §2.3; the results
+// equal the T = 1 model's up to the order of the sums. The config's spec range [stage_first_spec,
 // stage_end) makes it one pipeline stage (training.md §3): the stage owning the embedding reads
 // tokens, a later one the previous stage's output [s, b, h]; the stage owning the head (final
 // LayerNorm, logits through its replica of the tied word embedding, loss) returns the loss, the
 // others their output [s, b, h]. Dropout masks follow the global layer index, so they do not
 // depend on the split. Activations live in an arena planned from the options at construction
 // for `num_buffers` micro-batches in flight; a step allocates nothing.
+//
+// Where it runs: on the host, or, given a DeviceContext of a CUDA device (owned by the caller,
+// who keeps it alive), on that device: activations there, parameters and gradients in
+// ParamBuffers there, the same layer code dispatching to the CUDA ops, attention through the
+// flash kernels. The micro-batch still comes from the host (checked and transposed there, then
+// copied over) and the loss goes back to it. On a device the model is one whole replica for now:
+// T = 1 and one pipeline stage.
 class GptModel {
  public:
   // Plans and allocates the activations; fails with the bytes needed if they cannot be had, or
   // naming the option or parameter that does not fit the model. A TP group, when given, must
-  // have config.tensor_parallel_size ranks with this one at config.tp_rank.
+  // have config.tensor_parallel_size ranks with this one at config.tp_rank. `device` null: the
+  // host.
   GptModel(const ModelOptions& options, const ParamTable& table,
-           dist::Communicator* tensor_parallel = nullptr, int num_buffers = 1);
+           dist::Communicator* tensor_parallel = nullptr, int num_buffers = 1,
+           const ops::DeviceContext* device = nullptr);
 
   const ModelOptions& options() const { return options_; }
+  // Where the activations live and the ops run (ParamBuffers passed in must be there too).
+  tensor::Device device() const { return context().device(); }
   std::size_t activation_bytes() const { return activations_->bytes(); }
   int num_buffers() const { return activations_->num_buffers(); }
   bool owns_embedding() const { return owns_embedding_; }  // the first stage
@@ -100,6 +113,16 @@ class GptModel {
     bool forward_done = false;
   };
 
+  // The micro-batch's host side on a device: transposed here, then copied over; and the
+  // per-token losses coming back.
+  struct HostStaging {
+    tensor::Arena arena;
+    InputActivations inputs;
+    tensor::Tensor token_losses;  // [s, b]
+  };
+
+  const ops::DeviceContext& context() const { return device_ != nullptr ? *device_ : host_; }
+  void check_device_support() const;
   void check_buffer(const ParamBuffer& buffer, const char* role) const;
   void check_whole_model(const char* call) const;
   void check_hidden(const tensor::Tensor& hidden, bool wanted, const char* role) const;
@@ -112,12 +135,15 @@ class GptModel {
   void forward_layer(int buffer, const ParamBuffer& params, std::int64_t layer);
 
   ModelOptions options_;
+  const ops::DeviceContext* device_;  // null: host_
+  ops::DeviceContext host_;
   std::size_t table_size_;
   std::int64_t table_numel_;
   bool owns_embedding_;
   bool owns_head_;
   ParamIndex index_;
   std::unique_ptr<Activations> activations_;
+  std::unique_ptr<HostStaging> staging_;  // on a device only
   TensorParallel tp_;
   std::vector<BufferState> buffers_;
   int head_buffer_ = -1;  // the buffer whose forward the shared head activations hold

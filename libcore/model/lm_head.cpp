@@ -9,42 +9,42 @@ namespace mds::model {
 
 using tensor::Tensor;
 
-float lm_head_forward(const HeadActivations& head, const InputActivations& inputs, Tensor ln_weight,
-                      Tensor ln_bias, Tensor word, float layernorm_epsilon,
-                      const TensorParallel& tp, std::int64_t vocab_start) {
-  ops::layernorm_forward(head.ln, head.ln_mean, head.ln_rstd, head.input, ln_weight, ln_bias,
+float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head,
+                      const InputActivations& inputs, Tensor ln_weight, Tensor ln_bias, Tensor word,
+                      float layernorm_epsilon, const TensorParallel& tp, std::int64_t vocab_start) {
+  ops::layernorm_forward(ctx, head.ln, head.ln_mean, head.ln_rstd, head.input, ln_weight, ln_bias,
                          layernorm_epsilon);
-  ops::linear_forward(head.logits, head.ln, word);
+  ops::linear_forward(ctx, head.logits, head.ln, word);
   if (!tp.active()) {
-    ops::cross_entropy_forward(head.loss, head.max, head.sum_exp, head.logits, inputs.labels);
+    ops::cross_entropy_forward(ctx, head.loss, head.max, head.sum_exp, head.logits, inputs.labels);
   } else {
-    ops::cross_entropy_row_max(head.max, head.logits);
+    ops::cross_entropy_row_max(ctx, head.max, head.logits);
     tp.max(head.max);
-    ops::cross_entropy_target_logit(head.target_logit, head.logits, inputs.labels, head.max,
+    ops::cross_entropy_target_logit(ctx, head.target_logit, head.logits, inputs.labels, head.max,
                                     vocab_start);
     tp.sum(head.target_logit);
-    ops::cross_entropy_exp_sum(head.sum_exp, head.logits, head.max);
+    ops::cross_entropy_exp_sum(ctx, head.sum_exp, head.logits, head.max);
     tp.sum(head.sum_exp);
-    ops::cross_entropy_loss(head.loss, head.sum_exp, head.target_logit);
+    ops::cross_entropy_loss(ctx, head.loss, head.sum_exp, head.target_logit);
   }
-  return ops::masked_mean_loss(head.loss, inputs.loss_mask);
+  return ops::masked_mean_loss(ctx, head.loss, inputs.loss_mask);
 }
 
-void lm_head_backward(const HeadActivations& head, const InputActivations& inputs,
-                      const Workspace& ws, Tensor ln_weight, Tensor word, Tensor dln_weight,
-                      Tensor dln_bias, Tensor dword, float loss_scale, const TensorParallel& tp,
-                      std::int64_t vocab_start) {
-  ops::masked_mean_loss_backward(head.dloss, inputs.loss_mask, loss_scale);
+void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head,
+                      const InputActivations& inputs, const Workspace& ws, Tensor ln_weight,
+                      Tensor word, Tensor dln_weight, Tensor dln_bias, Tensor dword,
+                      float loss_scale, const TensorParallel& tp, std::int64_t vocab_start) {
+  ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, loss_scale);
   // The forward left exp(logits − max) in head.logits; the gradient overwrites it.
-  ops::cross_entropy_backward(head.logits, head.logits, inputs.labels, head.sum_exp, head.dloss,
-                              vocab_start);
+  ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.sum_exp,
+                              head.dloss, vocab_start);
   const Tensor dln = ws.hidden_a;
-  ops::fill(dln, 0.0f);
-  ops::linear_backward(dln, dword, {}, head.logits, head.ln, word);
+  ops::fill(ctx, dln, 0.0f);
+  ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word);
   tp.sum(dln);
-  ops::fill(ws.grad, 0.0f);
-  ops::layernorm_backward(ws.grad, dln_weight, dln_bias, dln, head.input, ln_weight, head.ln_mean,
-                          head.ln_rstd);
+  ops::fill(ctx, ws.grad, 0.0f);
+  ops::layernorm_backward(ctx, ws.grad, dln_weight, dln_bias, dln, head.input, ln_weight,
+                          head.ln_mean, head.ln_rstd);
 }
 
 }  // namespace mds::model

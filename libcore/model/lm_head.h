@@ -2,6 +2,7 @@
 
 #include "model/activation_plan.h"
 #include "model/tensor_parallel.h"
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::model {
@@ -9,19 +10,20 @@ namespace mds::model {
 // The last specs of GPTModelPipe (training.md §1.6, §2.3): final LayerNorm, logits against this
 // rank's rows [vocab_start, vocab_start + Vp/T) of the tied word embeddings (padded rows included
 // in the softmax), vocab-parallel cross entropy per token (three reductions over the TP group),
-// and the micro-batch loss Σ loss·mask / Σ mask, which it returns. Reads head.input.
-float lm_head_forward(const HeadActivations& head, const InputActivations& inputs,
-                      tensor::Tensor ln_weight, tensor::Tensor ln_bias, tensor::Tensor word,
-                      float layernorm_epsilon, const TensorParallel& tp = {},
-                      std::int64_t vocab_start = 0);
+// and the micro-batch loss Σ loss·mask / Σ mask, which it returns (on a device, after waiting for
+// the context's stream). Reads head.input. All tensors on ctx's device.
+float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head,
+                      const InputActivations& inputs, tensor::Tensor ln_weight,
+                      tensor::Tensor ln_bias, tensor::Tensor word, float layernorm_epsilon,
+                      const TensorParallel& tp = {}, std::int64_t vocab_start = 0);
 
 // Backward of loss · loss_scale: writes ∂/∂head.input into ws.grad and adds the LayerNorm and
 // word-embedding gradients. Overwrites head.logits with the logits' gradient. The gradient of
 // the LayerNorm output is summed over the TP group (`f` of the logits GEMM).
-void lm_head_backward(const HeadActivations& head, const InputActivations& inputs,
-                      const Workspace& ws, tensor::Tensor ln_weight, tensor::Tensor word,
-                      tensor::Tensor dln_weight, tensor::Tensor dln_bias, tensor::Tensor dword,
-                      float loss_scale, const TensorParallel& tp = {},
+void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head,
+                      const InputActivations& inputs, const Workspace& ws, tensor::Tensor ln_weight,
+                      tensor::Tensor word, tensor::Tensor dln_weight, tensor::Tensor dln_bias,
+                      tensor::Tensor dword, float loss_scale, const TensorParallel& tp = {},
                       std::int64_t vocab_start = 0);
 
 }  // namespace mds::model

@@ -50,25 +50,31 @@ namespace {
 
 // Backward of a LayerNorm whose output also fed a residual add (post-LN residual): the residual
 // gradient in `grad` joins the branch gradient before the LayerNorm backward overwrites `grad`.
-void layernorm_input_backward(const LayerSetup& setup, Tensor grad, Tensor dweight, Tensor dbias,
-                              Tensor dln, Tensor x, Tensor weight, Tensor mean, Tensor rstd) {
+void layernorm_input_backward(const ops::DeviceContext& ctx, const LayerSetup& setup, Tensor grad,
+                              Tensor dweight, Tensor dbias, Tensor dln, Tensor x, Tensor weight,
+                              Tensor mean, Tensor rstd) {
   if (setup.post_layernorm_residual) {
-    ops::add(dln, dln, grad);
-    ops::fill(grad, 0.0f);
+    ops::add(ctx, dln, dln, grad);
+    ops::fill(ctx, grad, 0.0f);
   }
   // Otherwise `grad` already holds the residual's gradient of x and the LayerNorm adds to it.
-  ops::layernorm_backward(grad, dweight, dbias, dln, x, weight, mean, rstd);
+  ops::layernorm_backward(ctx, grad, dweight, dbias, dln, x, weight, mean, rstd);
 }
 
-}  // namespace
+// The activations say which attention runs: the flash kernels keep one lse per query row, the
+// host path the whole probabilities.
+bool flash(const LayerActivations& act) {
+  return act.lse.raw() != nullptr;
+}
 
-void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
-                               const LayerActivations& act, const Workspace& ws, Tensor input,
-                               Tensor output) {
-  const float eps = setup.layernorm_epsilon;
-  // Attention block.
-  ops::layernorm_forward(act.ln1, act.ln1_mean, act.ln1_rstd, input, w.ln1_weight, w.ln1_bias, eps);
-  ops::linear_forward(act.qkv, act.ln1, w.qkv_weight, w.qkv_bias);
+// act.context from act.qkv, with the attention dropout.
+void attention_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
+                       const LayerActivations& act, const Workspace& ws) {
+  if (flash(act)) {
+    ops::flash_attention_forward(ctx, act.context, act.lse, act.qkv, setup.coeff,
+                                 setup.attention_probs, setup.heads);
+    return;
+  }
   ops::attention_probs_forward(act.probs, act.qkv, setup.coeff);
   if (setup.attention_probs.p == 0.0f) {
     ops::attention_context_forward(act.context, act.probs, act.qkv);
@@ -76,50 +82,18 @@ void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
     ops::attention_context_forward_with_dropout(act.context, ws.probs_a, act.probs, act.qkv,
                                                 setup.attention_probs, setup.heads);
   }
-  // The dense bias is returned separately upstream and added inside bias-dropout-add, after the
-  // row-parallel sum.
-  ops::linear_forward(ws.hidden_a, act.context, w.dense_weight);
-  setup.tp.sum(ws.hidden_a);
-  ops::bias_dropout_add_forward(act.attention_out, ws.hidden_a, w.dense_bias,
-                                setup.post_layernorm_residual ? act.ln1 : input,
-                                setup.attention_residual);
-  // MLP block.
-  ops::layernorm_forward(act.ln2, act.ln2_mean, act.ln2_rstd, act.attention_out, w.ln2_weight,
-                         w.ln2_bias, eps);
-  ops::linear_forward(act.fc, act.ln2, w.fc1_weight);
-  ops::bias_gelu_forward(act.gelu, act.fc, w.fc1_bias, setup.gelu);
-  ops::linear_forward(ws.hidden_a, act.gelu, w.fc2_weight);
-  setup.tp.sum(ws.hidden_a);
-  ops::bias_dropout_add_forward(output, ws.hidden_a, w.fc2_bias,
-                                setup.post_layernorm_residual ? act.ln2 : act.attention_out,
-                                setup.mlp_residual);
 }
 
-void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
-                                const LayerWeights& g, const LayerActivations& act,
-                                const Workspace& ws, Tensor input) {
-  // The ops add into every gradient they produce, so each scratch gradient starts at zero.
-  // MLP block: ws.grad = ∂L/∂out.
-  const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
-  ops::fill(dmlp, 0.0f);
-  ops::bias_dropout_add_backward(dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual);
-  ops::fill(dgelu, 0.0f);
-  ops::linear_backward(dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight);
-  ops::fill(dfc, 0.0f);
-  ops::bias_gelu_backward(dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu);
-  ops::fill(dln2, 0.0f);
-  ops::linear_backward(dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight);
-  setup.tp.sum(dln2);
-  layernorm_input_backward(setup, ws.grad, g.ln2_weight, g.ln2_bias, dln2, act.attention_out,
-                           w.ln2_weight, act.ln2_mean, act.ln2_rstd);
-
-  // Attention block: ws.grad = ∂L/∂attention_out.
-  const Tensor ddense = ws.hidden_a, dcontext = ws.context, dqkv = ws.qkv, dprobs = ws.probs_b;
-  ops::fill(ddense, 0.0f);
-  ops::bias_dropout_add_backward(ddense, g.dense_bias, {}, ws.grad, setup.attention_residual);
-  ops::fill(dcontext, 0.0f);
-  ops::linear_backward(dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight);
-  ops::fill(dqkv, 0.0f);
+// dqkv += the attention's gradient from dcontext.
+void attention_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
+                        const LayerActivations& act, const Workspace& ws, Tensor dqkv,
+                        Tensor dcontext) {
+  if (flash(act)) {
+    ops::flash_attention_backward(ctx, dqkv, dcontext, act.context, act.lse, act.qkv, setup.coeff,
+                                  setup.attention_probs, setup.heads);
+    return;
+  }
+  const Tensor dprobs = ws.probs_b;
   if (setup.attention_probs.p == 0.0f) {
     ops::attention_context_backward(dprobs, dqkv, dcontext, act.probs, act.qkv);
   } else {
@@ -127,11 +101,69 @@ void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
                                                  act.qkv, setup.attention_probs, setup.heads);
   }
   ops::attention_probs_backward(dqkv, dprobs, act.probs, act.qkv, setup.coeff);
+}
+
+}  // namespace
+
+void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
+                               const LayerWeights& w, const LayerActivations& act,
+                               const Workspace& ws, Tensor input, Tensor output) {
+  const float eps = setup.layernorm_epsilon;
+  // Attention block.
+  ops::layernorm_forward(ctx, act.ln1, act.ln1_mean, act.ln1_rstd, input, w.ln1_weight, w.ln1_bias,
+                         eps);
+  ops::linear_forward(ctx, act.qkv, act.ln1, w.qkv_weight, w.qkv_bias);
+  attention_forward(ctx, setup, act, ws);
+  // The dense bias is returned separately upstream and added inside bias-dropout-add, after the
+  // row-parallel sum.
+  ops::linear_forward(ctx, ws.hidden_a, act.context, w.dense_weight);
+  setup.tp.sum(ws.hidden_a);
+  ops::bias_dropout_add_forward(ctx, act.attention_out, ws.hidden_a, w.dense_bias,
+                                setup.post_layernorm_residual ? act.ln1 : input,
+                                setup.attention_residual);
+  // MLP block.
+  ops::layernorm_forward(ctx, act.ln2, act.ln2_mean, act.ln2_rstd, act.attention_out, w.ln2_weight,
+                         w.ln2_bias, eps);
+  ops::linear_forward(ctx, act.fc, act.ln2, w.fc1_weight);
+  ops::bias_gelu_forward(ctx, act.gelu, act.fc, w.fc1_bias, setup.gelu);
+  ops::linear_forward(ctx, ws.hidden_a, act.gelu, w.fc2_weight);
+  setup.tp.sum(ws.hidden_a);
+  ops::bias_dropout_add_forward(ctx, output, ws.hidden_a, w.fc2_bias,
+                                setup.post_layernorm_residual ? act.ln2 : act.attention_out,
+                                setup.mlp_residual);
+}
+
+void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
+                                const LayerWeights& w, const LayerWeights& g,
+                                const LayerActivations& act, const Workspace& ws, Tensor input) {
+  // The ops add into every gradient they produce, so each scratch gradient starts at zero.
+  // MLP block: ws.grad = ∂L/∂out.
+  const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
+  ops::fill(ctx, dmlp, 0.0f);
+  ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual);
+  ops::fill(ctx, dgelu, 0.0f);
+  ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight);
+  ops::fill(ctx, dfc, 0.0f);
+  ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu);
+  ops::fill(ctx, dln2, 0.0f);
+  ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight);
+  setup.tp.sum(dln2);
+  layernorm_input_backward(ctx, setup, ws.grad, g.ln2_weight, g.ln2_bias, dln2, act.attention_out,
+                           w.ln2_weight, act.ln2_mean, act.ln2_rstd);
+
+  // Attention block: ws.grad = ∂L/∂attention_out.
+  const Tensor ddense = ws.hidden_a, dcontext = ws.context, dqkv = ws.qkv;
+  ops::fill(ctx, ddense, 0.0f);
+  ops::bias_dropout_add_backward(ctx, ddense, g.dense_bias, {}, ws.grad, setup.attention_residual);
+  ops::fill(ctx, dcontext, 0.0f);
+  ops::linear_backward(ctx, dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight);
+  ops::fill(ctx, dqkv, 0.0f);
+  attention_backward(ctx, setup, act, ws, dqkv, dcontext);
   const Tensor dln1 = ws.hidden_a;
-  ops::fill(dln1, 0.0f);
-  ops::linear_backward(dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight);
+  ops::fill(ctx, dln1, 0.0f);
+  ops::linear_backward(ctx, dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight);
   setup.tp.sum(dln1);
-  layernorm_input_backward(setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
+  layernorm_input_backward(ctx, setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
                            act.ln1_mean, act.ln1_rstd);
 }
 

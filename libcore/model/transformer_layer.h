@@ -7,6 +7,7 @@
 #include "model/param_table.h"
 #include "model/tensor_parallel.h"
 #include "ops/attention.h"
+#include "ops/device_context.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "tensor/tensor.h"
@@ -47,15 +48,18 @@ struct LayerSetup {
 //   y   = r1 + dropout(dense(attention(LN1(x))) + dense.bias)          r1 = x or LN1(x)
 //   out = r2 + dropout(fc2(gelu(fc1(LN2(y)) + fc1.bias)) + fc2.bias)    r2 = y or LN2(y)
 // The forward fills `act` (everything the backward reads) and uses the workspace's hidden_a and
-// probs_a as scratch. `output` must not alias `input`.
-void transformer_layer_forward(const LayerSetup& setup, const LayerWeights& w,
-                               const LayerActivations& act, const Workspace& ws,
-                               tensor::Tensor input, tensor::Tensor output);
+// probs_a as scratch. `output` must not alias `input`. Every tensor is on ctx's device; the
+// attention core is the one the activations were planned for (act.probs on the host, act.lse
+// for the flash kernels on a CUDA device), the rest of the layer is the same code on both.
+void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
+                               const LayerWeights& w, const LayerActivations& act,
+                               const Workspace& ws, tensor::Tensor input, tensor::Tensor output);
 
 // On entry ws.grad holds ∂L/∂output, on return ∂L/∂input; parameter gradients are added to
 // `grads`. Reads the activations of the forward that ran with the same setup and input.
-void transformer_layer_backward(const LayerSetup& setup, const LayerWeights& w,
-                                const LayerWeights& grads, const LayerActivations& act,
-                                const Workspace& ws, tensor::Tensor input);
+void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
+                                const LayerWeights& w, const LayerWeights& grads,
+                                const LayerActivations& act, const Workspace& ws,
+                                tensor::Tensor input);
 
 }  // namespace mds::model
