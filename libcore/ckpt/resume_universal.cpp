@@ -148,6 +148,8 @@ bool load_universal_checkpoint(const std::string& dir, train::Trainer& trainer,
   options.finetune = args.finetune;
   options.load_optimizer = !args.no_load_optim && !args.finetune;
   options.load_rng = !args.no_load_rng && !args.finetune;
+  // A load writes part of the state into the host views; the rest must be the current state.
+  trainer.optimizer().copy_state_to_host();
   TrainingState state = trainer_state(trainer, run);
   log.info(" loading universal checkpoint from " + dir + " at tag " + *tag);
   const LoadedCheckpoint loaded = load_deepspeed_checkpoint(dir, *tag, state, options);

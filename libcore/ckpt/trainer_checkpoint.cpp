@@ -127,6 +127,8 @@ bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
         io::TorchFile::open(folder + "/" + model_states_file_name(run.ranks.mp_rank()));
     check_checkpoint_args(model_states.root_ref()["args"], args, run.padded_vocab_size, folder);
   }
+  // A load writes part of the state into the host views; the rest must be the current state.
+  trainer.optimizer().copy_state_to_host();
   TrainingState state = trainer_state(trainer, run);
   log.info(" loading checkpoint from " + dir + " at tag " + *tag);
   const LoadedCheckpoint loaded = load_deepspeed_checkpoint(dir, *tag, state, options);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "base/error.h"
+#include "ops/elementwise.h"
 
 namespace mds::train {
 namespace {
@@ -62,12 +63,23 @@ void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro, DType
   }
 }
 
+void accumulate_gradient(const ops::DeviceContext& ctx, tensor::Tensor accumulator,
+                         tensor::Tensor micro, DType grad_dtype) {
+  if (accumulator.dtype() == DType::kFloat32 && micro.dtype() == DType::kFloat32 &&
+      grad_dtype == DType::kFloat32 && accumulator.numel() == micro.numel()) {
+    // acc[i] + g[i], the host loop's sum, wherever the buffers are.
+    ops::add(ctx, accumulator, accumulator, micro.reshape(accumulator.shape()));
+    return;
+  }
+  accumulate_gradient(accumulator, micro, grad_dtype);
+}
+
 void round_through(tensor::Tensor grads, DType dtype) {
   constexpr const char* kWhat = "round_through";
-  expect_cpu(kWhat, grads);
   if (!is_grad_dtype(dtype))
     base::fail(kWhat, ": unsupported communication dtype ", tensor::dtype_name(dtype));
   if (dtype == grads.dtype() || dtype == DType::kFloat32) return;  // exact both ways
+  expect_cpu(kWhat, grads);
   const std::int64_t n = grads.numel();
   if (grads.dtype() == DType::kFloat32) {
     float* x = grads.data<float>();

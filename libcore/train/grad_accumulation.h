@@ -3,6 +3,7 @@
 // roundings a GPU run performs when that gradient is produced in bf16/fp16 and added up.
 #pragma once
 
+#include "ops/device_context.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -14,9 +15,14 @@ namespace mds::train {
 // fp32: plain add. `micro` is fp32 with the accumulator's element count.
 void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro,
                          tensor::DType grad_dtype);
+// The same on ctx's device. fp32 into fp32 is a plain add (ops::add, on any device); the 16-bit
+// roundings are host loops so far.
+void accumulate_gradient(const ops::DeviceContext& ctx, tensor::Tensor accumulator,
+                         tensor::Tensor micro, tensor::DType grad_dtype);
 
 // Every element of `grads` (fp32 or fp16) rounded to `dtype` and back: what an all-reduce in the
-// communication dtype does to the gradients when the data-parallel group has one rank.
+// communication dtype does to the gradients when the data-parallel group has one rank. Nothing
+// to do (on any device) when `dtype` is fp32 or the gradients' own.
 void round_through(tensor::Tensor grads, tensor::DType dtype);
 
 // x = x · factor (mul_ by a Python float: the factor as fp32, the product in fp32, rounded to x's

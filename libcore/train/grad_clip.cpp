@@ -27,21 +27,22 @@ double finite_or_minus_one(double norm) {
 // The last stage's tied replica never counts: its gradient equals the first stage's after
 // ReduceTiedGrads. Upstream's fp32 engine path and FP16_Optimizer count it (a second time);
 // docs/parallelism.md says why mds does not.
-double params_sum_of_squares(const model::ParamTable& table, tensor::Tensor grads, int group) {
+double params_sum_of_squares(const ops::DeviceContext& ctx, const model::ParamTable& table,
+                             tensor::Tensor grads, int group) {
   double sum = 0.0;
   for (const model::ParamSpec& param : table.params()) {
     if (group >= 0 && static_cast<int>(param.group) != group) continue;
     if (param.tied_replica) continue;
     if (!table.counts_in_norm(param)) continue;
-    sum += ops::sum_of_squares(grads.narrow(param.offset, param.local_numel()));
+    sum += ops::sum_of_squares(ctx, grads.narrow(param.offset, param.local_numel()));
   }
   return sum;
 }
 
 }  // namespace
 
-double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule,
-                        dist::Communicator* model_parallel) {
+double global_grad_norm(const ops::DeviceContext& ctx, const model::ParamTable& table,
+                        tensor::Tensor grads, NormRule rule, dist::Communicator* model_parallel) {
   const auto root = [&](double sum) { return root_through_fp32(sum, model_parallel); };
   if (grads.dtype() != tensor::DType::kFloat32 || grads.numel() != table.buffer_numel()) {
     base::fail("global_grad_norm: gradients must be an fp32 buffer of ", table.buffer_numel(),
@@ -49,24 +50,30 @@ double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, No
   }
   switch (rule) {
     case NormRule::kFp32Engine: {
-      const double norm = root(params_sum_of_squares(table, grads, -1));
+      const double norm = root(params_sum_of_squares(ctx, table, grads, -1));
       // `total_norm / dp_world_size` goes through another FloatTensor for the DP all-reduce.
       return static_cast<double>(static_cast<float>(norm));
     }
     case NormRule::kFp16Optimizer:
-      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1)));
+      return finite_or_minus_one(root(params_sum_of_squares(ctx, table, grads, -1)));
     case NormRule::kZero: {
       double total = 0.0;
       for (int g = 0; g < model::kNumDecayGroups; ++g) {
-        const double group_norm = finite_or_minus_one(root(params_sum_of_squares(table, grads, g)));
+        const double group_norm =
+            finite_or_minus_one(root(params_sum_of_squares(ctx, table, grads, g)));
         total += group_norm * group_norm;
       }
       return std::sqrt(total);
     }
     case NormRule::kBf16:
-      return finite_or_minus_one(root(params_sum_of_squares(table, grads, -1)));
+      return finite_or_minus_one(root(params_sum_of_squares(ctx, table, grads, -1)));
   }
   return -1.0;
+}
+
+double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule,
+                        dist::Communicator* model_parallel) {
+  return global_grad_norm(ops::DeviceContext{}, table, grads, rule, model_parallel);
 }
 
 double clip_coefficient(double max_norm, double norm) {
@@ -82,8 +89,12 @@ double combined_unscale_factor(double loss_scale, double scaled_norm, double max
   return combined;
 }
 
+void scale_gradients(const ops::DeviceContext& ctx, tensor::Tensor grads, double factor) {
+  ops::scale(ctx, grads, grads, static_cast<float>(factor));
+}
+
 void scale_gradients(tensor::Tensor grads, double factor) {
-  ops::scale(grads, grads, static_cast<float>(factor));
+  scale_gradients(ops::DeviceContext{}, grads, factor);
 }
 
 }  // namespace mds::train

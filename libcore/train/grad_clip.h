@@ -12,6 +12,7 @@
 
 #include "dist/communicator.h"
 #include "model/param_table.h"
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::train {
@@ -38,6 +39,11 @@ enum class NormRule {
 // scaled: this is the scaled norm. With TP, replicated parameters count on TP rank 0 only; with a
 // model-parallel group (DeepSpeed's P×T group of this data-parallel replica) each sum of squares
 // is all-reduced over it as the fp32 tensor upstream reduces, before the root.
+// `grads` may live on ctx's CUDA device: the per-parameter sums of squares run there and come
+// back to the host as doubles.
+double global_grad_norm(const ops::DeviceContext& ctx, const model::ParamTable& table,
+                        tensor::Tensor grads, NormRule rule,
+                        dist::Communicator* model_parallel = nullptr);
 double global_grad_norm(const model::ParamTable& table, tensor::Tensor grads, NormRule rule,
                         dist::Communicator* model_parallel = nullptr);
 
@@ -50,6 +56,7 @@ double combined_unscale_factor(double loss_scale, double scaled_norm, double max
 
 // grads *= factor, with the factor rounded to fp32 first as PyTorch does for `mul_(python float)`
 // on an fp32 tensor.
+void scale_gradients(const ops::DeviceContext& ctx, tensor::Tensor grads, double factor);
 void scale_gradients(tensor::Tensor grads, double factor);
 
 }  // namespace mds::train

@@ -8,6 +8,8 @@
 #include "config/deepspeed_config.h"
 #include "ops/adam.h"
 #include "ops/elementwise.h"
+#include "tensor/device_memory.h"
+#include "train/device_choice.h"
 #include "train/grad_accumulation.h"
 
 namespace mds::train {
@@ -75,6 +77,21 @@ OptimizerOptions validated(OptimizerOptions options) {
   return options;
 }
 
+tensor::Device device_of(const ops::DeviceContext* device, const OptimizerOptions& options,
+                         const dist::Communicator* data_parallel,
+                         const dist::Communicator* model_parallel) {
+  if (device == nullptr || !device->is_cuda()) return {};
+  const auto ranks = [](const dist::Communicator* group) -> std::int64_t {
+    return group != nullptr ? group->size() : 1;
+  };
+  const std::string reason =
+      cuda_unsupported_reason(options, ranks(data_parallel) * ranks(model_parallel));
+  if (!reason.empty()) {
+    base::fail("optimizer on ", tensor::device_name(device->device()), ": ", reason);
+  }
+  return device->device();
+}
+
 }  // namespace
 
 std::string_view to_string(Precision precision) {
@@ -109,25 +126,35 @@ OptimizerOptions optimizer_options_from_config(const config::DeepSpeedConfig& co
 MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
                                                  OptimizerOptions options,
                                                  dist::Communicator* data_parallel,
-                                                 dist::Communicator* model_parallel)
+                                                 dist::Communicator* model_parallel,
+                                                 const ops::DeviceContext* device)
     : table_(&table),
       options_(validated(std::move(options))),
       data_parallel_(data_parallel != nullptr && data_parallel->size() > 1 ? data_parallel
                                                                            : nullptr),
       model_parallel_(model_parallel != nullptr && model_parallel->size() > 1 ? model_parallel
                                                                               : nullptr),
-      params_(table, param_dtype(options_.precision)),
-      micro_grads_(table, DType::kFloat32) {
+      device_(device),
+      params_(table, param_dtype(options_.precision),
+              device_of(device, options_, data_parallel, model_parallel)),
+      micro_grads_(table, DType::kFloat32, params_.flat().device()) {
+  // Only the fp32 ZeRO-0 state below can be on a device (device_of checked it).
+  const tensor::Device where = params_.flat().device();
   const DType accumulator = accumulator_dtype(options_.precision);
   if (options_.precision == Precision::kBf16 || is_zero()) {
     shard_.emplace(table, data_parallel_);
   } else {
-    exp_avg_.emplace(table, DType::kFloat32);
-    exp_avg_sq_.emplace(table, DType::kFloat32);
+    exp_avg_.emplace(table, DType::kFloat32, where);
+    exp_avg_sq_.emplace(table, DType::kFloat32, where);
     if (options_.precision == Precision::kFp16) master_.emplace(table, DType::kFloat32);
   }
   if (is_16bit()) compute_.emplace(table, DType::kFloat32);
-  if (options_.zero_stage < 2) grad_accumulator_.emplace(table, accumulator);
+  if (options_.zero_stage < 2) grad_accumulator_.emplace(table, accumulator, where);
+  if (context().is_cuda()) {
+    host_.emplace(HostState{model::ParamBuffer(table, DType::kFloat32),
+                            model::ParamBuffer(table, DType::kFloat32),
+                            model::ParamBuffer(table, DType::kFloat32)});
+  }
   if (is_zero()) {
     const std::int64_t n = shard_->layout().partition_numel();
     partition_accumulator_buffer_ = tensor::Buffer(
@@ -154,15 +181,31 @@ const ZeroShard& MixedPrecisionOptimizer::shard() const {
 
 tensor::Tensor MixedPrecisionOptimizer::master() const {
   if (shard_) return shard_->master();
-  return master_ ? master_->flat() : params_.flat();
+  return master_ ? master_->flat() : params().flat();
 }
 
 tensor::Tensor MixedPrecisionOptimizer::exp_avg() const {
+  if (host_) return host_->exp_avg.flat();
   return shard_ ? shard_->exp_avg() : exp_avg_->flat();
 }
 
 tensor::Tensor MixedPrecisionOptimizer::exp_avg_sq() const {
+  if (host_) return host_->exp_avg_sq.flat();
   return shard_ ? shard_->exp_avg_sq() : exp_avg_sq_->flat();
+}
+
+void MixedPrecisionOptimizer::copy_state_to_host() {
+  if (!host_) return;
+  tensor::copy(host_->params.flat(), params_.flat());
+  tensor::copy(host_->exp_avg.flat(), exp_avg_->flat());
+  tensor::copy(host_->exp_avg_sq.flat(), exp_avg_sq_->flat());
+}
+
+void MixedPrecisionOptimizer::copy_state_to_device() {
+  if (!host_) return;
+  tensor::copy(params_.flat(), host_->params.flat());
+  tensor::copy(exp_avg_->flat(), host_->exp_avg.flat());
+  tensor::copy(exp_avg_sq_->flat(), host_->exp_avg_sq.flat());
 }
 
 tensor::Tensor MixedPrecisionOptimizer::grad_accumulator() const {
@@ -181,10 +224,12 @@ void MixedPrecisionOptimizer::initialize(tensor::Tensor initial_params, double i
                " elements, got ", tensor::dtype_name(initial_params.dtype()), " of ",
                initial_params.numel());
   }
+  // On a device the weights are rounded into the host view first, then copied over whole.
   for (std::size_t i = 0; i < table_->size(); ++i) {
     const model::ParamSpec& param = (*table_)[i];
-    ops::cast(params_.view(i), initial_params.narrow(param.offset, param.local_numel()));
+    ops::cast(params().view(i), initial_params.narrow(param.offset, param.local_numel()));
   }
+  copy_state_to_device();
   if (compute_) ops::cast(compute_->flat(), params_.flat());
   // The construction step of BF16_Optimizer, FP16_Optimizer and ZeRO (initialize_optimizer_
   // states): all-zero gradients, masters only. The bare fp32 optimizer takes none.
@@ -207,9 +252,9 @@ void MixedPrecisionOptimizer::accumulate_micro_batch() {
     shard_->reduce_scatter_into(micro_grads_.flat(), options_.communication_dtype,
                                 partition_accumulator_, params_.dtype());
   } else {
-    accumulate_gradient(grad_accumulator_->flat(), micro_grads_.flat(), params_.dtype());
+    accumulate_gradient(context(), grad_accumulator_->flat(), micro_grads_.flat(), params_.dtype());
   }
-  ops::fill(micro_grads_.flat(), 0.0f);
+  ops::fill(context(), micro_grads_.flat(), 0.0f);
 }
 
 void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
@@ -296,14 +341,14 @@ StepResult MixedPrecisionOptimizer::step_fp32(double lr) {
   if (clip > 0.0) {
     // The engine's clip_fp32_gradients; an inf/NaN norm gives a NaN factor that is not < 1.
     const double coefficient = clip_coefficient(
-        clip, global_grad_norm(*table_, grads, NormRule::kFp32Engine, model_parallel_));
+        clip, global_grad_norm(context(), *table_, grads, NormRule::kFp32Engine, model_parallel_));
     if (coefficient < 1.0) {
-      scale_gradients(grads, coefficient);
+      scale_gradients(context(), grads, coefficient);
       result.clipped = true;
     }
   }
   adam_update(params_, grads, lr);
-  ops::fill(grads, 0.0f);
+  ops::fill(context(), grads, 0.0f);
   result.adam_step = adam_step_;
   return result;
 }
@@ -445,7 +490,7 @@ void MixedPrecisionOptimizer::adam_update(const model::ParamBuffer& weights, ten
     config.eps = static_cast<float>(adam.eps);
     config.weight_decay =
         group == model::DecayGroup::kNoDecay ? 0.0f : static_cast<float>(adam.weight_decay);
-    ops::adamw_step(weights.flat().narrow(begin, count), grads.narrow(begin, count),
+    ops::adamw_step(context(), weights.flat().narrow(begin, count), grads.narrow(begin, count),
                     exp_avg_->flat().narrow(begin, count), exp_avg_sq_->flat().narrow(begin, count),
                     config, adam_step_);
   }
@@ -470,6 +515,7 @@ void MixedPrecisionOptimizer::load_loss_scaler_state(const LossScalerState& stat
 }
 
 void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
+  copy_state_to_device();
   switch (source) {
     case RestoreSource::kParamsFromMaster:
       // Every rank holds only its partition of the masters: publishing gathers the rest.
@@ -483,8 +529,8 @@ void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
       break;
   }
   if (compute_) ops::cast(compute_->flat(), params_.flat());
-  ops::fill(grad_accumulator(), 0.0f);
-  ops::fill(micro_grads_.flat(), 0.0f);
+  ops::fill(context(), grad_accumulator(), 0.0f);
+  ops::fill(context(), micro_grads_.flat(), 0.0f);
   initialized_ = true;
 }
 

@@ -11,6 +11,13 @@
 // it reads the fp32 `compute` copy and adds each micro-batch's gradient, in fp32, into
 // `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
 // have been.
+//
+// On a CUDA device (a DeviceContext lent by the caller) the fp32 optimizer at ZeRO stage 0 in one
+// process runs there: weights, gradients and Adam moments in device buffers, the gradient norm,
+// clipping and AdamW as device ops. The checkpoint views (params(), master(), exp_avg(),
+// exp_avg_sq()) are then host copies: copy_state_to_host() fills them before a save, and
+// restore_from_checkpoint() takes what a load wrote into them back to the device. The other
+// wrappers (bf16, fp16, ZeRO) are host-only so far.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +27,7 @@
 #include "dist/communicator.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "ops/device_context.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "train/grad_clip.h"
@@ -86,9 +94,12 @@ class MixedPrecisionOptimizer {
   // replica (the gradient norm's sums and the overflow flag are reduced over it). Buffers start
   // zeroed; call initialize() or load a checkpoint and call restore_from_checkpoint() before
   // the first step.
+  // `device` (null: the host) must outlive the optimizer too; on a CUDA device the options must
+  // be ones cuda_unsupported_reason() (train/device_choice.h) accepts.
   MixedPrecisionOptimizer(const model::ParamTable& table, OptimizerOptions options,
                           dist::Communicator* data_parallel = nullptr,
-                          dist::Communicator* model_parallel = nullptr);
+                          dist::Communicator* model_parallel = nullptr,
+                          const ops::DeviceContext* device = nullptr);
 
   // Sets the weights from fp32 initial values (a flat buffer laid out by the table; padding is
   // ignored): params = rounded, master = compute = params widened, as DeepSpeed's `module.half()`
@@ -100,8 +111,10 @@ class MixedPrecisionOptimizer {
 
   const OptimizerOptions& options() const { return options_; }
   const model::ParamTable& table() const { return *table_; }
+  // Where the weights the model reads, the gradients and the Adam state live.
+  tensor::Device device() const { return context().device(); }
 
-  // The fp32 weights the model reads.
+  // The fp32 weights the model reads (on device()).
   const model::ParamBuffer& compute() const;
   // Where the model adds one micro-batch's (loss-scaled) fp32 gradient. Zero between micro-batches.
   const model::ParamBuffer& micro_grads() const { return micro_grads_; }
@@ -131,17 +144,22 @@ class MixedPrecisionOptimizer {
   // The partitions' layout and buffers; only when partitioned().
   const ZeroShard& shard() const;
 
-  // Checkpoint state. params is the whole table-layout weight buffer (fp32, bf16 or fp16). The
-  // fp32 master and Adam moments are table-layout buffers too, or, when partitioned(), this
-  // rank's partitions back to back (shard().layout().partition_numel() elements). For fp32 at
-  // ZeRO 0, params and master are one buffer.
-  const model::ParamBuffer& params() const { return params_; }
+  // Checkpoint state, in host memory. params is the whole table-layout weight buffer (fp32, bf16
+  // or fp16). The fp32 master and Adam moments are table-layout buffers too, or, when
+  // partitioned(), this rank's partitions back to back (shard().layout().partition_numel()
+  // elements). For fp32 at ZeRO 0, params and master are one buffer. On a device these are host
+  // copies: see copy_state_to_host().
+  const model::ParamBuffer& params() const { return host_ ? host_->params : params_; }
   tensor::Tensor master() const;
   tensor::Tensor exp_avg() const;
   tensor::Tensor exp_avg_sq() const;
   // The gradients accumulated so far (fp32 for fp32 and bf16, fp16 for fp16): table layout, or
-  // at ZeRO stage 2 this rank's reduced partitions. Zero at every step boundary.
+  // at ZeRO stage 2 this rank's reduced partitions. Zero at every step boundary. On device().
   tensor::Tensor grad_accumulator() const;
+
+  // On a device: copies weights and Adam moments into the host views above (before a checkpoint
+  // is written from them, or partly overwritten by a load). Nothing to do on the host.
+  void copy_state_to_host();
 
   // Adam's per-group `step` (equal in every group).
   std::int64_t adam_step() const { return adam_step_; }
@@ -153,11 +171,18 @@ class MixedPrecisionOptimizer {
   void set_last_grad_norm(double norm) { last_grad_norm_ = norm; }
 
   // Call after writing a checkpoint into the views above: reconciles params and master per
-  // `source`, then refreshes the compute copy. Continuing then gives the same numbers, bit for
-  // bit, as never having stopped.
+  // `source`, then refreshes the compute copy (on a device, after copying the host views over).
+  // Continuing then gives the same numbers, bit for bit, as never having stopped.
   void restore_from_checkpoint(RestoreSource source);
 
  private:
+  // The host side of the checkpoint views on a device.
+  struct HostState {
+    model::ParamBuffer params, exp_avg, exp_avg_sq;
+  };
+
+  const ops::DeviceContext& context() const { return device_ != nullptr ? *device_ : host_ctx_; }
+  void copy_state_to_device();
   bool is_16bit() const { return options_.precision != Precision::kFp32; }
   bool is_zero() const { return options_.zero_stage >= 1; }
   std::int64_t dp_size() const;
@@ -181,6 +206,8 @@ class MixedPrecisionOptimizer {
   OptimizerOptions options_;
   dist::Communicator* data_parallel_;
   dist::Communicator* model_parallel_;
+  const ops::DeviceContext* device_;  // null: host_ctx_
+  ops::DeviceContext host_ctx_;
   model::ParamBuffer params_;
   std::optional<ZeroShard> shard_;                      // partitioned state
   std::optional<model::ParamBuffer> master_;            // FP16_Optimizer's whole master
@@ -195,6 +222,7 @@ class MixedPrecisionOptimizer {
   std::optional<model::ParamBuffer> comm_scratch_;
   // Also the fp32 gradient scratch of the fp16 step, which leaves it zeroed.
   model::ParamBuffer micro_grads_;
+  std::optional<HostState> host_;  // on a device only
   std::int64_t adam_step_ = 0;
   double last_grad_norm_ = 0.0;
   bool initialized_ = false;

@@ -77,8 +77,10 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
       table_(table),
       data_(std::move(data)),
       outputs_(std::move(outputs)),
-      model_(options_.model, table_, options_.tensor_parallel, pipe_buffers(options_)),
-      optimizer_(table_, options_.optimizer, options_.data_parallel, options_.model_parallel),
+      device_(options_.device),
+      model_(options_.model, table_, options_.tensor_parallel, pipe_buffers(options_), &device_),
+      optimizer_(table_, options_.optimizer, options_.data_parallel, options_.model_parallel,
+                 &device_),
       lr_scheduler_(options_.lr_schedule),
       batch_schedule_(options_.global_batch_size, options_.model.micro_batch_size,
                       options_.data_parallel != nullptr ? options_.data_parallel->size() : 1,
@@ -316,7 +318,7 @@ double Trainer::params_norm() const {
   for (std::size_t i = 0; i < table_.size(); ++i) {
     // The last stage's tied replica would count the word embedding twice (upstream does).
     if (table_[i].tied_replica || !table_.counts_in_norm(table_[i])) continue;
-    sum += ops::sum_of_squares(weights.view(i));
+    sum += ops::sum_of_squares(device_, weights.view(i));
   }
   if (options_.model_parallel != nullptr && options_.model_parallel->size() > 1) {
     options_.model_parallel->all_reduce(
@@ -368,6 +370,7 @@ bool Trainer::kill_switch_found() const {
 
 bool Trainer::save_if(CheckpointSaver* saver, bool condition) {
   if (saver == nullptr || !condition || last_saved_iteration_ == progress_.iteration) return false;
+  optimizer_.copy_state_to_host();
   saver->save(*this);
   last_saved_iteration_ = progress_.iteration;
   return true;

@@ -2,7 +2,8 @@
 // process: batch ramp-up, gradient accumulation over micro-batches, the optimizer step with loss
 // scaling and clipping, the LR schedule, periodic logs, evaluation, checkpoints and the exit
 // conditions. Checkpoint files are not written here: a CheckpointSaver (ckpt/) is called at the
-// save points.
+// save points. The model and the optimizer run on TrainerOptions::device, through a
+// DeviceContext the trainer owns.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "model/gpt_model.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "ops/device_context.h"
 #include "train/batch_rampup.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -59,6 +61,9 @@ struct TrainerOptions {
   // Every rank of the job: decisions to stop are taken by all of them together. Not owned;
   // null for one process.
   dist::Communicator* world = nullptr;
+  // Where the model and the optimizer run (train/device_choice.h): the host, or one CUDA device
+  // for an fp32 ZeRO-0 run of one process.
+  tensor::Device device;
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.
@@ -76,6 +81,8 @@ class Trainer;
 class CheckpointSaver {
  public:
   virtual ~CheckpointSaver() = default;
+  // The trainer has brought its state to the optimizer's host views first
+  // (MixedPrecisionOptimizer::copy_state_to_host).
   virtual void save(const Trainer& trainer) = 0;
 };
 
@@ -88,8 +95,13 @@ struct EvalResult {
 
 class Trainer {
  public:
+  // Fails with one line when options.device cannot be had (no CUDA backend, no such device) or
+  // cannot run this configuration.
   Trainer(TrainerOptions options, const model::ParamTable& table, data::TrainValidTestDatasets data,
           TrainingOutputs outputs);
+  // The model and the optimizer keep pointers to the trainer's DeviceContext.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Fresh start: model::initialize_parameters with the seed, then the optimizer's set-up step.
   void initialize_parameters();
@@ -105,6 +117,7 @@ class Trainer {
                           bool is_test);
 
   const TrainerOptions& options() const { return options_; }
+  const ops::DeviceContext& device_context() const { return device_; }
   const model::ParamTable& table() const { return table_; }
   TrainingProgress& progress() { return progress_; }
   const TrainingProgress& progress() const { return progress_; }
@@ -153,6 +166,7 @@ class Trainer {
   const model::ParamTable& table_;
   data::TrainValidTestDatasets data_;
   TrainingOutputs outputs_;
+  ops::DeviceContext device_;  // before the model and the optimizer, which use it
   model::GptModel model_;
   std::optional<PipelineExecutor> pipeline_;  // P > 1
   MixedPrecisionOptimizer optimizer_;

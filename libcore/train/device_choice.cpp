@@ -1,0 +1,72 @@
+#include "train/device_choice.h"
+
+#include <charconv>
+
+#include "base/error.h"
+#include "tensor/device_memory.h"
+
+namespace mds::train {
+
+DeviceFlag parse_device_flag(std::string_view text) {
+  if (text == "auto") return {DeviceRequest::kAuto, 0};
+  if (text == "cpu") return {DeviceRequest::kCpu, 0};
+  if (text == "cuda") return {DeviceRequest::kCuda, 0};
+  constexpr std::string_view kPrefix = "cuda:";
+  if (text.substr(0, kPrefix.size()) == kPrefix) {
+    const std::string_view digits = text.substr(kPrefix.size());
+    int index = -1;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (error == std::errc{} && end == digits.data() + digits.size() && !digits.empty() &&
+        index >= 0) {
+      return {DeviceRequest::kCuda, index};
+    }
+  }
+  base::fail("--device must be auto, cpu, cuda or cuda:N, got '", text, "'");
+}
+
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size) {
+  if (optimizer.precision != Precision::kFp32) {
+    return std::string(to_string(optimizer.precision)) +
+           " mixed precision trains on the host only so far";
+  }
+  if (optimizer.zero_stage != 0) {
+    return "ZeRO stage " + std::to_string(optimizer.zero_stage) + " trains on the host only so far";
+  }
+  if (world_size != 1) {
+    return std::to_string(world_size) +
+           " processes need NCCL communicators, which do not exist yet (one process trains on a "
+           "device)";
+  }
+  return "";
+}
+
+DeviceChoice choose_device(const DeviceFlag& flag, int cuda_devices,
+                           const std::string& unsupported_reason) {
+  const tensor::Device cuda{tensor::DeviceKind::kCuda, flag.index};
+  switch (flag.request) {
+    case DeviceRequest::kCpu:
+      return {};
+    case DeviceRequest::kCuda:
+      if (flag.index >= cuda_devices) {
+        base::fail("--device ", tensor::device_name(cuda), ": ",
+                   !tensor::kCudaBuilt ? "this build has no CUDA backend (BUILD_CUDA=OFF)"
+                   : cuda_devices == 0
+                       ? "no CUDA device is visible to this process"
+                       : "this process sees " + std::to_string(cuda_devices) + " CUDA device(s)");
+      }
+      if (!unsupported_reason.empty()) {
+        base::fail("--device ", tensor::device_name(cuda), ": ", unsupported_reason,
+                   " (use --device cpu)");
+      }
+      return {cuda, ""};
+    case DeviceRequest::kAuto:
+      break;
+  }
+  if (cuda_devices == 0) return {};
+  if (!unsupported_reason.empty()) {
+    return {{}, "training on the CPU although a CUDA device is present: " + unsupported_reason};
+  }
+  return {cuda, ""};
+}
+
+}  // namespace mds::train

@@ -1,0 +1,43 @@
+// Which device a training run uses (`pretrain --device`, docs/pretrain.md "Device"). Upstream
+// trains on the GPU; mds does too where it can: `auto` picks CUDA when the build has it, a device
+// is there and the run is one the CUDA path implements, and the host otherwise (saying why when a
+// device was there). `cpu` and `cuda[:N]` force a choice; forcing CUDA for a run it cannot do yet
+// is an error naming what is missing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tensor/tensor.h"
+#include "train/mixed_precision_optimizer.h"
+
+namespace mds::train {
+
+enum class DeviceRequest { kAuto, kCpu, kCuda };
+
+struct DeviceFlag {
+  DeviceRequest request = DeviceRequest::kAuto;
+  int index = 0;  // cuda:N
+};
+
+// "auto", "cpu", "cuda" or "cuda:N"; anything else fails with one line naming the choices.
+DeviceFlag parse_device_flag(std::string_view text);
+
+// Why a run cannot train on a CUDA device yet, or "" when it can: the CUDA path is fp32 with
+// ZeRO stage 0 in one process (T = P = D = 1); bf16/fp16 and every parallel grid train on the
+// host.
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size);
+
+struct DeviceChoice {
+  tensor::Device device;
+  // Set when `auto` stayed on the host although a CUDA device was there: why.
+  std::string note;
+};
+
+// The device for `flag` given the CUDA devices this process sees and the run's
+// cuda_unsupported_reason. Fails with one line for `cuda` without a device (or without that
+// index) or for a run the CUDA path cannot do.
+DeviceChoice choose_device(const DeviceFlag& flag, int cuda_devices,
+                           const std::string& unsupported_reason);
+
+}  // namespace mds::train
