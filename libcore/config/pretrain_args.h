@@ -193,6 +193,9 @@ struct PretrainArgs {
 
   // --- mds additions (not upstream flags)
   std::optional<std::string> metrics_file;  // --metrics-file: JSON-lines training metrics
+  // --device: auto | cpu | cuda[:N] (train/device_choice.h); when not given, $MDS_DEVICE, else
+  // auto.
+  std::string device = "auto";
 
   // --- derived by validate_pretrain_args
   int64_t rank = 0;        // $RANK

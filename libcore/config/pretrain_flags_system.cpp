@@ -84,6 +84,9 @@ void add_mds_additions(FlagSet& flags, PretrainArgs& a) {
   g.text("--metrics-file", a.metrics_file,
          "write training metrics to this JSON-lines file (one object per iteration and per "
          "evaluation)");
+  g.text("--device", a.device,
+         "auto, cpu, cuda or cuda:N: where to train (auto: a CUDA device when there is one and "
+         "the run can train there, else the CPU; without the flag $MDS_DEVICE decides, if set)");
 }
 
 void refuse_other_models(FlagSet& flags) {

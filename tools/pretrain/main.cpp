@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -35,9 +36,11 @@
 #include "io/tensorboard_writer.h"
 #include "model/param_table.h"
 #include "model/pipeline_partition.h"
+#include "tensor/device_memory.h"
 #include "text/tokenizer_factory.h"
 #include "train/batch_rampup.h"
 #include "train/comms_report.h"
+#include "train/device_choice.h"
 #include "train/model_args.h"
 #include "train/trainer.h"
 
@@ -142,6 +145,27 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
   }
 }
 
+// --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
+// this run: CUDA needs a device and a run the CUDA path implements (train/device_choice.h).
+tensor::Device choose_device(const config::PretrainArgs& args,
+                             const train::OptimizerOptions& optimizer, const base::Log& log) {
+  std::string requested = args.device;
+  if (!args.was_given("--device")) {
+    if (const char* env = std::getenv("MDS_DEVICE"); env != nullptr && *env != '\0') {
+      requested = env;
+    }
+  }
+  const train::DeviceChoice choice =
+      train::choose_device(train::parse_device_flag(requested), tensor::cuda_device_count(),
+                           train::cuda_unsupported_reason(optimizer, args.world_size));
+  if (!choice.note.empty()) log.note(choice.note);
+  if (choice.device.kind == tensor::DeviceKind::kCuda) {
+    log.info(" > training on " + tensor::device_name(choice.device) + " (" +
+             tensor::cuda_device_description(choice.device.index) + ")");
+  }
+  return choice.device;
+}
+
 // The launcher's rank and world, with MPI joined when there is more than one process.
 struct Processes {
   dist::LaunchInfo launch;
@@ -219,6 +243,7 @@ int run(int argc, char** argv, Processes& processes) {
     adam.eps = args.adam_eps;
     adam.weight_decay = args.weight_decay;
     options.optimizer = train::optimizer_options_from_config(ds_config, adam);
+    options.device = choose_device(args, options.optimizer, log);
     // GPTModelPipe's partition_method (the fork's default when the flag is not given).
     const std::vector<std::int64_t> parts = model::pipeline_partition(
         options.model.config, options.optimizer.precision != train::Precision::kFp32,
