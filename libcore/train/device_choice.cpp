@@ -32,6 +32,12 @@ std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int6
   if (optimizer.zero_stage != 0) {
     return "ZeRO stage " + std::to_string(optimizer.zero_stage) + " trains on the host only so far";
   }
+  if (optimizer.communication_dtype != tensor::DType::kFloat32) {
+    // One rank still rounds its gradients through that dtype (round_through), a host loop.
+    return "communication_data_type " +
+           std::string(tensor::dtype_name(optimizer.communication_dtype)) +
+           " trains on the host only so far";
+  }
   if (world_size != 1) {
     return std::to_string(world_size) +
            " processes need NCCL communicators, which do not exist yet (one process trains on a "

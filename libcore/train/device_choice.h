@@ -24,8 +24,8 @@ struct DeviceFlag {
 DeviceFlag parse_device_flag(std::string_view text);
 
 // Why a run cannot train on a CUDA device yet, or "" when it can: the CUDA path is fp32 with
-// ZeRO stage 0 in one process (T = P = D = 1); bf16/fp16 and every parallel grid train on the
-// host.
+// ZeRO stage 0 and fp32 gradient communication in one process (T = P = D = 1); bf16/fp16 and
+// every parallel grid train on the host.
 std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size);
 
 struct DeviceChoice {
