@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# pretrain on a CUDA device against pretrain on the CPU, same flags, data and seed (fp32, ZeRO 0,
+# dropout on, two micro-batches per iteration): every iteration's loss and the validation loss
+# within 1e-4 of the CPU's; the checkpoint written from the device run's host copies holds the
+# same files as the CPU's; the CPU resumes it and continues as it continues its own (within 1e-4).
+# Exits 77 (skipped) without a CUDA device.
+source "$MDS_TESTS/e2e/lib.sh"
+source "$MDS_TESTS/e2e/pretrain_lib.sh"
+probe=0
+"$MDS_BIN/gpu_tests" --gtest_filter=-* > /dev/null 2>&1 || probe=$?
+if [ "$probe" = 77 ]; then
+  echo "SKIPPED: no CUDA device"
+  exit 77
+fi
+[ "$probe" = 0 ] || fail "gpu_tests as a device probe exited $probe"
+
+make_shakespeare_dataset "$WORK/shakespeare"
+write_ds_config "$WORK/ds.json" fp32 0
+flags=("${tiny_model_flags[@]}" "${gpt2_flags[@]}" --data-path "$WORK/shakespeare_text_document"
+       --deepspeed --deepspeed_config "$WORK/ds.json" --log-interval 1)
+
+run() {  # name device extra-flags...
+  local name=$1 device=$2; shift 2
+  "$MDS_BIN/pretrain" "${flags[@]}" --device "$device" --metrics-file "$WORK/$name.jsonl" "$@" \
+    > "$WORK/$name.log" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name run"; }
+}
+run cpu cpu --train-iters 20 --save "$WORK/cpu-ckpt" --save-interval 20
+run gpu cuda --train-iters 20 --save "$WORK/gpu-ckpt" --save-interval 20
+grep -q "> training on cuda:0 (" "$WORK/gpu.log" || fail "the device run does not say it trains on cuda:0"
+pass "pretrain --device cuda trains on cuda:0"
+
+# Every train and valid record of `got` within `bound` of `want`'s, iteration by iteration.
+compare_losses() {  # want.jsonl got.jsonl bound what
+  python3 - "$@" <<'PY' || fail "$4"
+import json, sys
+want_path, got_path, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def losses(path):
+    return [(r["type"], r.get("iteration"), r["lm_loss"]) for r in map(json.loads, open(path))
+            if r["type"] in ("train", "valid")]
+want, got = losses(want_path), losses(got_path)
+assert len(want) == len(got) and len(want) > 0, (len(want), len(got))
+worst = 0.0
+for (wt, wi, wl), (gt, gi, gl) in zip(want, got):
+    assert (wt, wi) == (gt, gi), ((wt, wi), (gt, gi))
+    worst = max(worst, abs(gl - wl) / abs(wl))
+print("worst relative loss difference: %.3g over %d records" % (worst, len(want)))
+assert worst <= bound, worst
+PY
+  pass "$4"
+}
+compare_losses "$WORK/cpu.jsonl" "$WORK/gpu.jsonl" 1e-4 "device losses within 1e-4 of the CPU's"
+
+(cd "$WORK/cpu-ckpt" && find . -type f | sort) > "$WORK/cpu-files"
+(cd "$WORK/gpu-ckpt" && find . -type f | sort) > "$WORK/gpu-files"
+expect_same_files "$WORK/cpu-files" "$WORK/gpu-files" "the device checkpoint has the CPU's files"
+
+run cpu-resumed cpu --train-iters 25 --load "$WORK/cpu-ckpt"
+run gpu-resumed cpu --train-iters 25 --load "$WORK/gpu-ckpt"
+compare_losses "$WORK/cpu-resumed.jsonl" "$WORK/gpu-resumed.jsonl" 1e-4 \
+  "the CPU resumes the device checkpoint as its own"
+run gpu-on-gpu cuda --train-iters 25 --load "$WORK/gpu-ckpt"
+compare_losses "$WORK/cpu-resumed.jsonl" "$WORK/gpu-on-gpu.jsonl" 1e-4 \
+  "the device resumes its checkpoint"
+finish
