@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# GPT-2 training throughput on one GPU (issue 5): `pretrain --device cuda` next to the PyTorch
+# GPT-2 of the same shape (tests/bench/pytorch_gpt_baseline.py) measured in the same run on the
+# same device: eager fp32, and the fast recipe (bf16 autocast, scaled_dot_product_attention,
+# torch.compile, fused AdamW). tokens/s = G·s / mean step time after the warm-up steps;
+# MFU = tokens/s × (6·N + 12·L·h·s) / the device's dense peak for the precision the run computes
+# in (N = parameters, embeddings included; the attention term counts the causal half too, as
+# llm.c and nanoGPT do). A benchmark: it asserts nothing about time.
+#
+# mds trains on a device in fp32 so far (docs/cuda.md); its MFU is against the fp32 peak (TF32
+# off), PyTorch's bf16 rows against the bf16 peak.
+#
+# Usage: tests/bench/gpu_train_bench.sh [BUILD_DIR]   (default build/release, a CUDA build: the
+#        pack of scripts/pack-gpu-build.sh on a machine without our Debian libraries)
+# Environment: MDS_GPU_BENCH_CONFIGS (default "gpt2-124m gpt2-350m gpt2-1.5b"; "tiny" for a smoke
+#              run), MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
+#              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
+#              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
+#              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / MDS_PEAK_TFLOPS_FP32 (when the
+#              device is not in the table below).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "${1:-$repo/build/release}" && pwd)"
+python="${MDS_TORCH_PYTHON:-python3}"
+configs="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m gpt2-350m gpt2-1.5b}"
+iters="${MDS_GPU_BENCH_ITERS:-12}"
+warmup="${MDS_GPU_BENCH_WARMUP:-4}"
+device="${MDS_BENCH_DEVICE:-cuda}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+source "$repo/tests/bench/bench_lib.sh"
+make_shakespeare_dataset "$work"
+
+# name → L h heads s b G (micro-batches of b, G per step)
+config_values() {
+  case "$1" in
+    tiny) echo 2 64 4 64 2 4 ;;
+    gpt2-124m) echo 12 768 12 1024 8 32 ;;
+    gpt2-350m) echo 24 1024 16 1024 4 32 ;;
+    gpt2-1.5b) echo 48 1600 25 1024 2 32 ;;
+    *) echo "unknown config $1 (tiny, gpt2-124m, gpt2-350m, gpt2-1.5b)" >&2; exit 2 ;;
+  esac
+}
+
+device_name() {
+  if [ "$device" = cpu ]; then grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'
+  else nvidia-smi --query-gpu=name --format=csv,noheader | head -1; fi
+}
+# Dense tensor-core peaks (TFLOP/s) from the vendors' data sheets: bf16, and fp32 without TF32.
+peak_tflops() {  # precision (bf16|fp32)
+  local name; name="$(device_name)"
+  local env_peak="MDS_PEAK_TFLOPS_${1^^}"
+  if [ -n "${!env_peak:-}" ]; then echo "${!env_peak}"; return; fi
+  case "$name:$1" in
+    *H100*SXM*:bf16 | *H100*HBM3*:bf16 | *H200*:bf16) echo 989 ;;
+    *H100*SXM*:fp32 | *H100*HBM3*:fp32 | *H200*:fp32) echo 67 ;;
+    *H100*PCIe*:bf16) echo 756 ;;
+    *H100*PCIe*:fp32) echo 51 ;;
+    *A100*:bf16) echo 312 ;;
+    *A100*:fp32) echo 19.5 ;;
+    *) echo "" ;;
+  esac
+}
+
+flop_per_token() {  # L h s V → 6·N + 12·L·h·s
+  awk -v L="$1" -v h="$2" -v s="$3" -v V="$4" 'BEGIN {
+    n = V * h + s * h + L * (12 * h * h + 13 * h) + 2 * h
+    printf "%.0f", 6 * n + 12 * L * h * s }'
+}
+
+mean_elapsed() {  # metrics.jsonl warmup → mean seconds per step after the warm-up
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+times = [r["elapsed_s"] for r in map(json.loads, open(sys.argv[1]))
+         if r.get("type") == "train" and r["iteration"] > int(sys.argv[2])]
+assert times, "no timed iterations"
+print(f"{sum(times) / len(times):.6f}")
+PY
+}
+
+run_ours() {  # L h heads s b G → mean step seconds
+  local dir="$work/ours-$1-$2"
+  mkdir -p "$dir"
+  cat > "$dir/ds.json" <<JSON
+{ "train_micro_batch_size_per_gpu": $5, "train_batch_size": $6, "gradient_clipping": 1.0,
+  "zero_optimization": {"stage": 0}, "steps_per_print": 1000000, "wall_clock_breakdown": false }
+JSON
+  "$build/bin/pretrain" --device "$device" --num-layers "$1" --hidden-size "$2" \
+    --num-attention-heads "$3" --seq-length "$4" --max-position-embeddings "$4" \
+    --micro-batch-size "$5" --global-batch-size "$6" --lr 1e-4 --min-lr 1e-5 \
+    --lr-decay-style cosine --lr-warmup-iters 1 --weight-decay 0.01 --clip-grad 1.0 --seed 1234 \
+    --split 100,0,0 --train-iters "$iters" --log-interval 1 --eval-interval 1000000 \
+    --eval-iters 1 --data-path "$work/shakespeare_text_document" "${tokenizer[@]}" \
+    --metrics-file "$dir/metrics.jsonl" --deepspeed --deepspeed_config "$dir/ds.json" \
+    > "$dir/log" 2>&1 || { tail -20 "$dir/log" >&2; return 1; }
+  mean_elapsed "$dir/metrics.jsonl" "$warmup"
+}
+
+run_torch() {  # L h heads s b G extra-flags... → mean step seconds
+  local out
+  out="$("$python" "$repo/tests/bench/pytorch_gpt_baseline.py" --device "$device" \
+    --layers "$1" --hidden-size "$2" --heads "$3" --seq-length "$4" --micro-batch-size "$5" \
+    --global-batch-size "$6" --iters "$iters" --warmup "$warmup" --threads "$(nproc)" \
+    "${@:7}" 2>&1)" || { tail -5 <<< "$out" >&2; return 1; }
+  sed -n 's/^RESULT mean_step_s=\([0-9.]*\).*/\1/p' <<< "$out"
+}
+
+row() {  # what config seconds tokens-per-step flop-per-token peak
+  awk -v what="$1" -v config="$2" -v sec="$3" -v tokens="$4" -v flop="$5" -v peak="$6" 'BEGIN {
+    if (sec == "") { printf "| %s | %s | failed | | |\n", config, what; exit }
+    tps = tokens / sec
+    mfu = peak == "" ? "?" : sprintf("%.1f%%", 100 * tps * flop / (peak * 1e12))
+    printf "| %s | %s | %.3f | %.0f | %s |\n", config, what, sec, tps, mfu }'
+}
+
+echo "device: $(device_name); $("$python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch');" \
+  "peaks (TFLOP/s): bf16 $(peak_tflops bf16), fp32 $(peak_tflops fp32); $iters steps, first $warmup untimed"
+compile=(--compile)
+"$python" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null ||
+  compile=()
+rows=()
+for config in $configs; do
+  read -r L h n s b G <<< "$(config_values "$config")"
+  flop=$(flop_per_token "$L" "$h" "$s" 50304)
+  echo "== $config (L=$L h=$h heads=$n s=$s b=$b G=$G)" >&2
+  ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G") || ours=""
+  rows+=("$(row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)")")
+  eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
+  rows+=("$(row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)")")
+  fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}") ||
+    fast=""
+  rows+=("$(row "PyTorch bf16 + SDPA${compile:+ + torch.compile}" "$config" "$fast" $((G * s)) "$flop" "$(peak_tflops bf16)")")
+done
+echo
+echo "| config | what | s/step | tokens/s | MFU |"
+echo "| --- | --- | --- | --- | --- |"
+printf '%s\n' "${rows[@]}"
