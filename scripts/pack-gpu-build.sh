@@ -3,25 +3,34 @@
 # libraries: the programs in <build>/bin (gpu_tests included) plus every shared library they load
 # that a base system does not provide, and a run script that puts those libraries first.
 #
-#   scripts/pack-gpu-build.sh [--with-cudart] <build-dir> <out-dir>
+#   scripts/pack-gpu-build.sh [--with-cudart] [--with-cuda-libs] [--programs "a b"] <build-dir> <out-dir>
 #   <out-dir>/run.sh gpu_tests            # on the GPU machine
-#   <out-dir>/run.sh pretrain_gpt --help
+#   <out-dir>/run.sh pretrain --help
 #
 # Left out (the target machine has its own, and copying them breaks them): the C runtime (libc,
-# libm, libpthread, libdl, librt, ld-linux), the GCC runtime (libstdc++, libgcc_s) and the CUDA
-# driver and runtime (libcuda, libcudart, libnvidia-*). The target's libstdc++ must then be at
-# least as new as the one this build used (GCC 12: GLIBCXX_3.4.30). --with-cudart packs the CUDA
-# runtime too, for a target whose toolkit is older than this build's (its driver must still be
-# new enough for this runtime).
+# libm, libpthread, libdl, librt, ld-linux), the GCC runtime (libstdc++, libgcc_s), the CUDA
+# driver and runtime (libcuda, libcudart, libnvidia-*) and the CUDA toolkit's libraries (cuBLAS,
+# cuBLASLt — 540 MB —, NCCL, cuDNN, NVRTC, ...). The target's libstdc++ must then be at least as
+# new as the one this build used (GCC 12: GLIBCXX_3.4.30), and its CUDA 13 toolkit provides the
+# rest. --with-cudart packs the CUDA runtime too, for a target whose toolkit is older than this
+# build's (its driver must still be new enough for this runtime); --with-cuda-libs packs the
+# toolkit's libraries, for a target without a toolkit. --programs packs only the named programs.
 set -euo pipefail
 
 with_cudart=0
-if [[ ${1:-} == --with-cudart ]]; then
-  with_cudart=1
+with_cuda_libs=0
+only_programs=""
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --with-cudart) with_cudart=1 ;;
+    --with-cuda-libs) with_cuda_libs=1 ;;
+    --programs) only_programs=" ${2:-} "; shift ;;
+    *) echo "pack-gpu-build: unknown option $1" >&2; exit 2 ;;
+  esac
   shift
-fi
+done
 if [[ $# -ne 2 ]]; then
-  echo "usage: $0 [--with-cudart] <build-dir> <out-dir>" >&2
+  echo "usage: $0 [--with-cudart] [--with-cuda-libs] [--programs \"a b\"] <build-dir> <out-dir>" >&2
   exit 2
 fi
 build=$1
@@ -36,6 +45,13 @@ mkdir -p "$out/bin" "$out/lib"
 # Libraries the target provides itself, by file name.
 is_base_library() {
   if [[ $with_cudart == 1 && $1 == libcudart.so* ]]; then return 1; fi
+  if [[ $with_cuda_libs == 0 ]]; then
+    case $1 in
+      libcublas*.so* | libnccl.so* | libcudnn*.so* | libnvrtc*.so* | libnvJitLink.so* | \
+        libcurand.so* | libcufft*.so* | libcusparse*.so* | libcusolver*.so*)
+        return 0 ;;
+    esac
+  fi
   case $1 in
     libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux*.so* | \
       libstdc++.so* | libgcc_s.so* | libcuda.so* | libcudart.so* | libnvidia-*.so* | \
@@ -48,6 +64,7 @@ is_base_library() {
 programs=()
 for path in "$build"/bin/*; do
   [[ -f $path && -x $path ]] || continue
+  [[ -z $only_programs || $only_programs == *" $(basename "$path") "* ]] || continue
   # Executables only (ELF), not scripts.
   [[ $(head -c 4 "$path" | od -An -c | tr -d ' ') == 177ELF ]] || continue
   cp -p "$path" "$out/bin/"

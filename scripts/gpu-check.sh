@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, for a session that is lent a GPU machine (the `device` tool: a copy of
+# the working tree plus carried paths, 64 MiB at most, results back through $OUT).
+#
+#   scripts/gpu-check.sh pack [BUILD_DIR]   here: packs the CUDA build's pretrain, preprocess,
+#                                           gpu_tests and gpu_bench with their Debian libraries
+#                                           (scripts/pack-gpu-build.sh) into build/gpu-pack/mds-gpu.tar.xz
+#   scripts/gpu-check.sh run [STEPS]        there (carry build/gpu-pack): unpacks it and runs the
+#                                           steps, each step's log into $OUT (or ./gpu-check-out)
+#
+# STEPS (default "info tests pretrain bench train"): info (nvidia-smi, versions), tests (gpu_tests:
+# every kernel and op against its CPU twin, the training-step tests), pretrain
+# (tests/gpu/pretrain_device_test.sh: --device cuda against --device cpu), bench (gpu_bench),
+# train (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
+# does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
+# each (their tails), as $OUT returns at most 8 files of that size.
+set -uo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+mode="${1:-}"
+pack_dir="$repo/build/gpu-pack"
+
+pack() {
+  local build="${1:-$repo/build/release}"
+  [ -x "$build/bin/gpu_tests" ] || { echo "gpu-check: $build/bin/gpu_tests missing: build with CUDA first" >&2; exit 1; }
+  rm -rf "$pack_dir" && mkdir -p "$pack_dir"
+  "$repo/scripts/pack-gpu-build.sh" --programs "pretrain preprocess gpu_tests gpu_bench" \
+    "$build" "$pack_dir/mds-gpu" || exit 1
+  tar -C "$pack_dir" -cJf "$pack_dir/mds-gpu.tar.xz" mds-gpu && rm -rf "$pack_dir/mds-gpu"
+  echo "gpu-check: $(du -h "$pack_dir/mds-gpu.tar.xz" | cut -f1) in $pack_dir/mds-gpu.tar.xz;" \
+    "on the device: run(command='scripts/gpu-check.sh run', carry=['build/gpu-pack'])"
+}
+
+# Runs one step, its output into $out/<name>.log (the last 15 MiB when longer).
+step() {  # name command...
+  local name=$1; shift
+  echo "== $name: $*"
+  local start rc=0
+  start=$(date +%s)
+  "$@" > "$out/$name.full" 2>&1 || rc=$?
+  tail -c 15000000 "$out/$name.full" > "$out/$name.log" && rm -f "$out/$name.full"
+  echo "== $name: exit $rc after $(( $(date +%s) - start )) s"
+  tail -n 15 "$out/$name.log"
+  [ "$rc" = 0 ] || failed+=("$name")
+}
+
+run() {
+  local steps="${1:-info tests pretrain bench train}"
+  out="${OUT:-$repo/gpu-check-out}"
+  mkdir -p "$out"
+  [ -f "$pack_dir/mds-gpu.tar.xz" ] || { echo "gpu-check: no $pack_dir/mds-gpu.tar.xz (carry build/gpu-pack)" >&2; exit 1; }
+  local root=/tmp/mds-gpu-check
+  rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$pack_dir/mds-gpu.tar.xz"
+  local pack="$root/mds-gpu" cuda="${CUDA_HOME:-/usr/local/cuda}"
+  export LD_LIBRARY_PATH="$pack/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export MDS_BIN="$pack/bin" MDS_DATA="$repo/data" MDS_TESTS="$repo/tests"
+  failed=()
+  for name in $steps; do
+    case $name in
+      info) step info bash -c 'nvidia-smi; nvcc --version 2>/dev/null; python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.get_device_name(0))"; uname -a' ;;
+      tests) step tests "$pack/bin/gpu_tests" ;;
+      pretrain) step pretrain bash "$repo/tests/gpu/pretrain_device_test.sh" ;;
+      bench) step bench "$pack/bin/gpu_bench" ;;
+      train) step train env MDS_GPU_BENCH_CONFIGS="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m}" \
+               bash "$repo/tests/bench/gpu_train_bench.sh" "$pack" ;;
+      *) echo "gpu-check: unknown step $name" >&2; failed+=("$name") ;;
+    esac
+  done
+  echo "gpu-check: ${#failed[@]} failed step(s)${failed[*]:+: ${failed[*]}}; logs in $out"
+  exit "${#failed[@]}"
+}
+
+case $mode in
+  pack) pack "${2:-}" ;;
+  run) run "${2:-}" ;;
+  *) echo "usage: $0 pack [BUILD_DIR] | run [STEPS]" >&2; exit 2 ;;
+esac
