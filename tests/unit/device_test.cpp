@@ -13,6 +13,7 @@
 #include "ops/device_context.h"
 #include "tensor/buffer.h"
 #include "tensor/device_memory.h"
+#include "test_support.h"
 #include "train/device_choice.h"
 
 namespace mds {
@@ -24,18 +25,6 @@ using tensor::DType;
 using tensor::Tensor;
 
 constexpr Device kCuda0{DeviceKind::kCuda, 0};
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const base::Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 // What CUDA requests must say here: the build has no CUDA, or it has and sees no device. On a
 // machine with a device these tests do not apply (tests/gpu covers it).
@@ -57,12 +46,12 @@ TEST(DeviceMemory, HostCopyChecksDtypeAndCount) {
   tensor::copy(Tensor(b.data(), DType::kFloat32, {3, 2}), Tensor(a.data(), DType::kFloat32, {6}));
   EXPECT_EQ(a, b);
   std::vector<std::int32_t> ints(6);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(testing_support::one_line_error([&] {
               tensor::copy(Tensor(ints.data(), DType::kInt32, {6}),
                            Tensor(a.data(), DType::kFloat32, {6}));
             }).find("dtypes and element counts must be equal"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(testing_support::one_line_error([&] {
               tensor::copy(Tensor(b.data(), DType::kFloat32, {5}),
                            Tensor(a.data(), DType::kFloat32, {6}));
             }).find("tensor::copy: float32 [6] on cpu into float32 [5] on cpu"),
@@ -75,13 +64,14 @@ TEST(DeviceMemory, HostCopyChecksDtypeAndCount) {
 
 TEST(DeviceMemory, CudaWithoutCudaFailsWithOneLine) {
   if (cuda_usable()) GTEST_SKIP() << "a CUDA device is present (tests/gpu covers it)";
-  const std::string buffer = error_of([] { tensor::Buffer(1024, kCuda0); });
+  const std::string buffer = testing_support::one_line_error([] { tensor::Buffer(1024, kCuda0); });
   std::vector<float> host(4);
-  const std::string copy = error_of([&] {
+  const std::string copy = testing_support::one_line_error([&] {
     tensor::copy(Tensor(host.data(), DType::kFloat32, {4}),
                  Tensor(host.data() + 1, DType::kFloat32, {4}, kCuda0));
   });
-  const std::string context = error_of([] { const ops::DeviceContext cuda(kCuda0); });
+  const std::string context =
+      testing_support::one_line_error([] { const ops::DeviceContext cuda(kCuda0); });
   if (!tensor::kCudaBuilt) {
     EXPECT_NE(buffer.find("cuda:0 was asked for, but this build has no CUDA backend"),
               std::string::npos)
@@ -106,7 +96,9 @@ TEST(DeviceContext, HostContextHasNoDeviceState) {
   EXPECT_FALSE(host.is_cuda());
   EXPECT_EQ(host.device(), Device{});
   host.synchronize();  // nothing queued, nothing to wait for
-  EXPECT_NE(error_of([&] { host.cuda(); }).find("the DeviceContext of cpu has no CUDA resources"),
+  EXPECT_NE(testing_support::one_line_error([&] {
+              host.cuda();
+            }).find("the DeviceContext of cpu has no CUDA resources"),
             std::string::npos);
   const ops::DeviceContext explicit_host(Device{});
   EXPECT_FALSE(explicit_host.is_cuda());
@@ -149,7 +141,7 @@ TEST(DeviceChoice, ParsesTheFlag) {
   EXPECT_EQ(train::parse_device_flag("cuda").index, 0);
   EXPECT_EQ(train::parse_device_flag("cuda:3").index, 3);
   for (const char* bad : {"", "gpu", "cuda:", "cuda:-1", "cuda:1x", "CPU", "cuda0"}) {
-    EXPECT_EQ(error_of([&] { train::parse_device_flag(bad); }),
+    EXPECT_EQ(testing_support::one_line_error([&] { train::parse_device_flag(bad); }),
               std::string("--device must be auto, cpu, cuda or cuda:N, got '") + bad + "'");
   }
 }
@@ -189,13 +181,15 @@ TEST(DeviceChoice, AutoPrefersCudaForRunsItCanDo) {
   EXPECT_EQ(choose_device(cpu, 4, "").device, Device{});
   // cuda: the device, or one line saying why not.
   EXPECT_EQ(choose_device(cuda1, 2, "").device, (Device{DeviceKind::kCuda, 1}));
-  EXPECT_EQ(error_of([&] { choose_device(cuda, 1, "ZeRO stage 1 …"); }),
+  EXPECT_EQ(testing_support::one_line_error([&] { choose_device(cuda, 1, "ZeRO stage 1 …"); }),
             "--device cuda:0: ZeRO stage 1 … (use --device cpu)");
-  EXPECT_EQ(error_of([&] { choose_device(cuda1, 1, ""); }),
+  EXPECT_EQ(testing_support::one_line_error([&] { choose_device(cuda1, 1, ""); }),
             tensor::kCudaBuilt
                 ? "--device cuda:1: this process sees 1 CUDA device(s)"
                 : "--device cuda:1: this build has no CUDA backend (BUILD_CUDA=OFF)");
-  EXPECT_NE(error_of([&] { choose_device(cuda, 0, ""); }).find("--device cuda:0: "),
+  EXPECT_NE(testing_support::one_line_error([&] {
+              choose_device(cuda, 0, "");
+            }).find("--device cuda:0: "),
             std::string::npos);
 }
 

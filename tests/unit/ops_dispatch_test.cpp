@@ -20,6 +20,7 @@
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "tensor/device_memory.h"
+#include "test_support.h"
 
 namespace mds {
 namespace {
@@ -115,19 +116,6 @@ std::vector<OpCase> every_op() {
   };
 }
 
-// The one-line message of the base::Error `call` throws ("" and a test failure if none).
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const base::Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
 struct Tensors {
   std::vector<float> a = std::vector<float>(8, 1.0f), b = std::vector<float>(8, 1.0f);
   Tensor host() { return {a.data(), tensor::DType::kFloat32, {2, 4}}; }
@@ -139,7 +127,8 @@ TEST(OpsDispatch, MixedDevicesFailWithOneLineNamingTheOp) {
     if (op.one_tensor) continue;
     SCOPED_TRACE(op.name);
     Tensors t;
-    const std::string message = error_of([&] { op.call(DeviceContext{}, t.cuda(), t.host()); });
+    const std::string message =
+        testing_support::one_line_error([&] { op.call(DeviceContext{}, t.cuda(), t.host()); });
     EXPECT_NE(message.find(std::string("ops::") + op.name + ":"), std::string::npos) << message;
     EXPECT_NE(message.find("are on different devices (cpu and cuda:0)"), std::string::npos)
         << message;
@@ -150,7 +139,8 @@ TEST(OpsDispatch, DeviceTensorsWithAHostContextFail) {
   for (const OpCase& op : every_op()) {
     SCOPED_TRACE(op.name);
     Tensors t;
-    const std::string message = error_of([&] { op.call(DeviceContext{}, t.cuda(), t.cuda()); });
+    const std::string message =
+        testing_support::one_line_error([&] { op.call(DeviceContext{}, t.cuda(), t.cuda()); });
     EXPECT_NE(message.find(std::string("ops::") + op.name + ":"), std::string::npos) << message;
     EXPECT_NE(message.find("the tensors are on cuda:0 but the DeviceContext runs on cpu"),
               std::string::npos)
@@ -161,11 +151,17 @@ TEST(OpsDispatch, DeviceTensorsWithAHostContextFail) {
 TEST(OpsDispatch, OverloadsWithoutAContextAreForHostTensors) {
   Tensors t;
   const Tensor cuda = t.cuda();
-  EXPECT_NE(error_of([&] { ops::add(cuda, cuda, cuda); }).find("DeviceContext runs on cpu"),
+  EXPECT_NE(testing_support::one_line_error([&] {
+              ops::add(cuda, cuda, cuda);
+            }).find("DeviceContext runs on cpu"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { ops::fill(cuda, 0.0f); }).find("DeviceContext runs on cpu"),
+  EXPECT_NE(testing_support::one_line_error([&] {
+              ops::fill(cuda, 0.0f);
+            }).find("DeviceContext runs on cpu"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { ops::sum_of_squares(cuda); }).find("DeviceContext runs on cpu"),
+  EXPECT_NE(testing_support::one_line_error([&] {
+              ops::sum_of_squares(cuda);
+            }).find("DeviceContext runs on cpu"),
             std::string::npos);
   // And the host results are those of a host context.
   std::vector<float> x = {1, 2, 3}, y(3), z(3);
@@ -180,10 +176,11 @@ TEST(OpsDispatch, HostOnlyAndDeviceOnlyAttention) {
   Tensors t;
   // The probabilities path has no CUDA twin; the flash kernels have no host twin.
   const Tensor cuda = t.cuda();
-  EXPECT_EQ(error_of([&] { ops::attention_probs_forward(cuda, cuda, 1.0f); }),
-            "ops::attention_probs_forward runs on host tensors only (it has no CUDA backend)");
+  EXPECT_EQ(
+      testing_support::one_line_error([&] { ops::attention_probs_forward(cuda, cuda, 1.0f); }),
+      "ops::attention_probs_forward runs on host tensors only (it has no CUDA backend)");
   std::vector<float> qkv(3 * 2 * 3 * 8), ctx(3 * 2 * 8), lse(2 * 3);
-  const std::string message = error_of([&] {
+  const std::string message = testing_support::one_line_error([&] {
     ops::flash_attention_forward(DeviceContext{},
                                  Tensor(ctx.data(), tensor::DType::kFloat32, {3, 2, 8}),
                                  Tensor(lse.data(), tensor::DType::kFloat32, {2, 1, 3}),

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "base/error.h"
+
 namespace mds::testing_support {
 
 namespace fs = std::filesystem;
@@ -101,6 +103,18 @@ std::vector<std::string> ScratchDir::files() const {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::string one_line_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const base::Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    return message;
+  }
+  ADD_FAILURE() << "no error";
+  return "";
 }
 
 }  // namespace mds::testing_support

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,5 +53,9 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// The message of the base::Error `call` throws, which must be one line; "" and a test failure when
+// it throws none.
+std::string one_line_error(const std::function<void()>& call);
 
 }  // namespace mds::testing_support
