@@ -26,10 +26,9 @@ using tensor::Tensor;
 
 constexpr Device kCuda0{DeviceKind::kCuda, 0};
 
-// What CUDA requests must say here: the build has no CUDA, or it has and sees no device. On a
-// machine with a device these tests do not apply (tests/gpu covers it).
-bool cuda_usable() {
-  return tensor::cuda_device_count() > 0;
+// One past the last visible device: a CUDA device no process here can have, on any machine.
+Device missing_cuda_device() {
+  return Device{DeviceKind::kCuda, static_cast<int>(tensor::cuda_device_count())};
 }
 
 TEST(DeviceMemory, NamesAndCounts) {
@@ -62,18 +61,20 @@ TEST(DeviceMemory, HostCopyChecksDtypeAndCount) {
   EXPECT_EQ(a, b);
 }
 
-TEST(DeviceMemory, CudaWithoutCudaFailsWithOneLine) {
-  if (cuda_usable()) GTEST_SKIP() << "a CUDA device is present (tests/gpu covers it)";
-  const std::string buffer = testing_support::one_line_error([] { tensor::Buffer(1024, kCuda0); });
+TEST(DeviceMemory, AMissingCudaDeviceFailsWithOneLine) {
+  const Device missing = missing_cuda_device();
+  const std::string name = tensor::device_name(missing);
+  const std::string buffer =
+      testing_support::one_line_error([&] { tensor::Buffer(1024, missing); });
   std::vector<float> host(4);
   const std::string copy = testing_support::one_line_error([&] {
     tensor::copy(Tensor(host.data(), DType::kFloat32, {4}),
-                 Tensor(host.data() + 1, DType::kFloat32, {4}, kCuda0));
+                 Tensor(host.data() + 1, DType::kFloat32, {4}, missing));
   });
   const std::string context =
-      testing_support::one_line_error([] { const ops::DeviceContext cuda(kCuda0); });
+      testing_support::one_line_error([&] { const ops::DeviceContext cuda(missing); });
   if (!tensor::kCudaBuilt) {
-    EXPECT_NE(buffer.find("cuda:0 was asked for, but this build has no CUDA backend"),
+    EXPECT_NE(buffer.find(name + " was asked for, but this build has no CUDA backend"),
               std::string::npos)
         << buffer;
     EXPECT_NE(copy.find("this build has no CUDA backend"), std::string::npos) << copy;
@@ -81,13 +82,11 @@ TEST(DeviceMemory, CudaWithoutCudaFailsWithOneLine) {
               std::string::npos)
         << context;
   } else {
-    EXPECT_NE(buffer.find("cuda:0 does not exist: this process sees 0 CUDA devices"),
-              std::string::npos)
-        << buffer;
+    const std::string sees =
+        "this process sees " + std::to_string(tensor::cuda_device_count()) + " CUDA device";
+    EXPECT_NE(buffer.find(name + " does not exist: " + sees), std::string::npos) << buffer;
     EXPECT_NE(copy.find("cuda"), std::string::npos) << copy;
-    EXPECT_NE(context.find("cannot run on cuda:0: this process sees 0 CUDA devices"),
-              std::string::npos)
-        << context;
+    EXPECT_NE(context.find("cannot run on " + name + ": " + sees), std::string::npos) << context;
   }
 }
 
