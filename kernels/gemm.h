@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "tensor/dtype.h"
 
@@ -16,8 +17,15 @@ struct cublasLtContext;  // cublasLt.h's handle type, kept out of this header
 
 namespace mds::kernels {
 
-// A cuBLASLt handle and the device workspace its algorithms may use. One context serves one
-// stream at a time (the workspace is shared by its calls); make one per concurrent stream.
+namespace detail {
+class GemmPlanCache;
+}
+
+// A cuBLASLt handle, the device workspace its algorithms may use, and the plans of the GEMMs run
+// so far (descriptors and the heuristic's algorithm per shape, dtypes, transposes and operand
+// alignment), so each distinct GEMM asks the heuristic once. One context serves one stream and one
+// host thread at a time (the workspace and the plans are shared by its calls); make one per
+// concurrent stream.
 class GemmContext {
  public:
   // Hopper kernels use up to 32 MiB; less only narrows the algorithms on offer.
@@ -31,8 +39,12 @@ class GemmContext {
   cublasLtContext* handle() const { return handle_; }
   void* workspace() const { return workspace_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
+  // How many distinct GEMMs have a plan.
+  std::size_t cached_plans() const;
+  detail::GemmPlanCache& plans() { return *plans_; }
 
  private:
+  std::unique_ptr<detail::GemmPlanCache> plans_;
   cublasLtContext* handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;

@@ -158,6 +158,38 @@ TEST(GpuGemm, MisalignedViewsWork) {
   MDS_EXPECT_CLOSE(dc.download(), ref, 1e-5);
 }
 
+TEST(GpuGemm, PlansAreReusedPerShapeAndAlignmentAndFollowEachCallsPointers) {
+  // One plan per distinct GEMM: the same shape with new operands and a new bias reuses it (and
+  // must read the new bias, the one pointer a plan's descriptor holds); a less aligned view or
+  // another shape gets its own.
+  GemmContext context;
+  const std::int64_t m = 33, n = 65, k = 96;
+  const auto x = random_floats(static_cast<std::size_t>(m * k + 1), 92);
+  const auto weight = random_floats(static_cast<std::size_t>(n * k), 93);
+  const auto bias_a = random_floats(static_cast<std::size_t>(n), 94);
+  const auto bias_b = random_floats(static_cast<std::size_t>(n), 95);
+  DeviceArray<float> dx(x), dw(weight), dbias_a(bias_a), dbias_b(bias_b);
+  const auto check = [&](const float* x_host, const float* x_device, const std::vector<float>& bias,
+                         const float* bias_device, std::size_t plans) {
+    std::vector<float> ref(static_cast<std::size_t>(m * n));
+    ops::cpu::linear_forward(ref.data(), x_host, weight.data(), bias.data(), m, n, k);
+    DeviceArray<float> out(static_cast<std::size_t>(m * n));  // poisoned
+    kernels::linear_forward(context, out.get(), x_device, dw.get(), bias_device, m, n, k, nullptr);
+    MDS_EXPECT_CLOSE(out.download(), ref, 1e-5);
+    EXPECT_EQ(context.cached_plans(), plans);
+  };
+  check(x.data(), dx.get(), bias_a, dbias_a.get(), 1);
+  check(x.data(), dx.get(), bias_b, dbias_b.get(), 1);
+  check(x.data() + 1, dx.get() + 1, bias_a, dbias_a.get(), 2);  // 4-byte aligned view
+  check(x.data() + 1, dx.get() + 1, bias_b, dbias_b.get(), 2);
+  std::vector<float> ref_nobias(static_cast<std::size_t>(m * n));
+  ops::cpu::linear_forward(ref_nobias.data(), x.data(), weight.data(), nullptr, m, n, k);
+  DeviceArray<float> out(static_cast<std::size_t>(m * n));
+  kernels::linear_forward(context, out.get(), dx.get(), dw.get(), nullptr, m, n, k, nullptr);
+  MDS_EXPECT_CLOSE(out.download(), ref_nobias, 1e-5);
+  EXPECT_EQ(context.cached_plans(), 3u);  // no epilogue: another descriptor
+}
+
 TEST(GpuGemm, LinearForwardAndBackwardMatchCpu) {
   GemmContext context;
   for (const Shape& s : kShapes) {

@@ -64,7 +64,7 @@ void dropout_backward(const DeviceContext& ctx, float* dx, const float* dout, st
 void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const float* dout, std::int64_t rows,
                        std::int64_t cols, const DropoutStream& stream);
 
-// kernels/embedding.h (the backward allocates its sort workspace on the stream)
+// kernels/embedding.h (the backward's sort workspace is the context's scratch)
 void embedding_lookup(const DeviceContext& ctx, float* out, const std::int64_t* ids,
                       const float* table, std::int64_t n, std::int64_t h, std::int64_t rows,
                       std::int64_t vocab_start, bool add);
