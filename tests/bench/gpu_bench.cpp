@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/flags.h"
 #include "kernels/adam.h"
 #include "kernels/attention.h"
 #include "kernels/check.h"
@@ -52,42 +53,27 @@ struct Options {
   std::string only;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "gpu_bench: %s\nusage: gpu_bench [--batch B] [--seq T] [--hidden C] [--heads H] "
-               "[--vocab V] [--iters N] [--only NAME]\n",
-               why);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-    const std::string value = argv[i + 1];
-    if (flag == "--only") {
-      o.only = value;
-      continue;
-    }
-    const long long v = std::atoll(value.c_str());
-    if (v <= 0) usage(("bad value for " + flag).c_str());
-    if (flag == "--batch")
-      o.batch = v;
-    else if (flag == "--seq")
-      o.seq = v;
-    else if (flag == "--hidden")
-      o.hidden = v;
-    else if (flag == "--heads")
-      o.heads = v;
-    else if (flag == "--vocab")
-      o.vocab = v;
-    else if (flag == "--iters")
-      o.iters = static_cast<int>(v);
-    else
-      usage(("unknown flag " + flag).c_str());
+  mds::config::FlagSet flags("gpu_bench",
+                             "Validates each CUDA kernel against its CPU twin at a reduced size, "
+                             "then times it at the shapes of one GPT-2 micro-batch. Exits 77 "
+                             "without a CUDA device.");
+  CLI::App& app = flags.app();
+  app.add_option("--batch", o.batch, "micro-batch size")->check(CLI::PositiveNumber);
+  app.add_option("--seq", o.seq, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.hidden, "hidden size")->check(CLI::PositiveNumber);
+  app.add_option("--heads", o.heads, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", o.vocab, "(padded) vocabulary size")->check(CLI::PositiveNumber);
+  app.add_option("--iters", o.iters, "timed calls per kernel")->check(CLI::PositiveNumber);
+  app.add_option("--only", o.only,
+                 "only this kernel family: embedding, layernorm, attention, gemm, gelu, "
+                 "cross_entropy or adam");
+  flags.parse(argc, argv);
+  if (o.hidden % o.heads != 0) {
+    std::fprintf(stderr, "gpu_bench: error: --heads must divide --hidden\n");
+    std::exit(2);
   }
-  if (o.hidden % o.heads != 0) usage("--heads must divide --hidden");
   return o;
 }
 

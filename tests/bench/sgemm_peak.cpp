@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/flags.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -44,44 +46,31 @@ struct Gemm {
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * k; }
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "sgemm_peak: %s\nusage: sgemm_peak --layers L --hidden H --heads N --seq S "
-               "--micro-batch B --global-batch G [--vocab V] [--square N] [--seconds T]\n",
-               why);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-    const char* value = argv[++i];
-    if (flag == "--seconds") {
-      o.seconds = std::atof(value);
-      continue;
-    }
-    const std::int64_t v = std::atoll(value);
-    if (v <= 0) usage(("bad value for " + flag).c_str());
-    const std::pair<const char*, std::int64_t*> integers[] = {{"--layers", &o.layers},
-                                                              {"--hidden", &o.hidden},
-                                                              {"--heads", &o.heads},
-                                                              {"--seq", &o.seq},
-                                                              {"--micro-batch", &o.micro_batch},
-                                                              {"--global-batch", &o.global_batch},
-                                                              {"--vocab", &o.vocab},
-                                                              {"--square", &o.square}};
-    const auto* target = std::find_if(std::begin(integers), std::end(integers),
-                                      [&](const auto& entry) { return flag == entry.first; });
-    if (target == std::end(integers)) usage(("unknown flag " + flag).c_str());
-    *target->second = v;
+  mds::config::FlagSet flags("sgemm_peak",
+                             "OpenBLAS sgemm GFLOP/s at the GEMM shapes of one GPT-2 training "
+                             "micro-batch and at a large square size.");
+  CLI::App& app = flags.app();
+  const auto positive = [&](const char* name, std::int64_t& value, const char* help) {
+    return app.add_option(name, value, help)->check(CLI::PositiveNumber);
+  };
+  positive("--layers", o.layers, "transformer layers")->required();
+  positive("--hidden", o.hidden, "hidden size")->required();
+  positive("--heads", o.heads, "attention heads")->required();
+  positive("--seq", o.seq, "sequence length")->required();
+  positive("--micro-batch", o.micro_batch, "micro-batch size")->required();
+  positive("--global-batch", o.global_batch, "global batch size")->required();
+  positive("--vocab", o.vocab, "(padded) vocabulary size");
+  positive("--square", o.square, "size of the square reference GEMM");
+  app.add_option("--seconds", o.seconds, "timing per shape")->check(CLI::PositiveNumber);
+  flags.parse(argc, argv);
+  if (o.hidden % o.heads != 0 || o.global_batch % o.micro_batch != 0) {
+    std::fprintf(stderr,
+                 "sgemm_peak: error: --heads must divide --hidden and --micro-batch must divide "
+                 "--global-batch\n");
+    std::exit(2);
   }
-  if (o.layers == 0 || o.hidden == 0 || o.heads == 0 || o.seq == 0 || o.micro_batch == 0 ||
-      o.global_batch == 0)
-    usage("--layers, --hidden, --heads, --seq, --micro-batch and --global-batch are required");
-  if (o.hidden % o.heads != 0 || o.global_batch % o.micro_batch != 0)
-    usage("heads must divide hidden and micro-batch must divide global-batch");
   return o;
 }
 

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "config/flags.h"
 #include "text/gpt2_bpe.h"
 
 namespace {
@@ -64,23 +65,16 @@ int main(int argc, char** argv) {
   std::string merges = MDS_DATA_DIR "/gpt2/merges.txt";
   double megabytes = 50;
   std::vector<std::string> corpora;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--vocab" && i + 1 < argc) {
-      vocab = argv[++i];
-    } else if (arg == "--merges" && i + 1 < argc) {
-      merges = argv[++i];
-    } else if (arg == "--megabytes" && i + 1 < argc) {
-      megabytes = std::atof(argv[++i]);
-    } else if (arg.starts_with("--")) {
-      std::fprintf(stderr,
-                   "usage: tokenizer_bench [--vocab FILE] [--merges FILE] [--megabytes N] "
-                   "[CORPUS...]\n");
-      return 2;
-    } else {
-      corpora.push_back(arg);
-    }
-  }
+  mds::config::FlagSet flags("tokenizer_bench",
+                             "GPT-2 BPE tokenizer throughput (MB/s) on text corpora.");
+  CLI::App& app = flags.app();
+  app.add_option("--vocab", vocab, "GPT-2 vocab.json")->check(CLI::ExistingFile);
+  app.add_option("--merges", merges, "GPT-2 merges.txt")->check(CLI::ExistingFile);
+  app.add_option("--megabytes", megabytes, "text tokenized per corpus (repeated to reach it)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("corpora", corpora, "text files (default: the bundled corpora)")
+      ->check(CLI::ExistingFile);
+  flags.parse(argc, argv);
   if (corpora.empty()) {
     corpora = {MDS_DATA_DIR "/corpora/tinyshakespeare.txt",
                MDS_DATA_DIR "/eval/wikitext-2-test.txt", MDS_DATA_DIR "/eval/wikitext-2-valid.txt"};
