@@ -35,8 +35,8 @@ struct Preference {
   Preference& operator=(const Preference&) = delete;
   template <typename T>
   void set(cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof value),
-                 "kernels::gemm (preference attribute)");
+    set_attribute(cublasLtMatmulPreferenceSetAttribute, preference, attribute, value,
+                  "kernels::gemm (preference attribute)");
   }
 };
 

@@ -16,6 +16,13 @@ namespace mds::kernels::detail {
 
 void check_cublas(cublasStatus_t status, const char* what);
 
+// One cublasLt*SetAttribute call, checked.
+template <typename Setter, typename Handle, typename Attribute, typename T>
+void set_attribute(Setter setter, Handle handle, Attribute attribute, const T& value,
+                   const char* what) {
+  check_cublas(setter(handle, attribute, &value, sizeof value), what);
+}
+
 // Everything the descriptors and the heuristic's choice depend on. The pointers' alignments are
 // part of it (a strided view may be less aligned than the buffer it cuts), the pointers are not.
 struct GemmKey {
@@ -41,8 +48,8 @@ struct MatmulDesc {
   MatmulDesc& operator=(const MatmulDesc&) = delete;
   template <typename T>
   void set(cublasLtMatmulDescAttributes_t attribute, const T& value) {
-    check_cublas(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value),
-                 "kernels::gemm (desc attribute)");
+    set_attribute(cublasLtMatmulDescSetAttribute, desc, attribute, value,
+                  "kernels::gemm (desc attribute)");
   }
 };
 
