@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "ops/check.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/decode_attention.h"
 #include "ops/cuda/backend.h"
 
 namespace mds::ops {
@@ -79,6 +80,33 @@ cpu::AttentionDims flash_dims(const char* op, const Tensor& lse, const Tensor& q
                " has no flash-attention kernel (8, 16, 32, 64, 96 or 128 with CUDA)");
   }
   return d;
+}
+
+// Dimensions from keys [b, np, capacity, hn] and qkv [b, count, np·3·hn], checked against each
+// other, against values and the cache's room; the kernels' head dims on a device.
+cpu::DecodeAttentionDims decode_dims(const char* op, const Tensor& keys, const Tensor& values,
+                                     const Tensor& qkv, std::int64_t past, bool cuda) {
+  if (keys.shape().rank() != 4 || keys.dim(1) == 0) {
+    base::fail("ops::", op, ": keys must be [b, np, capacity, hn], got ", keys.shape().to_string());
+  }
+  const std::int64_t b = keys.dim(0), np = keys.dim(1), capacity = keys.dim(2), hn = keys.dim(3);
+  if (qkv.shape().rank() != 3 || qkv.dim(0) != b || qkv.dim(2) != np * 3 * hn) {
+    base::fail("ops::", op, ": qkv must be [b, count, np*3*hn] = [", b, ", count, ", np * 3 * hn,
+               "] to match keys ", keys.shape().to_string(), ", got ", qkv.shape().to_string());
+  }
+  check_float(op, {"keys", keys}, keys.shape());
+  check_float(op, {"values", values}, keys.shape());
+  detail::expect_dtype(op, {"qkv", qkv}, DType::kFloat32);
+  const std::int64_t count = qkv.dim(1);
+  if (past < 0 || past + count > capacity) {
+    base::fail("ops::", op, ": positions [", past, ", ", past + count, ") do not fit the cache of ",
+               capacity);
+  }
+  if (cuda && !decode_attention_supports_cuda(hn)) {
+    base::fail("ops::", op, ": head dim ", hn,
+               " has no CUDA decode-attention kernel (8, 16, 32, 64, 96 or 128)");
+  }
+  return {b, count, np, hn, past, capacity};
 }
 
 [[noreturn]] void flash_on_host(const char* op) {
@@ -221,6 +249,44 @@ void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcon
     cuda::attention_backward(ctx, dqkv.data<float>(), dcontext.data<float>(), context.data<float>(),
                              lse.data<float>(), qkv.data<float>(), d, coeff, dropout);
   }
+}
+
+void kv_cache_append(const DeviceContext& ctx, Tensor keys, Tensor values, Tensor qkv,
+                     std::int64_t past) {
+  constexpr const char* kOp = "kv_cache_append";
+  const bool cuda = detail::on_cuda(kOp, ctx, {{"keys", keys}, {"values", values}, {"qkv", qkv}});
+  const cpu::DecodeAttentionDims d = decode_dims(kOp, keys, values, qkv, past, cuda);
+  if (cuda) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::kv_cache_append(ctx, keys.data<float>(), values.data<float>(), qkv.data<float>(), d);
+    }
+    return;
+  }
+  cpu::kv_cache_append(keys.data<float>(), values.data<float>(), qkv.data<float>(), d);
+}
+
+void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor qkv, Tensor keys,
+                              Tensor values, std::int64_t past, float coeff) {
+  constexpr const char* kOp = "decode_attention_forward";
+  const bool cuda = detail::on_cuda(
+      kOp, ctx, {{"context", context}, {"qkv", qkv}, {"keys", keys}, {"values", values}});
+  const cpu::DecodeAttentionDims d = decode_dims(kOp, keys, values, qkv, past, cuda);
+  check_float(kOp, {"context", context}, {d.b, d.count, d.np * d.hn});
+  check_coeff(kOp, coeff);
+  if (cuda) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::decode_attention_forward(ctx, context.data<float>(), qkv.data<float>(),
+                                     keys.data<float>(), values.data<float>(), d, coeff);
+    }
+    return;
+  }
+  cpu::decode_attention_forward(context.data<float>(), qkv.data<float>(), keys.data<float>(),
+                                values.data<float>(), d, coeff);
+}
+
+bool decode_attention_supports_cuda(std::int64_t hn) {
+  if constexpr (detail::kCudaBuilt) return cuda::decode_attention_head_dim_supported(hn);
+  return false;
 }
 
 }  // namespace mds::ops

@@ -19,7 +19,8 @@
 // dropout backward applied to dprobs in place.
 //
 // Two implementations: on the host the halves below keep the probabilities (host tensors only);
-// on a CUDA device flash_attention_forward/backward at the end never store them.
+// on a CUDA device flash_attention_forward/backward at the end never store them. Inference with a
+// key/value cache uses the decode attention at the end of this file, on the host or a device.
 #pragma once
 #include <cstdint>
 
@@ -102,5 +103,27 @@ void flash_attention_backward(const DeviceContext& ctx, tensor::Tensor dqkv,
                               tensor::Tensor dcontext, tensor::Tensor context, tensor::Tensor lse,
                               tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
                               HeadRange heads = {});
+
+// ---- Decode attention: new positions over a key/value cache (inference) ----------------------
+// Layouts (b rows, count new positions per row, np heads, hn head dim, capacity cached positions
+// per row):
+//   qkv           [b, count, np·3·hn]  the new positions' fused QKV, row after row (batch-major,
+//                                      unlike training's [s, b, …]); per token as above
+//   keys, values  [b, np, capacity, hn] one layer's cache
+//   context       [b, count, np·hn]
+// New position i of a row is absolute position past + i. Same scaling and softmax as above (fp32,
+// coeff·α·q·kᵀ over keys j ≤ past + i); no dropout. On the host a plain loop; on a CUDA device
+// kernels/decode_attention.h (head dims 8, 16, 32, 64, 96, 128, as the flash kernels).
+
+// keys and values at positions [past, past + count) ← the k and v parts of qkv (bit for bit).
+void kv_cache_append(const DeviceContext& ctx, tensor::Tensor keys, tensor::Tensor values,
+                     tensor::Tensor qkv, std::int64_t past);
+// context = softmax(coeff·α·q·kᵀ)·v of each new position over cache positions [0, past + i]
+// (written); their keys and values must be in the cache already (kv_cache_append).
+void decode_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor qkv,
+                              tensor::Tensor keys, tensor::Tensor values, std::int64_t past,
+                              float coeff);
+// Whether decode_attention_forward runs on a CUDA device for head dim hn (false without CUDA).
+bool decode_attention_supports_cuda(std::int64_t hn);
 
 }  // namespace mds::ops

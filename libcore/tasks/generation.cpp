@@ -36,7 +36,7 @@ std::vector<GenerationResult> generate(const GptInference& model,
     samplers.emplace_back(options.seed, rows[static_cast<std::size_t>(r)].stream);
   }
 
-  KvCache cache(model.options().config, b, s);
+  KvCache cache = model.make_cache(b, s);
   const auto feed = [&](std::int64_t from, std::int64_t count) {
     if (options.recompute) {
       cache.clear();

@@ -1,36 +1,26 @@
 #include "tasks/gpt_inference.h"
 
 #include <algorithm>
-#include <cmath>
+#include <string>
 
 #include "base/error.h"
 #include "model/activation_plan.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
-#include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "tensor/arena.h"
+#include "tensor/device_memory.h"
 
 namespace mds::tasks {
 
 using tensor::DType;
 using tensor::Tensor;
 
-namespace {
-
-Tensor view(std::vector<float>& data, tensor::Shape shape) {
-  return Tensor(data.data(), DType::kFloat32, shape);
-}
-
-Tensor view(std::vector<std::int64_t>& data, tensor::Shape shape) {
-  return Tensor(data.data(), DType::kInt64, shape);
-}
-
-}  // namespace
-
-KvCache::KvCache(const model::GptConfig& config, std::int64_t batch, std::int64_t capacity)
+KvCache::KvCache(const model::GptConfig& config, std::int64_t batch, std::int64_t capacity,
+                 tensor::Device device)
     : layers_(model::StageLayers::of(config).count()),
       heads_(config.local_heads()),
       head_dim_(config.head_dim()),
@@ -39,25 +29,59 @@ KvCache::KvCache(const model::GptConfig& config, std::int64_t batch, std::int64_
   if (batch <= 0 || capacity <= 0) {
     base::fail("KvCache: batch and capacity must be > 0, got ", batch, " and ", capacity);
   }
-  data_.assign(static_cast<std::size_t>(2 * layers_ * batch_ * heads_ * capacity_ * head_dim_),
-               0.0f);
+  const std::int64_t floats = 2 * layers_ * batch_ * heads_ * capacity_ * head_dim_;
+  data_ = tensor::Buffer(static_cast<std::size_t>(floats) * sizeof(float), device);
 }
 
-float* KvCache::keys(std::int64_t layer, std::int64_t row, std::int64_t head) {
-  const std::int64_t slot = (layer * batch_ + row) * heads_ + head;
-  return data_.data() + slot * capacity_ * head_dim_;
+Tensor KvCache::keys(std::int64_t layer) const {
+  return data_.as(DType::kFloat32, {2 * layers_ * batch_, heads_, capacity_, head_dim_})
+      .narrow(layer * batch_, batch_);
 }
 
-float* KvCache::values(std::int64_t layer, std::int64_t row, std::int64_t head) {
-  return keys(layer, row, head) + layers_ * batch_ * heads_ * capacity_ * head_dim_;
+Tensor KvCache::values(std::int64_t layer) const {
+  return data_.as(DType::kFloat32, {2 * layers_ * batch_, heads_, capacity_, head_dim_})
+      .narrow((layers_ + layer) * batch_, batch_);
 }
+
+// The tensors of one forward, planned for up to `tokens` positions through the layers (rows ×
+// count) and `head_rows` through the head; a call with fewer uses the leading rows.
+struct GptInference::Workspace {
+  Workspace(std::int64_t planned_tokens, std::int64_t planned_head_rows, tensor::Arena memory)
+      : tokens(planned_tokens), head_rows(planned_head_rows), arena(std::move(memory)) {}
+
+  std::int64_t tokens, head_rows;
+  tensor::Arena arena;
+  // Layers: [tokens, h] x, y, ln, tmp; [tokens, local h] context; [tokens, 3·local h] qkv;
+  // [tokens, local ffn] fc, act; [tokens] mean, rstd.
+  Tensor x, y, ln, tmp, context, qkv, fc, act, mean, rstd;
+  // int64 [2·tokens + head_rows]: token ids, positions, then the rows the head reads.
+  Tensor indices;
+  // Head: [head_rows, h] last, last_ln; [head_rows] mean, rstd; [head_rows, local vocab] logits.
+  Tensor last, last_ln, last_mean, last_rstd, logits;
+  // The host side of `indices` (the same tensor on the host).
+  std::vector<std::int64_t> host_indices;
+};
+
+namespace {
+
+struct Planned {
+  tensor::ArenaPlan plan;
+  std::vector<std::size_t> slots;
+  void add(const char* name, DType dtype, tensor::Shape shape) {
+    slots.push_back(plan.add(name, dtype, shape));
+  }
+};
+
+}  // namespace
 
 GptInference::GptInference(const model::ModelOptions& options, const model::ParamTable& table,
-                           const model::ParamBuffer& params, const InferenceComms& comms)
+                           const model::ParamBuffer& params, const InferenceComms& comms,
+                           const ops::DeviceContext* device)
     : options_(options),
       params_(&params),
       comms_(comms),
       tp_(comms.tp),
+      device_(device),
       owns_embedding_(options.config.stage_owns(model::GptConfig::kEmbeddingSpec)),
       owns_head_(options.config.stage_owns(options.config.head_spec())),
       first_layer_(model::StageLayers::of(options.config).first) {
@@ -74,6 +98,7 @@ GptInference::GptInference(const model::ModelOptions& options, const model::Para
                ") but its grid makes it TP rank ", comms.tp_rank, " of ", comms.tp_size,
                ", pipeline stage ", comms.pp_rank, " of ", comms.pp_size);
   }
+  check_device();
   if (owns_embedding_ || owns_head_) {
     word_ = table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
   }
@@ -90,70 +115,153 @@ GptInference::GptInference(const model::ModelOptions& options, const model::Para
   }
 }
 
-void GptInference::attention(KvCache& cache, std::int64_t layer, const float* qkv, float* context,
-                             std::int64_t count) const {
+GptInference::~GptInference() = default;
+
+void GptInference::check_device() const {
+  const tensor::Device device = context().device();
+  const tensor::Device weights = params_->flat().device();
+  if (!(weights == device)) {
+    base::fail("GptInference: the weights are on ", tensor::device_name(weights),
+               " but the model runs on ", tensor::device_name(device));
+  }
+  if (!context().is_cuda()) return;
+  const std::string where = "GptInference on " + tensor::device_name(device);
+  if (comms_.tp_size * comms_.pp_size != 1) {
+    base::fail(where, ": one whole model only (T = P = 1); a T × P grid runs on the host");
+  }
+  if (!ops::decode_attention_supports_cuda(options_.config.head_dim())) {
+    base::fail(where, ": head dim ", options_.config.head_dim(),
+               " has no CUDA attention kernel (8, 16, 32, 64, 96 or 128)");
+  }
+}
+
+KvCache GptInference::make_cache(std::int64_t batch, std::int64_t capacity) const {
+  return KvCache(options_.config, batch, capacity, device());
+}
+
+GptInference::Workspace& GptInference::workspace(std::int64_t tokens,
+                                                 std::int64_t head_rows) const {
+  if (workspace_ && workspace_->tokens >= tokens && workspace_->head_rows >= head_rows) {
+    return *workspace_;
+  }
+  if (workspace_) {
+    tokens = std::max(tokens, workspace_->tokens);
+    head_rows = std::max(head_rows, workspace_->head_rows);
+  }
+  workspace_.reset();  // the old arena goes before the larger one is allocated
   const model::GptConfig& c = options_.config;
-  const std::int64_t heads = c.local_heads(), hn = c.head_dim(), lh = c.local_hidden();
-  const std::int64_t past = cache.length(), slot = layer - first_layer_;
+  const std::int64_t h = c.hidden_size, lh = c.local_hidden(), lf = c.local_ffn();
+  const std::int64_t rows = std::max<std::int64_t>(head_rows, 1);
+  Planned p;
+  for (const char* name : {"x", "y", "ln", "tmp"}) p.add(name, DType::kFloat32, {tokens, h});
+  p.add("context", DType::kFloat32, {tokens, lh});
+  p.add("qkv", DType::kFloat32, {tokens, 3 * lh});
+  p.add("fc", DType::kFloat32, {tokens, lf});
+  p.add("act", DType::kFloat32, {tokens, lf});
+  p.add("mean", DType::kFloat32, {tokens});
+  p.add("rstd", DType::kFloat32, {tokens});
+  p.add("indices", DType::kInt64, {2 * tokens + head_rows});
+  p.add("last", DType::kFloat32, {rows, h});
+  p.add("last_ln", DType::kFloat32, {rows, h});
+  p.add("last_mean", DType::kFloat32, {rows});
+  p.add("last_rstd", DType::kFloat32, {rows});
+  p.add("logits", DType::kFloat32, {rows, c.local_vocab()});
+  auto ws = std::make_unique<Workspace>(tokens, head_rows,
+                                        tensor::Arena(p.plan, device(), "GptInference workspace"));
+  const tensor::Arena& a = ws->arena;
+  std::size_t i = 0;
+  for (Tensor* t : {&ws->x, &ws->y, &ws->ln, &ws->tmp, &ws->context, &ws->qkv, &ws->fc, &ws->act,
+                    &ws->mean, &ws->rstd, &ws->indices, &ws->last, &ws->last_ln, &ws->last_mean,
+                    &ws->last_rstd, &ws->logits}) {
+    *t = a[p.slots[i++]];
+  }
+  ws->host_indices.resize(static_cast<std::size_t>(2 * tokens + head_rows));
+  workspace_ = std::move(ws);
+  return *workspace_;
+}
+
+void GptInference::check_tokens(std::span<const std::int64_t> tokens) const {
+  // Device lookups do not check their ids (ops/embedding.h): every device gets this line.
+  const std::int64_t vocab = options_.config.padded_vocab_size;
+  for (const std::int64_t id : tokens) {
+    if (id < 0 || id >= vocab) {
+      base::fail("GptInference: token id ", id, " is outside the vocabulary [0, ", vocab, ")");
+    }
+  }
+}
+
+// Token ids, their positions and the rows whose logits are wanted, copied to the device at once.
+void GptInference::stage_indices(Workspace& ws, std::span<const std::int64_t> tokens,
+                                 std::int64_t rows, std::int64_t count, std::int64_t past,
+                                 std::int64_t logits_count) const {
+  const std::int64_t n = rows * count, m = owns_head_ ? rows * logits_count : 0;
+  std::vector<std::int64_t>& host = ws.host_indices;
+  std::copy(tokens.begin(), tokens.end(), host.begin());
+  for (std::int64_t i = 0; i < n; ++i) host[static_cast<std::size_t>(n + i)] = past + i % count;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t k = 0; k < logits_count && owns_head_; ++k) {
+      host[static_cast<std::size_t>(2 * n + r * logits_count + k)] =
+          r * count + count - logits_count + k;
+    }
+  }
+  const std::int64_t used = 2 * n + m;
+  tensor::copy(ws.indices.narrow(0, used), Tensor(host.data(), DType::kInt64, {used}));
+}
+
+void GptInference::embed(const Workspace& ws, std::int64_t n) const {
+  const Tensor x = ws.x.narrow(0, n);
+  if (!owns_embedding_) {
+    comms_.recv_from_previous_stage(x);
+    return;
+  }
+  const model::GptConfig& c = options_.config;
+  const ops::DeviceContext& ctx = context();
+  // The vocab-parallel lookup: each TP rank adds the rows it holds, the group sums them.
+  ops::embedding_lookup(ctx, x, ws.indices.narrow(0, n), params_->view(word_), c.vocab_start(),
+                        c.padded_vocab_size);
+  tp_.sum(x);
+  ops::embedding_lookup_add(ctx, x, ws.indices.narrow(n, n), params_->view(position_));
+}
+
+// One layer over n = rows·count new positions, the training layer's math with the attention
+// over the cache (whose length is still the positions before these).
+void GptInference::layer_forward(const Workspace& ws, KvCache& cache, std::size_t index,
+                                 std::int64_t n, std::int64_t count) const {
+  const ops::DeviceContext& ctx = context();
+  const std::int64_t layer = first_layer_ + static_cast<std::int64_t>(index);
+  const std::int64_t rows = cache.batch(), lh = options_.config.local_hidden();
+  const Tensor x = ws.x.narrow(0, n), y = ws.y.narrow(0, n), ln = ws.ln.narrow(0, n),
+               tmp = ws.tmp.narrow(0, n), context = ws.context.narrow(0, n),
+               qkv = ws.qkv.narrow(0, n), fc = ws.fc.narrow(0, n), act = ws.act.narrow(0, n),
+               mean = ws.mean.narrow(0, n), rstd = ws.rstd.narrow(0, n);
+  const model::LayerWeights w = model::LayerWeights::view(*params_, layers_[index]);
+  const float eps = options_.layernorm_epsilon;
+  const bool post_ln = options_.apply_residual_connection_post_layernorm;
+  const ops::DropoutStream no_dropout;
   const float coeff = ops::query_key_layer_scaling_coeff(static_cast<int>(layer),
                                                          options_.apply_query_key_layer_scaling);
-  const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(hn)) * coeff));
-  const std::int64_t rows = cache.batch();
-  // Per token the fused QKV holds, head after head, q then k then v (checkpoint version 3.0).
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t head = 0; head < heads; ++head) {
-      float* keys = cache.keys(slot, r, head);
-      float* values = cache.values(slot, r, head);
-      for (std::int64_t i = 0; i < count; ++i) {
-        const float* token = qkv + (r * count + i) * 3 * lh + head * 3 * hn;
-        std::copy(token + hn, token + 2 * hn, keys + (past + i) * hn);
-        std::copy(token + 2 * hn, token + 3 * hn, values + (past + i) * hn);
-      }
-    }
-  }
-#pragma omp parallel
-  {
-    std::vector<float> scores(static_cast<std::size_t>(past + count));
-#pragma omp for collapse(3) schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t head = 0; head < heads; ++head) {
-        for (std::int64_t i = 0; i < count; ++i) {
-          const float* keys = cache.keys(slot, r, head);
-          const float* values = cache.values(slot, r, head);
-          const float* q = qkv + (r * count + i) * 3 * lh + head * 3 * hn;
-          const std::int64_t visible = past + i + 1;  // the causal mask
-          float max = -INFINITY;
-          for (std::int64_t j = 0; j < visible; ++j) {
-            float dot = 0.0f;
-            for (std::int64_t d = 0; d < hn; ++d) dot += q[d] * keys[j * hn + d];
-            scores[static_cast<std::size_t>(j)] = (alpha * dot) * coeff;
-            max = std::fmax(max, scores[static_cast<std::size_t>(j)]);
-          }
-          float sum = 0.0f;
-          for (std::int64_t j = 0; j < visible; ++j) {
-            float& p = scores[static_cast<std::size_t>(j)];
-            p = std::exp(p - max);
-            sum += p;
-          }
-          const float inv = 1.0f / sum;
-          float* out = context + (r * count + i) * lh + head * hn;
-          std::fill(out, out + hn, 0.0f);
-          for (std::int64_t j = 0; j < visible; ++j) {
-            const float p = scores[static_cast<std::size_t>(j)] * inv;
-            for (std::int64_t d = 0; d < hn; ++d) out[d] += p * values[j * hn + d];
-          }
-        }
-      }
-    }
-  }
+  ops::layernorm_forward(ctx, ln, mean, rstd, x, w.ln1_weight, w.ln1_bias, eps);
+  ops::linear_forward(ctx, qkv, ln, w.qkv_weight, w.qkv_bias);  // column-parallel: local heads
+  const std::int64_t slot = static_cast<std::int64_t>(index);
+  const Tensor qkv_rows = qkv.reshape({rows, count, 3 * lh});
+  ops::kv_cache_append(ctx, cache.keys(slot), cache.values(slot), qkv_rows, cache.length());
+  ops::decode_attention_forward(ctx, context.reshape({rows, count, lh}), qkv_rows, cache.keys(slot),
+                                cache.values(slot), cache.length(), coeff);
+  ops::linear_forward(ctx, tmp, context, w.dense_weight);  // row-parallel: summed before the bias
+  tp_.sum(tmp);
+  ops::bias_dropout_add_forward(ctx, y, tmp, w.dense_bias, post_ln ? ln : x, no_dropout);
+  ops::layernorm_forward(ctx, ln, mean, rstd, y, w.ln2_weight, w.ln2_bias, eps);
+  ops::linear_forward(ctx, fc, ln, w.fc1_weight);
+  ops::bias_gelu_forward(ctx, act, fc, w.fc1_bias, options_.gelu);
+  ops::linear_forward(ctx, tmp, act, w.fc2_weight);
+  tp_.sum(tmp);
+  ops::bias_dropout_add_forward(ctx, x, tmp, w.fc2_bias, post_ln ? ln : y, no_dropout);
 }
 
 std::vector<float> GptInference::forward(KvCache& cache, std::span<const std::int64_t> tokens,
                                          std::int64_t count, std::int64_t logits_count) const {
   const model::GptConfig& c = options_.config;
-  const std::int64_t b = cache.batch(), h = c.hidden_size, lh = c.local_hidden(),
-                     lf = c.local_ffn();
-  const std::int64_t n = b * count, past = cache.length();
+  const std::int64_t b = cache.batch(), n = b * count, past = cache.length();
   if (count <= 0 || static_cast<std::int64_t>(tokens.size()) != n) {
     base::fail("GptInference: expected ", b, " rows of ", count, " tokens, got ", tokens.size());
   }
@@ -168,79 +276,46 @@ std::vector<float> GptInference::forward(KvCache& cache, std::span<const std::in
     base::fail("GptInference: position ", past + count - 1, " is beyond --max-position-embeddings ",
                c.max_position_embeddings);
   }
-  const model::ParamBuffer& params = *params_;
-  std::vector<float> x(static_cast<std::size_t>(n * h)), y(x.size()), ln(x.size()), tmp(x.size()),
-      ctx(static_cast<std::size_t>(n * lh)), qkv(static_cast<std::size_t>(n * 3 * lh)),
-      fc(static_cast<std::size_t>(n * lf)), act(fc.size()), mean(static_cast<std::size_t>(n)),
-      rstd(mean.size());
-  const Tensor tx = view(x, {n, h}), ty = view(y, {n, h}), tln = view(ln, {n, h}),
-               ttmp = view(tmp, {n, h}), tctx = view(ctx, {n, lh}), tqkv = view(qkv, {n, 3 * lh}),
-               tfc = view(fc, {n, lf}), tact = view(act, {n, lf}), tmean = view(mean, {n}),
-               trstd = view(rstd, {n});
-  if (owns_embedding_) {
-    std::vector<std::int64_t> ids(tokens.begin(), tokens.end()), positions(ids.size());
-    for (std::int64_t i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = past + i % count;
-    // The vocab-parallel lookup: each TP rank adds the rows it holds, the group sums them.
-    ops::embedding_lookup(tx, view(ids, {n}), params.view(word_), c.vocab_start(),
-                          c.padded_vocab_size);
-    tp_.sum(tx);
-    ops::embedding_lookup_add(tx, view(positions, {n}), params.view(position_));
-  } else {
-    comms_.recv_from_previous_stage(tx);
+  if (!(cache.device() == device())) {
+    base::fail("GptInference: the cache is on ", tensor::device_name(cache.device()),
+               " but the model runs on ", tensor::device_name(device()));
   }
-
-  const float eps = options_.layernorm_epsilon;
-  const bool post_ln = options_.apply_residual_connection_post_layernorm;
-  const ops::DropoutStream no_dropout;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const std::int64_t layer = first_layer_ + static_cast<std::int64_t>(i);
-    const model::LayerWeights w = model::LayerWeights::view(params, layers_[i]);
-    ops::layernorm_forward(tln, tmean, trstd, tx, w.ln1_weight, w.ln1_bias, eps);
-    ops::linear_forward(tqkv, tln, w.qkv_weight, w.qkv_bias);  // column-parallel: local heads
-    attention(cache, layer, qkv.data(), ctx.data(), count);
-    ops::linear_forward(ttmp, tctx, w.dense_weight);  // row-parallel: summed before the bias
-    tp_.sum(ttmp);
-    ops::bias_dropout_add_forward(ty, ttmp, w.dense_bias, post_ln ? tln : tx, no_dropout);
-    ops::layernorm_forward(tln, tmean, trstd, ty, w.ln2_weight, w.ln2_bias, eps);
-    ops::linear_forward(tfc, tln, w.fc1_weight);
-    ops::bias_gelu_forward(tact, tfc, w.fc1_bias, options_.gelu);
-    ops::linear_forward(ttmp, tact, w.fc2_weight);
-    tp_.sum(ttmp);
-    ops::bias_dropout_add_forward(tx, ttmp, w.fc2_bias, post_ln ? tln : ty, no_dropout);
-  }
+  if (owns_embedding_) check_tokens(tokens);
+  const std::int64_t m = owns_head_ ? b * logits_count : 0;
+  Workspace& ws = workspace(n, m);
+  stage_indices(ws, tokens, b, count, past, logits_count);
+  embed(ws, n);
+  for (std::size_t i = 0; i < layers_.size(); ++i) layer_forward(ws, cache, i, n, count);
   cache.length_ = past + count;
   if (!owns_head_) {
-    comms_.send_to_next_stage(tx);
+    comms_.send_to_next_stage(ws.x.narrow(0, n));
     return {};
   }
-  return head(x, b, count, logits_count);
+  return head(ws, n, m);
 }
 
-// The final LayerNorm and the tied head only for the positions whose logits are wanted; each TP
-// rank computes the logits of its vocabulary rows, joined over the group.
-std::vector<float> GptInference::head(const std::vector<float>& x, std::int64_t rows,
-                                      std::int64_t count, std::int64_t logits_count) const {
+// The final LayerNorm and the tied head only for the m positions whose logits are wanted (rows
+// picked from x by the embedding lookup, a row gather); each TP rank computes the logits of its
+// vocabulary rows, joined over the group on the host.
+std::vector<float> GptInference::head(const Workspace& ws, std::int64_t n, std::int64_t m) const {
   const model::GptConfig& c = options_.config;
-  const std::int64_t h = c.hidden_size, m = rows * logits_count;
-  std::vector<float> last(static_cast<std::size_t>(m * h)), last_ln(last.size()),
-      logits(static_cast<std::size_t>(m * c.local_vocab())), mean(static_cast<std::size_t>(m)),
-      rstd(mean.size());
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* from = x.data() + (r * count + count - logits_count) * h;
-    std::copy(from, from + logits_count * h, last.data() + r * logits_count * h);
-  }
+  std::vector<float> logits(static_cast<std::size_t>(m * c.local_vocab()));
   if (m == 0) return logits;
-  ops::layernorm_forward(view(last_ln, {m, h}), view(mean, {m}), view(rstd, {m}),
-                         view(last, {m, h}), params_->view(final_ln_weight_),
-                         params_->view(final_ln_bias_), options_.layernorm_epsilon);
-  ops::linear_forward(view(logits, {m, c.local_vocab()}), view(last_ln, {m, h}),
-                      params_->view(word_));
+  const ops::DeviceContext& ctx = context();
+  const Tensor last = ws.last.narrow(0, m), last_ln = ws.last_ln.narrow(0, m),
+               device_logits = ws.logits.narrow(0, m);
+  ops::embedding_lookup(ctx, last, ws.indices.narrow(2 * n, m), ws.x.narrow(0, n));
+  ops::layernorm_forward(ctx, last_ln, ws.last_mean.narrow(0, m), ws.last_rstd.narrow(0, m), last,
+                         params_->view(final_ln_weight_), params_->view(final_ln_bias_),
+                         options_.layernorm_epsilon);
+  ops::linear_forward(ctx, device_logits, last_ln, params_->view(word_));
+  tensor::copy(Tensor(logits.data(), DType::kFloat32, {m, c.local_vocab()}), device_logits);
   return comms_.gather_vocab(std::move(logits), m);
 }
 
 std::vector<float> GptInference::full_logits(std::span<const std::int64_t> tokens) const {
   const std::int64_t count = static_cast<std::int64_t>(tokens.size());
-  KvCache cache(options_.config, 1, std::max<std::int64_t>(count, 1));
+  KvCache cache = make_cache(1, std::max<std::int64_t>(count, 1));
   return forward(cache, tokens, count, count);
 }
 

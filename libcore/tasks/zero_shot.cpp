@@ -135,7 +135,7 @@ LambadaResult evaluate_lambada(const InferenceModel& model,
         std::min<std::int64_t>(static_cast<std::int64_t>(example.target.size()), inputs);
     bool correct = true;
     if (scored > 0) {
-      KvCache cache(model.options.config, 1, inputs);
+      KvCache cache = inference.make_cache(1, inputs);
       const std::vector<float> logits = inference.forward(
           cache, std::span(sequence.data(), static_cast<std::size_t>(inputs)), inputs, scored);
       for (std::int64_t k = 0; k < scored && inference.has_logits(); ++k) {

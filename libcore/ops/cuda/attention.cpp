@@ -1,4 +1,5 @@
 #include "kernels/attention.h"
+#include "kernels/decode_attention.h"
 
 #include "ops/cuda/backend.h"
 #include "ops/cuda/resources.h"
@@ -18,6 +19,21 @@ void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcon
                         const float* context, const float* lse, const float* qkv,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout) {
   kernels::attention_backward(dqkv, dcontext, context, lse, qkv, d, coeff, dropout, stream_of(ctx));
+}
+
+bool decode_attention_head_dim_supported(std::int64_t hn) {
+  return kernels::decode_attention_head_dim_supported(hn);
+}
+
+void kv_cache_append(const DeviceContext& ctx, float* keys, float* values, const float* qkv,
+                     cpu::DecodeAttentionDims d) {
+  kernels::kv_cache_append(keys, values, qkv, d, stream_of(ctx));
+}
+
+void decode_attention_forward(const DeviceContext& ctx, float* context, const float* qkv,
+                              const float* keys, const float* values, cpu::DecodeAttentionDims d,
+                              float coeff) {
+  kernels::decode_attention_forward(context, qkv, keys, values, d, coeff, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda

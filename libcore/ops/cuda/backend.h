@@ -7,6 +7,7 @@
 
 #include "ops/adam.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/decode_attention.h"
 #include "ops/device_context.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
@@ -103,6 +104,14 @@ void attention_forward(const DeviceContext& ctx, float* context, float* lse, con
 void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcontext,
                         const float* context, const float* lse, const float* qkv,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
+
+// kernels/decode_attention.h
+bool decode_attention_head_dim_supported(std::int64_t hn);
+void kv_cache_append(const DeviceContext& ctx, float* keys, float* values, const float* qkv,
+                     cpu::DecodeAttentionDims d);
+void decode_attention_forward(const DeviceContext& ctx, float* context, const float* qkv,
+                              const float* keys, const float* values, cpu::DecodeAttentionDims d,
+                              float coeff);
 
 // kernels/adam.h
 void adamw_step(const DeviceContext& ctx, float* params, const float* grads, float* exp_avg,
