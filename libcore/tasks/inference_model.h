@@ -12,6 +12,7 @@
 #include "model/model_options.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "ops/device_context.h"
 #include "tasks/inference_comms.h"
 #include "tasks/inference_grid.h"
 #include "text/tokenizer.h"
@@ -24,9 +25,12 @@ struct InferenceModel {
   model::ModelOptions options;
   std::unique_ptr<model::ParamTable> table;
   std::unique_ptr<model::ParamBuffer> params;  // fp32 (16-bit checkpoints are widened)
-  std::int64_t vocab_size = 0;                 // the tokenizer's, before padding
-  std::string checkpoint;                      // <load>/<tag>
-  InferenceComms comms;                        // the groups of the grid (default: one process)
+  // Where the model runs (tasks/inference_device.h): null for the host, else a CUDA device's
+  // context, with params there.
+  std::unique_ptr<ops::DeviceContext> device;
+  std::int64_t vocab_size = 0;  // the tokenizer's, before padding
+  std::string checkpoint;       // <load>/<tag>
+  InferenceComms comms;         // the groups of the grid (default: one process)
 };
 
 // The model options of validated args (tasks::validate_inference_args) and a padded vocabulary.

@@ -49,7 +49,7 @@ WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData
   const std::int64_t s = model.options.config.seq_length;
   const std::int64_t b = model.options.micro_batch_size;
   const LmWindows windows(data.tokens, s, pad_id, overlapping_eval);
-  model::GptModel gpt(model.options, *model.table, model.comms.tp);
+  model::GptModel gpt(model.options, *model.table, model.comms.tp, 1, model.device.get());
 
   const std::size_t n = static_cast<std::size_t>(b * s);
   std::vector<std::int64_t> tokens(n), labels(n), positions(n);
@@ -107,7 +107,8 @@ WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData
 LambadaResult evaluate_lambada(const InferenceModel& model,
                                const std::vector<LambadaExample>& examples,
                                const IterationCallback& on_iteration) {
-  const GptInference inference(model.options, *model.table, *model.params, model.comms);
+  const GptInference inference(model.options, *model.table, *model.params, model.comms,
+                               model.device.get());
   const std::int64_t s = model.options.config.seq_length;
   const std::int64_t vp = model.options.config.padded_vocab_size;
   const std::int64_t b = model.options.micro_batch_size;

@@ -28,7 +28,8 @@ struct WikitextResult {
 };
 
 // Runs the windows through the training forward (GptModel, no dropout) in micro-batches of
-// model.options.micro_batch_size; windows are padded with pad_id (EOD). In a T × P grid
+// model.options.micro_batch_size, on model.device when it has one; windows are padded with pad_id
+// (EOD). In a T × P grid
 // (model.comms) every rank calls this together: each runs its TP shard of its stage, the last
 // stage sums the losses and every rank returns that sum.
 WikitextResult evaluate_wikitext(const InferenceModel& model, const WikitextData& data,
@@ -42,7 +43,8 @@ struct LambadaResult {
 };
 
 // An example is correct when the argmax over the (padded) vocabulary equals the target at every
-// target position. Examples run one at a time (a micro-batch counts for the iteration callback).
+// target position. Examples run one at a time (a micro-batch counts for the iteration callback),
+// through GptInference on model.device when it has one.
 // In a T × P grid every rank calls this together and returns the last stage's count.
 LambadaResult evaluate_lambada(const InferenceModel& model,
                                const std::vector<LambadaExample>& examples,

@@ -1,6 +1,7 @@
 // evaluate: zero-shot evaluation of a checkpoint on WikiText (loss, perplexity) or LAMBADA
 // (last-word accuracy) with upstream's flags and result lines (tasks/main.py; data.md §6). One
-// process, or T × P ranks under mpirun/srun, each running its shard of the model; rank 0 prints.
+// process (on the host or a CUDA device: --device), or T × P ranks under mpirun/srun (on the
+// host), each running its shard of the model; rank 0 prints.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "base/program.h"
 #include "tasks/eval_datasets.h"
 #include "tasks/inference_comms.h"
+#include "tasks/inference_device.h"
 #include "tasks/inference_model.h"
 #include "tasks/task_args.h"
 #include "tasks/zero_shot.h"
@@ -39,6 +41,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
     }
     const base::Log log("evaluate", quiet ? quiet : stdout, quiet ? quiet : stderr);
     tasks::validate_evaluate_args(args);
+    const tensor::Device device =
+        tasks::choose_inference_device(args.model, processes.world_size(), log);
     const std::string& path = args.valid_data->front();
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
     if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token to pad with");
@@ -62,9 +66,10 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       examples = tasks::read_lambada(path, *tokenizer, args.strict_lambada);
       log.info(" > found " + std::to_string(examples.size()) + " samples.");
     }
-    const std::optional<tasks::InferenceModel> opened =
+    std::optional<tasks::InferenceModel> opened =
         tasks::open_inference_model(processes, args.model, *tokenizer, log, /*data_parallel=*/true);
     if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
+    tasks::place_on_device(*opened, device);
     const tasks::InferenceModel& model = *opened;
 
     std::vector<std::string> lines;

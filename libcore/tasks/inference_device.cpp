@@ -1,0 +1,56 @@
+#include "tasks/inference_device.h"
+
+#include <cstdlib>
+
+#include "ops/attention.h"
+#include "tensor/device_memory.h"
+#include "train/device_choice.h"
+
+namespace mds::tasks {
+
+std::string inference_cuda_unsupported_reason(std::int64_t world_size, std::int64_t head_dim) {
+  if (world_size != 1) {
+    return std::to_string(world_size) +
+           " processes need device communicators, which do not exist yet (one process runs on a "
+           "device)";
+  }
+  // WikiText runs the training forward (flash attention), LAMBADA and generate the decode
+  // attention: a device run needs both kernels.
+  if (!ops::flash_attention_supports(head_dim) || !ops::decode_attention_supports_cuda(head_dim)) {
+    return "head dim " + std::to_string(head_dim) +
+           " has no CUDA attention kernel (8, 16, 32, 64, 96 or 128)";
+  }
+  return "";
+}
+
+tensor::Device choose_inference_device(const config::PretrainArgs& args, std::int64_t world_size,
+                                       const base::Log& log) {
+  std::string requested = args.device;
+  if (!args.was_given("--device")) {
+    if (const char* env = std::getenv("MDS_DEVICE"); env != nullptr && *env != '\0') {
+      requested = env;
+    }
+  }
+  const std::string reason =
+      inference_cuda_unsupported_reason(world_size, args.hidden_size / args.num_attention_heads);
+  const train::DeviceChoice choice = train::choose_device(train::parse_device_flag(requested),
+                                                          tensor::cuda_device_count(), reason);
+  if (!choice.note.empty()) {
+    log.note("running on the CPU although a CUDA device is present: " + reason);
+  }
+  if (choice.device.kind == tensor::DeviceKind::kCuda) {
+    log.info(" > running on " + tensor::device_name(choice.device) + " (" +
+             tensor::cuda_device_description(choice.device.index) + ")");
+  }
+  return choice.device;
+}
+
+void place_on_device(InferenceModel& model, tensor::Device device) {
+  if (device.kind != tensor::DeviceKind::kCuda) return;
+  model.device = std::make_unique<ops::DeviceContext>(device);
+  auto params = std::make_unique<model::ParamBuffer>(*model.table, tensor::DType::kFloat32, device);
+  tensor::copy(params->flat(), model.params->flat());
+  model.params = std::move(params);
+}
+
+}  // namespace mds::tasks
