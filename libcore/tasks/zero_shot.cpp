@@ -118,6 +118,8 @@ LambadaResult evaluate_lambada(const InferenceModel& model,
   const InferenceComms& comms = model.comms;
   const auto replicas = static_cast<std::size_t>(comms.dp_size);
   std::int64_t local = 0;  // examples this replica has taken so far
+  // One cache for every example (no allocation per example on a device).
+  KvCache cache = inference.make_cache(1, s);
   for (std::size_t e = static_cast<std::size_t>(comms.dp_rank); e < examples.size();
        e += replicas, ++local) {
     if (on_iteration && local % b == 0) on_iteration(local / b);
@@ -136,7 +138,7 @@ LambadaResult evaluate_lambada(const InferenceModel& model,
         std::min<std::int64_t>(static_cast<std::int64_t>(example.target.size()), inputs);
     bool correct = true;
     if (scored > 0) {
-      KvCache cache = inference.make_cache(1, inputs);
+      cache.clear();
       const std::vector<float> logits = inference.forward(
           cache, std::span(sequence.data(), static_cast<std::size_t>(inputs)), inputs, scored);
       for (std::int64_t k = 0; k < scored && inference.has_logits(); ++k) {
