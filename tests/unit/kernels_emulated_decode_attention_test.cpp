@@ -1,0 +1,135 @@
+// The decode-attention kernels' device code (kernels/decode_attention_kernels.cuh) run on the CPU
+// under a SIMT emulation against their CPU twin (ops/cpu/decode_attention): the cache append bit
+// for bit, the attention within 1e-5 (tests/gpu/decode_attention_test.cpp's bound), over L = 0,
+// count = 1, more than 256 visible positions (several keys per thread) and every head dim; the
+// shared memory is poisoned with NaN before each block and the unwritten cache slots hold NaN, so
+// a read of what nobody wrote shows. Checks indexing, the causal mask, the chunked value sums and
+// the barriers where there is no GPU; says nothing about the launch code or real scheduling.
+#include "tests/unit/simt_emulation.h"
+
+namespace mds::kernels::decode_detail {
+float smem[simt::kSharedFloats];
+}
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/decode_attention_kernels.cuh"
+#include "ops/cpu/decode_attention.h"
+
+namespace mds {
+namespace {
+
+namespace dd = kernels::decode_detail;
+
+struct Case {
+  std::int64_t past, count, b, np, hn;
+  float coeff;
+};
+const Case kCases[] = {{0, 1, 1, 1, 8, 1.0f},    {0, 7, 2, 3, 16, 1.0f},  {5, 1, 1, 2, 32, 2.0f},
+                       {12, 4, 2, 2, 64, 1.0f},  {31, 1, 3, 1, 96, 3.0f}, {40, 3, 1, 2, 128, 1.0f},
+                       {300, 2, 1, 1, 64, 1.0f}, {0, 20, 1, 1, 8, 1.0f}};
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+template <int kHn>
+void run_decode(float* ctx, const float* qkv, const float* keys, const float* values,
+                const ops::cpu::DecodeAttentionDims& d, float coeff) {
+  const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(kHn)) * coeff));
+  ASSERT_LE(dd::shared_floats<kHn>(d.past + d.count),
+            static_cast<std::int64_t>(simt::kSharedFloats));
+  simt::launch(
+      static_cast<unsigned>(d.b * d.np), static_cast<unsigned>(d.count),
+      [&] {
+        dd::decode_kernel<kHn>(ctx, qkv, keys, values, {d.count, d.np, d.past, d.capacity}, alpha,
+                               coeff);
+      },
+      [] {
+        for (float& x : dd::smem) x = NAN;
+      });
+}
+
+void decode(float* ctx, const float* qkv, const float* keys, const float* values,
+            const ops::cpu::DecodeAttentionDims& d, float coeff) {
+  switch (d.hn) {
+    case 8:
+      return run_decode<8>(ctx, qkv, keys, values, d, coeff);
+    case 16:
+      return run_decode<16>(ctx, qkv, keys, values, d, coeff);
+    case 32:
+      return run_decode<32>(ctx, qkv, keys, values, d, coeff);
+    case 64:
+      return run_decode<64>(ctx, qkv, keys, values, d, coeff);
+    case 96:
+      return run_decode<96>(ctx, qkv, keys, values, d, coeff);
+    case 128:
+      return run_decode<128>(ctx, qkv, keys, values, d, coeff);
+    default:
+      FAIL() << "no kernel for head dim " << d.hn;
+  }
+}
+
+TEST(KernelsEmulatedDecodeAttention, MatchesTheCpuTwin) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(testing::Message() << "L=" << c.past << " count=" << c.count << " b=" << c.b
+                                    << " np=" << c.np << " hn=" << c.hn);
+    const ops::cpu::DecodeAttentionDims d{c.b, c.count, c.np, c.hn, c.past, c.past + c.count + 2};
+    const std::vector<float> qkv =
+        random_floats(static_cast<std::size_t>(c.b * c.count * c.np * 3 * c.hn), 3);
+    // Earlier positions random, the rest NaN until appended (the two spare slots stay NaN).
+    std::vector<float> keys =
+        random_floats(static_cast<std::size_t>(c.b * c.np * d.capacity * c.hn), 4);
+    std::vector<float> values = random_floats(keys.size(), 5);
+    for (std::int64_t slice = 0; slice < c.b * c.np; ++slice) {
+      for (std::int64_t p = c.past; p < d.capacity; ++p) {
+        for (std::int64_t e = 0; e < c.hn; ++e) {
+          const auto at = static_cast<std::size_t>((slice * d.capacity + p) * c.hn + e);
+          keys[at] = values[at] = NAN;
+        }
+      }
+    }
+    std::vector<float> want_keys = keys, want_values = values;
+    ops::cpu::kv_cache_append(want_keys.data(), want_values.data(), qkv.data(), d);
+    std::vector<float> want(static_cast<std::size_t>(c.b * c.count * c.np * c.hn));
+    ops::cpu::decode_attention_forward(want.data(), qkv.data(), want_keys.data(),
+                                       want_values.data(), d, c.coeff);
+
+    // Two blocks of the append's grid-stride loop, whatever the size.
+    const std::int64_t n = c.b * c.count * c.np * c.hn;
+    simt::launch(
+        2, 1,
+        [&] {
+          dd::append_kernel(keys.data(), values.data(), qkv.data(),
+                            {d.count, d.np, d.past, d.capacity}, c.hn, n);
+        },
+        [] {});
+    EXPECT_EQ(std::memcmp(keys.data(), want_keys.data(), keys.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(values.data(), want_values.data(), values.size() * sizeof(float)), 0);
+
+    std::vector<float> got(want.size(), NAN);
+    decode(got.data(), qkv.data(), keys.data(), values.data(), d, c.coeff);
+    double diff = 0.0, norm = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+    }
+    EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+    std::vector<float> again(want.size(), NAN);
+    decode(again.data(), qkv.data(), keys.data(), values.data(), d, c.coeff);
+    EXPECT_EQ(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)), 0);
+  }
+}
+
+}  // namespace
+}  // namespace mds
