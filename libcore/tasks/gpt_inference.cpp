@@ -145,6 +145,12 @@ GptInference::Workspace& GptInference::workspace(std::int64_t tokens,
     return *workspace_;
   }
   if (workspace_) {
+    // At least double what grows, so that calls growing step by step (--recompute, LAMBADA's
+    // examples) re-plan a logarithmic number of times.
+    if (tokens > workspace_->tokens) tokens = std::max(tokens, 2 * workspace_->tokens);
+    if (head_rows > workspace_->head_rows) {
+      head_rows = std::max(head_rows, 2 * workspace_->head_rows);
+    }
     tokens = std::max(tokens, workspace_->tokens);
     head_rows = std::max(head_rows, workspace_->head_rows);
   }

@@ -97,7 +97,7 @@ class GptInference {
   void check_device() const;
   void check_tokens(std::span<const std::int64_t> tokens) const;
   // The workspace for `tokens` rows through the layers and `head_rows` through the head, grown
-  // (re-planned) when a call needs more than the last one planned.
+  // (re-planned, at least doubling) when a call needs more than the last one planned.
   Workspace& workspace(std::int64_t tokens, std::int64_t head_rows) const;
   void stage_indices(Workspace& ws, std::span<const std::int64_t> tokens, std::int64_t rows,
                      std::int64_t count, std::int64_t past, std::int64_t logits_count) const;
