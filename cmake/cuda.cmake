@@ -26,7 +26,19 @@ if(BUILD_CUDA)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  message(STATUS "mds: CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  # NCCL, for the device communicator (libcore/dist/cuda/): the toolkit's copy, or the system's.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY NAMES nccl HINTS ${CUDAToolkit_LIBRARY_DIR}
+                                              ${CUDAToolkit_LIBRARY_ROOT}/lib)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "BUILD_CUDA needs NCCL (nccl.h and libnccl.so, set NCCL_INCLUDE_DIR and "
+                        "NCCL_LIBRARY), or configure with -DBUILD_CUDA=OFF")
+  endif()
+  add_library(NCCL::nccl UNKNOWN IMPORTED)
+  set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                                              INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+  message(STATUS "mds: CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "
+                 "NCCL ${NCCL_LIBRARY}")
 else()
   message(STATUS "mds: BUILD_CUDA=OFF (no CUDA compiler found or disabled)")
 endif()
