@@ -27,6 +27,8 @@ namespace mds::dist {
 // all_gather; stats() adds the host operations'.
 //
 // NCCL refuses two ranks of one group on one GPU: construction fails with one line saying so.
+// libnccl.so.2 is opened at run time (dist/cuda/nccl_library.h): a missing library is a one-line
+// error here, not a program that cannot start.
 // Defined only in builds with BUILD_CUDA (tensor::kCudaBuilt); call it under `if constexpr`.
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
                                                      tensor::Device device, double timeout_s);

@@ -24,7 +24,7 @@ DeviceFlag parse_device_flag(std::string_view text) {
   base::fail("--device must be auto, cpu, cuda or cuda:N, got '", text, "'");
 }
 
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size) {
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer) {
   if (optimizer.precision != Precision::kFp32) {
     return std::string(to_string(optimizer.precision)) +
            " mixed precision trains on the host only so far";
@@ -37,11 +37,6 @@ std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int6
     return "communication_data_type " +
            std::string(tensor::dtype_name(optimizer.communication_dtype)) +
            " trains on the host only so far";
-  }
-  if (world_size != 1) {
-    return std::to_string(world_size) +
-           " processes need NCCL communicators, which do not exist yet (one process trains on a "
-           "device)";
   }
   return "";
 }

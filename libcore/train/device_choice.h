@@ -24,9 +24,9 @@ struct DeviceFlag {
 DeviceFlag parse_device_flag(std::string_view text);
 
 // Why a run cannot train on a CUDA device yet, or "" when it can: the CUDA path is fp32 with
-// ZeRO stage 0 and fp32 gradient communication in one process (T = P = D = 1); bf16/fp16 and
-// every parallel grid train on the host.
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size);
+// ZeRO stage 0 and fp32 gradient communication, on any T × P × D grid (one device per rank, the
+// device communicators of dist/); bf16/fp16 train on the host.
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer);
 
 struct DeviceChoice {
   tensor::Device device;

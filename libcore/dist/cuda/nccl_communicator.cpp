@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "dist/cuda/nccl_library.h"
 #include "tensor/buffer.h"
 #include "tensor/device_memory.h"
 
@@ -21,6 +22,7 @@ using tensor::Tensor;
 
 // One group's NCCL communicator, its stream and what its operations share.
 struct NcclState {
+  std::shared_ptr<const detail::NcclLibrary> nccl;
   std::unique_ptr<Communicator> host;
   tensor::Device device;
   double timeout_s = 300;
@@ -35,7 +37,7 @@ struct NcclState {
   NcclState& operator=(const NcclState&) = delete;
   ~NcclState() {
     // Destructors report to no one; every Request was waited for before the communicator died.
-    if (comm != nullptr) (void)ncclCommDestroy(comm);
+    if (comm != nullptr) (void)nccl->comm_destroy(comm);
     if (ready != nullptr) (void)cudaEventDestroy(ready);
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
@@ -56,8 +58,8 @@ void check_cuda(cudaError_t status, const NcclState& s, const char* call) {
 
 void check_nccl(ncclResult_t status, const NcclState& s, std::string_view what) {
   if (status == ncclSuccess) return;
-  const char* last = s.comm != nullptr ? ncclGetLastError(s.comm) : nullptr;
-  base::fail("dist: NCCL ", what, " on ", where(s), ": ", ncclGetErrorString(status),
+  const char* last = s.comm != nullptr ? s.nccl->get_last_error(s.comm) : nullptr;
+  base::fail("dist: NCCL ", what, " on ", where(s), ": ", s.nccl->get_error_string(status),
              last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string());
 }
 
@@ -119,7 +121,7 @@ class NcclRequest final : public RequestImpl {
     while (!test()) {
       NcclState& s = *state_;
       ncclResult_t async = ncclSuccess;
-      check_nccl(ncclCommGetAsyncError(s.comm, &async), s, "ncclCommGetAsyncError");
+      check_nccl(s.nccl->comm_get_async_error(s.comm, &async), s, "ncclCommGetAsyncError");
       if (async != ncclSuccess && async != ncclInProgress) {
         check_nccl(async, s, comm_op_name(op_));
       }
@@ -133,7 +135,7 @@ class NcclRequest final : public RequestImpl {
   [[noreturn]] void abort_on_timeout(double waited_s) {
     NcclState& s = *state_;
     // Aborting frees the kernels spinning on the peers that never came, so the process can exit.
-    (void)ncclCommAbort(s.comm);
+    (void)s.nccl->comm_abort(s.comm);
     s.comm = nullptr;
     base::fail("dist: timeout: ", comm_op_name(op_), " on ", where(s), " over NCCL waited ",
                waited_s, " s; stopping the job (MDS_DIST_TIMEOUT_S sets the limit)");
@@ -164,9 +166,9 @@ class NcclCommunicator final : public Communicator {
           bytes_of(data, data.numel() - own.count) + bytes_of(data, own.count * (n - 1)));
     begin();
     if (data.numel() > 0) {
-      check_nccl(ncclAllReduce(data.raw(), data.raw(), static_cast<std::size_t>(data.numel()),
-                               reduction_type(data.dtype()), reduction_op(op), state_->comm,
-                               state_->stream),
+      check_nccl(state_->nccl->all_reduce(
+                     data.raw(), data.raw(), static_cast<std::size_t>(data.numel()),
+                     reduction_type(data.dtype()), reduction_op(op), state_->comm, state_->stream),
                  *state_, "all_reduce");
     }
     return finish(CommOp::kAllReduce);
@@ -187,9 +189,9 @@ class NcclCommunicator final : public Communicator {
     count(CommOp::kReduceScatter, input.bytes(), bytes_of(input, k * (size() - 1)));
     begin();
     if (k > 0) {
-      check_nccl(ncclReduceScatter(input.raw(), output.raw(), static_cast<std::size_t>(k),
-                                   reduction_type(input.dtype()), reduction_op(op), state_->comm,
-                                   state_->stream),
+      check_nccl(state_->nccl->reduce_scatter(
+                     input.raw(), output.raw(), static_cast<std::size_t>(k),
+                     reduction_type(input.dtype()), reduction_op(op), state_->comm, state_->stream),
                  *state_, "reduce_scatter");
     }
     return finish(CommOp::kReduceScatter);
@@ -209,8 +211,8 @@ class NcclCommunicator final : public Communicator {
     count(CommOp::kAllGather, input.bytes(), bytes_of(input, k * (size() - 1)));
     begin();
     if (k > 0) {
-      check_nccl(ncclAllGather(input.raw(), output.raw(), input.bytes(), ncclUint8, state_->comm,
-                               state_->stream),
+      check_nccl(state_->nccl->all_gather(input.raw(), output.raw(), input.bytes(), ncclUint8,
+                                          state_->comm, state_->stream),
                  *state_, "all_gather");
     }
     return finish(CommOp::kAllGather);
@@ -224,8 +226,8 @@ class NcclCommunicator final : public Communicator {
           rank() == root ? data.bytes() * static_cast<std::uint64_t>(size() - 1) : 0);
     begin();
     if (data.bytes() > 0) {
-      check_nccl(ncclBroadcast(data.raw(), data.raw(), data.bytes(), ncclUint8, root, state_->comm,
-                               state_->stream),
+      check_nccl(state_->nccl->broadcast(data.raw(), data.raw(), data.bytes(), ncclUint8, root,
+                                         state_->comm, state_->stream),
                  *state_, "broadcast");
     }
     return finish(CommOp::kBroadcast);
@@ -246,8 +248,8 @@ class NcclCommunicator final : public Communicator {
   Request barrier_async() override {
     count(CommOp::kBarrier, 0, 0);
     begin();
-    check_nccl(ncclAllReduce(state_->barrier_word.data(), state_->barrier_word.data(), 1, ncclInt32,
-                             ncclSum, state_->comm, state_->stream),
+    check_nccl(state_->nccl->all_reduce(state_->barrier_word.data(), state_->barrier_word.data(), 1,
+                                        ncclInt32, ncclSum, state_->comm, state_->stream),
                *state_, "barrier");
     return finish(CommOp::kBarrier);
   }
@@ -281,13 +283,13 @@ class NcclCommunicator final : public Communicator {
     begin();
     if (data.bytes() > 0) {
       NcclState& s = *state_;
-      check_nccl(ncclGroupStart(), s, "ncclGroupStart");
+      check_nccl(s.nccl->group_start(), s, "ncclGroupStart");
       const ncclResult_t status =
           kind == CommOp::kSend
-              ? ncclSend(data.raw(), data.bytes(), ncclUint8, peer, s.comm, s.stream)
-              : ncclRecv(data.raw(), data.bytes(), ncclUint8, peer, s.comm, s.stream);
+              ? s.nccl->send(data.raw(), data.bytes(), ncclUint8, peer, s.comm, s.stream)
+              : s.nccl->recv(data.raw(), data.bytes(), ncclUint8, peer, s.comm, s.stream);
       check_nccl(status, s, comm_op_name(kind));
-      check_nccl(ncclGroupEnd(), s, "ncclGroupEnd");
+      check_nccl(s.nccl->group_end(), s, "ncclGroupEnd");
     }
     return finish(kind);
   }
@@ -380,6 +382,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
                "' needs a CUDA device, got ", tensor::device_name(device));
   }
   auto state = std::make_shared<NcclState>();
+  state->nccl = detail::load_nccl_library();
   state->host = std::move(host);
   state->device = device;
   state->timeout_s = timeout_s;
@@ -387,9 +390,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
   check_cuda(cudaSetDevice(device.index), s, "cudaSetDevice");
   refuse_shared_gpus(s);
   ncclUniqueId id{};
-  if (s.host->rank() == 0) check_nccl(ncclGetUniqueId(&id), s, "ncclGetUniqueId");
+  if (s.host->rank() == 0) check_nccl(s.nccl->get_unique_id(&id), s, "ncclGetUniqueId");
   s.host->broadcast(Tensor(&id, DType::kUInt8, tensor::Shape{sizeof id}), 0);
-  check_nccl(ncclCommInitRank(&s.comm, s.host->size(), id, s.host->rank()), s, "ncclCommInitRank");
+  check_nccl(s.nccl->comm_init_rank(&s.comm, s.host->size(), id, s.host->rank()), s,
+             "ncclCommInitRank");
   check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), s, "cudaStreamCreate");
   check_cuda(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming), s, "cudaEventCreate");
   s.barrier_word = tensor::Buffer(sizeof(std::int32_t), device);
