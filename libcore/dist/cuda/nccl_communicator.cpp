@@ -382,13 +382,13 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
                "' needs a CUDA device, got ", tensor::device_name(device));
   }
   auto state = std::make_shared<NcclState>();
-  state->nccl = detail::load_nccl_library();
   state->host = std::move(host);
   state->device = device;
   state->timeout_s = timeout_s;
   NcclState& s = *state;
   check_cuda(cudaSetDevice(device.index), s, "cudaSetDevice");
   refuse_shared_gpus(s);
+  s.nccl = detail::load_nccl_library();
   ncclUniqueId id{};
   if (s.host->rank() == 0) check_nccl(s.nccl->get_unique_id(&id), s, "ncclGetUniqueId");
   s.host->broadcast(Tensor(&id, DType::kUInt8, tensor::Shape{sizeof id}), 0);
