@@ -24,6 +24,15 @@ DeviceFlag parse_device_flag(std::string_view text) {
   base::fail("--device must be auto, cpu, cuda or cuda:N, got '", text, "'");
 }
 
+DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int cuda_devices) {
+  DeviceFlag flag = parse_device_flag(text);
+  const bool index_given = text.find(':') != std::string_view::npos;
+  if (flag.request != DeviceRequest::kCpu && !index_given && cuda_devices > 0) {
+    flag.index = local_rank % cuda_devices;
+  }
+  return flag;
+}
+
 std::string cuda_unsupported_reason(const OptimizerOptions& optimizer) {
   if (optimizer.precision != Precision::kFp32) {
     return std::string(to_string(optimizer.precision)) +

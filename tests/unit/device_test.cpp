@@ -161,6 +161,19 @@ TEST(DeviceChoice, SaysWhatKeepsARunOffCuda) {
             "communication_data_type float16 trains on the host only so far");
 }
 
+TEST(DeviceChoice, EachLocalRankTakesItsOwnDeviceUnlessOneIsNamed) {
+  using train::DeviceRequest;
+  using train::parse_device_flag_for_rank;
+  EXPECT_EQ(parse_device_flag_for_rank("cuda", 3, 2).index, 1);
+  EXPECT_EQ(parse_device_flag_for_rank("cuda", 3, 2).request, DeviceRequest::kCuda);
+  EXPECT_EQ(parse_device_flag_for_rank("auto", 5, 8).index, 5);
+  EXPECT_EQ(parse_device_flag_for_rank("auto", 5, 8).request, DeviceRequest::kAuto);
+  EXPECT_EQ(parse_device_flag_for_rank("cuda:1", 3, 8).index, 1);  // the same N on every rank
+  EXPECT_EQ(parse_device_flag_for_rank("cuda:0", 3, 8).index, 0);
+  EXPECT_EQ(parse_device_flag_for_rank("cuda", 3, 0).index, 0);  // no device: choose_device says so
+  EXPECT_EQ(parse_device_flag_for_rank("cpu", 3, 2).request, DeviceRequest::kCpu);
+}
+
 TEST(DeviceChoice, AutoPrefersCudaForRunsItCanDo) {
   using train::choose_device;
   using train::DeviceRequest;

@@ -148,8 +148,7 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
 
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
 // this run: CUDA needs a device and a run the CUDA path implements (train/device_choice.h).
-// `cuda` and `auto` give each rank of a node device local_rank mod the devices it sees (upstream's
-// torch.cuda.set_device(local_rank % device_count)); `cuda:N` is device N on every rank.
+// Each rank of a node takes its own device (train::parse_device_flag_for_rank).
 tensor::Device choose_device(const config::PretrainArgs& args,
                              const train::OptimizerOptions& optimizer, int local_rank,
                              const base::Log& log) {
@@ -159,14 +158,10 @@ tensor::Device choose_device(const config::PretrainArgs& args,
       requested = env;
     }
   }
-  train::DeviceFlag flag = train::parse_device_flag(requested);
   const int devices = tensor::cuda_device_count();
-  if (flag.request != train::DeviceRequest::kCpu && requested.find(':') == std::string::npos &&
-      devices > 0) {
-    flag.index = local_rank % devices;
-  }
   const train::DeviceChoice choice =
-      train::choose_device(flag, devices, train::cuda_unsupported_reason(optimizer));
+      train::choose_device(train::parse_device_flag_for_rank(requested, local_rank, devices),
+                           devices, train::cuda_unsupported_reason(optimizer));
   if (!choice.note.empty()) log.note(choice.note);
   if (choice.device.kind == tensor::DeviceKind::kCuda) {
     log.info(" > training on " + tensor::device_name(choice.device) + " (" +
