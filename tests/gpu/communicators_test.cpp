@@ -81,7 +81,7 @@ void on_ranks(int size, const std::function<void(int, std::unique_ptr<Communicat
 TEST(HostStagedOnDevice, TwoRanksOnOneGpuGetTheHostResultsExactly) {
   constexpr std::size_t kN = 4099;
   std::vector<std::vector<float>> host_sum(2), device_sum(2), host_gather(2), device_gather(2),
-      received(2), broadcast(2);
+      received(2), broadcast(2), device_scatter(2), host_scatter(2);
   on_ranks(2, [&](int r, std::unique_ptr<Communicator> host_group) {
     dist::HostStagedCommunicator c(std::move(host_group));
     const auto i = static_cast<std::size_t>(r);
@@ -103,6 +103,16 @@ TEST(HostStagedOnDevice, TwoRanksOnOneGpuGetTheHostResultsExactly) {
     c.all_gather(host_view(own), host_view(all));
     host_gather[i] = all;
     device_gather[i] = gathered.download();
+    // reduce_scatter into the input's own slice, against the host's.
+    std::vector<float> halves = values_of(10 + r, 2 * 257);
+    OnDevice scatter(halves, kCuda0);
+    c.reduce_scatter(scatter.t, scatter.t.narrow(r * 257, 257));
+    std::vector<float> own_half(257);
+    c.reduce_scatter(host_view(halves), host_view(own_half));
+    const std::vector<float> device_whole = scatter.download();
+    device_scatter[i].assign(device_whole.begin() + static_cast<std::ptrdiff_t>(i * 257),
+                             device_whole.begin() + static_cast<std::ptrdiff_t>(i * 257 + 257));
+    host_scatter[i] = own_half;
     // broadcast from rank 1, then a message from rank 0 to rank 1.
     OnDevice b(std::vector<float>(3, static_cast<float>(r + 7)), kCuda0);
     c.broadcast(b.t, 1);
@@ -115,6 +125,7 @@ TEST(HostStagedOnDevice, TwoRanksOnOneGpuGetTheHostResultsExactly) {
   for (std::size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(device_sum[r], host_sum[r]) << "rank " << r;
     EXPECT_EQ(device_gather[r], host_gather[r]) << "rank " << r;
+    EXPECT_EQ(device_scatter[r], host_scatter[r]) << "rank " << r;
     EXPECT_EQ(broadcast[r], std::vector<float>(3, 8.0f)) << "rank " << r;
   }
   EXPECT_EQ(device_sum[0], device_sum[1]);

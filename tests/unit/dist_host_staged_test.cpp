@@ -146,7 +146,7 @@ TEST(HostStagedCommunicator, DeviceTensorsWithoutADeviceFailWithOneLine) {
 // Two ranks on threads: the results are the wrapped communicator's.
 TEST(HostStagedCommunicator, HostCollectivesGiveTheHostResults) {
   auto mail = std::make_shared<test::Mailboxes>();
-  std::vector<std::vector<float>> sums(2), gathered(2), received(2);
+  std::vector<std::vector<float>> sums(2), gathered(2), received(2), scattered(2);
   auto rank_body = [&](int r) {
     HostStagedCommunicator c(std::make_unique<test::ThreadCommunicator>("dp", mail, r, 2));
     std::vector<float> x{1.0f + static_cast<float>(r), 0.5f * static_cast<float>(r)};
@@ -156,6 +156,10 @@ TEST(HostStagedCommunicator, HostCollectivesGiveTheHostResults) {
     c.all_gather(Tensor(own.data(), DType::kFloat32, Shape{1}),
                  Tensor(all.data(), DType::kFloat32, Shape{2}));
     gathered[static_cast<std::size_t>(r)] = all;
+    std::vector<float> whole{1.0f, 2.0f, 3.0f + static_cast<float>(r), 4.0f}, half(2);
+    c.reduce_scatter(Tensor(whole.data(), DType::kFloat32, Shape{4}),
+                     Tensor(half.data(), DType::kFloat32, Shape{2}));
+    scattered[static_cast<std::size_t>(r)] = half;
     std::vector<float> message{r == 0 ? 42.0f : 0.0f};
     const Tensor m(message.data(), DType::kFloat32, Shape{1});
     if (r == 0) c.send(m, 1, 3);
@@ -170,6 +174,8 @@ TEST(HostStagedCommunicator, HostCollectivesGiveTheHostResults) {
     EXPECT_EQ(gathered[static_cast<std::size_t>(r)], (std::vector<float>{0.0f, 1.0f}));
   }
   EXPECT_EQ(received[1], std::vector<float>{42.0f});
+  EXPECT_EQ(scattered[0], (std::vector<float>{2.0f, 4.0f}));
+  EXPECT_EQ(scattered[1], (std::vector<float>{7.0f, 8.0f}));
 }
 
 }  // namespace
