@@ -21,7 +21,8 @@ namespace {
 std::unique_ptr<Communicator> for_device(std::unique_ptr<Communicator> host, DeviceBackend backend,
                                          tensor::Device device, double timeout_s) {
   if (!host) return nullptr;
-  if (backend == DeviceBackend::kHostStaged) {
+  // A group of one rank moves nothing: no NCCL communicator (its buffers and threads) for it.
+  if (backend == DeviceBackend::kHostStaged || host->size() == 1) {
     return std::make_unique<HostStagedCommunicator>(std::move(host));
   }
   if constexpr (tensor::kCudaBuilt) {

@@ -15,8 +15,9 @@ enum class DeviceBackend { kNccl, kHostStaged };
 DeviceBackend parse_device_backend(std::string_view name);
 
 // Wraps every communicator of `host` for device tensors on `device` (host tensors still go to the
-// host ones). Collective over every group, in one order on every rank. kNccl fails with one line in
-// a build without CUDA and when two ranks of a group share a GPU.
+// host ones). Collective over every group, in one order on every rank. Groups of one rank are
+// always HostStagedCommunicator (nothing crosses ranks there, so no NCCL communicator is made).
+// kNccl fails with one line in a build without CUDA and when two ranks of a group share a GPU.
 GridCommunicators device_grid_communicators(GridCommunicators host, DeviceBackend backend,
                                             tensor::Device device, double timeout_s);
 

@@ -3,7 +3,10 @@
 // host groups), and the one-line errors where NCCL cannot be had.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
+
+#include "base/error.h"
 
 #include "dist/device_communicators.h"
 #include "dist/host_staged_communicator.h"
@@ -66,19 +69,44 @@ TEST(DeviceCommunicators, NeedACudaDevice) {
             "dist: device communicators need a CUDA device, got cpu");
 }
 
+TEST(DeviceCommunicators, GroupsOfOneRankNeedNoNccl) {
+  const dist::GridCommunicators grid =
+      dist::device_grid_communicators(one_rank_grid(true), DeviceBackend::kNccl, kCuda0, 10.0);
+  for (dist::GroupKind kind :
+       {dist::GroupKind::kTensor, dist::GroupKind::kData, dist::GroupKind::kPipeline,
+        dist::GroupKind::kModel, dist::GroupKind::kEmbedding}) {
+    EXPECT_NE(dynamic_cast<const dist::HostStagedCommunicator*>(grid.get(kind)), nullptr)
+        << dist::group_name(kind);
+  }
+}
+
 TEST(DeviceCommunicators, NcclWithoutCudaOrWithoutADeviceFailsWithOneLine) {
   if (tensor::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
-  const std::string error = testing_support::one_line_error([] {
-    dist::device_grid_communicators(one_rank_grid(true), DeviceBackend::kNccl, kCuda0, 10.0);
+  // A two-rank data-parallel group (the other rank on a thread) needs NCCL.
+  auto mail = std::make_shared<test::Mailboxes>();
+  std::thread other([mail] {
+    try {
+      dist::GridCommunicators grid;
+      grid.dp = std::make_unique<test::ThreadCommunicator>("dp", mail, 1, 2);
+      dist::device_grid_communicators(std::move(grid), DeviceBackend::kNccl, kCuda0, 10.0);
+    } catch (const base::Error&) {
+    }
   });
+  const std::string error = testing_support::one_line_error([&] {
+    dist::GridCommunicators grid;
+    grid.dp = std::make_unique<test::ThreadCommunicator>("dp", mail, 0, 2);
+    dist::device_grid_communicators(std::move(grid), DeviceBackend::kNccl, kCuda0, 10.0);
+  });
+  other.join();
   if (!tensor::kCudaBuilt) {
     EXPECT_EQ(error,
               "--distributed-backend nccl: this build has no CUDA backend (BUILD_CUDA=OFF), so "
-              "no NCCL; group 'tp' cannot move tensors on cuda:0");
+              "no NCCL; group 'dp' cannot move tensors on cuda:0");
   } else {
-    // libnccl.so.2 missing, or no device for cudaSetDevice: either way one line.
-    EXPECT_TRUE(error.find("--distributed-backend nccl needs libnccl.so.2") != std::string::npos ||
-                error.find("NCCL communicator of group 'tp'") != std::string::npos)
+    // No device for cudaSetDevice (checked before libnccl.so.2 is even opened).
+    EXPECT_NE(error.find("dist: NCCL communicator of group 'dp' (rank 0 of 2, cuda:0): "
+                         "cudaSetDevice"),
+              std::string::npos)
         << error;
   }
 }
