@@ -26,7 +26,21 @@ if(BUILD_CUDA)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  message(STATUS "mds: CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  # NCCL's header, for the device communicator (libcore/dist/cuda/), which opens libnccl.so.2 at
+  # run time, so that programs start where NCCL is missing. The library is looked up only to say
+  # which one this machine would load.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY NAMES nccl HINTS ${CUDAToolkit_LIBRARY_DIR}
+                                              ${CUDAToolkit_LIBRARY_ROOT}/lib)
+  if(NOT NCCL_INCLUDE_DIR)
+    message(FATAL_ERROR "BUILD_CUDA needs NCCL's nccl.h (set NCCL_INCLUDE_DIR), or configure "
+                        "with -DBUILD_CUDA=OFF")
+  endif()
+  add_library(NCCL::headers INTERFACE IMPORTED)
+  set_target_properties(NCCL::headers PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+  message(STATUS "mds: CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "
+                 "NCCL header in ${NCCL_INCLUDE_DIR} (libnccl.so.2 is opened at run time; here: "
+                 "${NCCL_LIBRARY})")
 else()
   message(STATUS "mds: BUILD_CUDA=OFF (no CUDA compiler found or disabled)")
 endif()

@@ -4,15 +4,18 @@
 #
 #   scripts/gpu-check.sh pack [BUILD_DIR]   here: packs the CUDA build's pretrain, preprocess,
 #                                           evaluate, generate, gpu_tests and gpu_bench with their
-#                                           Debian libraries
-#                                           (scripts/pack-gpu-build.sh) into build/gpu-pack/mds-gpu.tar.xz
+#                                           Debian libraries and Open MPI's mpirun and plugins
+#                                           (scripts/pack-gpu-build.sh --with-mpi) into
+#                                           build/gpu-pack/mds-gpu.tar.xz (~15 MB)
 #   scripts/gpu-check.sh run [STEPS]        there (carry build/gpu-pack): unpacks it and runs the
 #                                           steps, each step's log into $OUT (or ./gpu-check-out)
 #
-# STEPS (default "info tests pretrain inference bench train"): info (nvidia-smi, versions), tests
-# (gpu_tests: every kernel and op against its CPU twin, the training-step and inference tests),
-# pretrain (tests/gpu/pretrain_device_test.sh: --device cuda against --device cpu), inference
-# (tests/gpu/inference_device_test.sh: evaluate and generate likewise), bench (gpu_bench),
+# STEPS (default "info tests pretrain inference grid bench train"): info (nvidia-smi, versions),
+# tests (gpu_tests: every kernel and op against its CPU twin, the training-step and inference
+# tests, the device communicators), pretrain (tests/gpu/pretrain_device_test.sh: --device cuda
+# against --device cpu), inference (tests/gpu/inference_device_test.sh: evaluate and generate
+# likewise), grid (tests/gpu/pretrain_device_grid_test.sh: T = 2, D = 2, P = 2 under the packed
+# mpirun on the device against one host process), bench (gpu_bench),
 # train (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
 # does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
 # each (their tails), as $OUT returns at most 8 files of that size.
@@ -25,7 +28,7 @@ pack() {
   local build="${1:-$repo/build/release}"
   [ -x "$build/bin/gpu_tests" ] || { echo "gpu-check: $build/bin/gpu_tests missing: build with CUDA first" >&2; exit 1; }
   rm -rf "$pack_dir" && mkdir -p "$pack_dir"
-  "$repo/scripts/pack-gpu-build.sh" --programs "pretrain preprocess evaluate generate gpu_tests gpu_bench" \
+  "$repo/scripts/pack-gpu-build.sh" --with-mpi --programs "pretrain preprocess evaluate generate gpu_tests gpu_bench" \
     "$build" "$pack_dir/mds-gpu" || exit 1
   tar -C "$pack_dir" -cJf "$pack_dir/mds-gpu.tar.xz" mds-gpu && rm -rf "$pack_dir/mds-gpu"
   echo "gpu-check: $(du -h "$pack_dir/mds-gpu.tar.xz" | cut -f1) in $pack_dir/mds-gpu.tar.xz;" \
@@ -46,7 +49,7 @@ step() {  # name command...
 }
 
 run() {
-  local steps="${1:-info tests pretrain inference bench train}"
+  local steps="${1:-info tests pretrain inference grid bench train}"
   out="${OUT:-$repo/gpu-check-out}"
   mkdir -p "$out"
   [ -f "$pack_dir/mds-gpu.tar.xz" ] || { echo "gpu-check: no $pack_dir/mds-gpu.tar.xz (carry build/gpu-pack)" >&2; exit 1; }
@@ -55,6 +58,8 @@ run() {
   local pack="$root/mds-gpu" cuda="${CUDA_HOME:-/usr/local/cuda}"
   export LD_LIBRARY_PATH="$pack/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export MDS_BIN="$pack/bin" MDS_DATA="$repo/data" MDS_TESTS="$repo/tests"
+  # The packed Open MPI (mpirun first on PATH, its plugins), for the multi-rank steps.
+  [ ! -f "$pack/mpi/env.sh" ] || source "$pack/mpi/env.sh"
   failed=()
   for name in $steps; do
     case $name in
@@ -62,6 +67,7 @@ run() {
       tests) step tests "$pack/bin/gpu_tests" ;;
       pretrain) step pretrain bash "$repo/tests/gpu/pretrain_device_test.sh" ;;
       inference) step inference bash "$repo/tests/gpu/inference_device_test.sh" ;;
+      grid) step grid bash "$repo/tests/gpu/pretrain_device_grid_test.sh" ;;
       bench) step bench "$pack/bin/gpu_bench" ;;
       train) step train env MDS_GPU_BENCH_CONFIGS="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m}" \
                bash "$repo/tests/bench/gpu_train_bench.sh" "$pack" ;;

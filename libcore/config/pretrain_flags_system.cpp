@@ -12,7 +12,8 @@ void add_distributed(FlagSet& flags, PretrainArgs& a) {
   g.integer("--pipeline-model-parallel-size", a.pipeline_model_parallel_size,
             "pipeline-parallel degree (P)");
   g.choice("--distributed-backend", a.distributed_backend, {"nccl", "gloo"},
-           "upstream's torch.distributed backend");
+           "how several ranks on CUDA devices talk: nccl (NCCL) or gloo (device tensors staged "
+           "through host MPI, exact and fine for ranks sharing a GPU); host runs always use MPI");
   g.choice("--DDP-impl", a.DDP_impl, {"local", "torch"}, "Megatron-native path only");
   g.store_true("--use-contiguous-buffers-in-ddp", a.use_contiguous_buffers_in_ddp,
                "Megatron-native path only");

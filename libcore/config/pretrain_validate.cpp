@@ -295,12 +295,11 @@ void collect_notes(PretrainArgs& a) {
                "--no-scatter-gather-tensors-in-pipeline", "--accumulate-allreduce-grads-in-fp32",
                "--fp16-lm-cross-entropy", "--distribute-checkpointed-activations"},
               "only used by the Megatron-native path; no effect with --deepspeed");
-  notes.given(
-      {"--codecarbon-dir", "--log-level", "--log-level-replica",
-       "--abort-on-unmet-fused-kernel-constraints", "--distributed-backend", "--num-workers",
-       "--valid-num-workers", "--mmap-warmup", "--checkpoint-in-cpu", "--synchronize-each-layer",
-       "--profile-backward", "--no-masked-softmax-fusion", "--no-bias-dropout-fusion"},
-      "no effect in mds (upstream Python/PyTorch machinery; results do not depend on it)");
+  notes.given({"--codecarbon-dir", "--log-level", "--log-level-replica",
+               "--abort-on-unmet-fused-kernel-constraints", "--num-workers", "--valid-num-workers",
+               "--mmap-warmup", "--checkpoint-in-cpu", "--synchronize-each-layer",
+               "--profile-backward", "--no-masked-softmax-fusion", "--no-bias-dropout-fusion"},
+              "no effect in mds (upstream Python/PyTorch machinery; results do not depend on it)");
   notes.given({"--train-tokens", "--scattered-embeddings", "--split-transformers",
                "--memory-centric-tiled-linear", "--tile-factor"},
               "unused by GPT pretraining, as upstream");

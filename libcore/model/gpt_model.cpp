@@ -118,11 +118,6 @@ void GptModel::check_device_support() const {
   if (!context().is_cuda()) return;
   const GptConfig& c = options_.config;
   const std::string where = "GptModel on " + tensor::device_name(device());
-  if (c.tensor_parallel_size != 1 || !owns_embedding_ || !owns_head_) {
-    base::fail(where, " runs one whole replica (T = 1, one pipeline stage) for now; T = ",
-               c.tensor_parallel_size, " and stage [", c.stage_first_spec, ", ", c.stage_end(),
-               ") need the NCCL communicators, which do not exist yet");
-  }
   const std::int64_t head_dim = c.hidden_size / c.num_attention_heads;
   if (!ops::flash_attention_supports(head_dim)) {
     base::fail(where, ": head dim ", head_dim, " (hidden ", c.hidden_size, " / ",
@@ -166,12 +161,12 @@ void GptModel::check_hidden(const Tensor& hidden, bool wanted, const char* role)
   const tensor::Shape expected{options_.config.seq_length, options_.micro_batch_size,
                                options_.config.hidden_size};
   if (!given || hidden.dtype() != DType::kFloat32 || !(hidden.shape() == expected) ||
-      hidden.device() != tensor::Device{}) {
-    base::fail("GptModel: ", role, " must be a host fp32 ", expected.to_string(),
-               " tensor on pipeline stage [", options_.config.stage_first_spec, ", ",
-               options_.config.stage_end(), "), got ",
-               given ? tensor::dtype_name(hidden.dtype()) : "none", " ",
-               hidden.shape().to_string());
+      hidden.device() != device()) {
+    base::fail("GptModel: ", role, " must be an fp32 ", expected.to_string(), " tensor on ",
+               tensor::device_name(device()), " on pipeline stage [",
+               options_.config.stage_first_spec, ", ", options_.config.stage_end(), "), got ",
+               given ? tensor::dtype_name(hidden.dtype()) : "none", " ", hidden.shape().to_string(),
+               given ? " on " + tensor::device_name(hidden.device()) : "");
   }
 }
 

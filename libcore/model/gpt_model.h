@@ -39,8 +39,9 @@ struct MicroBatch {             // host tensors
 // who keeps it alive), on that device: activations there, parameters and gradients in
 // ParamBuffers there, the same layer code dispatching to the CUDA ops, attention through the
 // flash kernels. The micro-batch still comes from the host (checked and transposed there, then
-// copied over) and the loss goes back to it. On a device the model is one whole replica for now:
-// T = 1 and one pipeline stage.
+// copied over) and the loss goes back to it. Any T and any pipeline stage run on a device: the TP
+// group must then move device tensors (dist/device_communicators.h), and the stage's hidden
+// tensors are on the model's device.
 class GptModel {
  public:
   // Plans and allocates the activations; fails with the bytes needed if they cannot be had, or
@@ -78,8 +79,9 @@ class GptModel {
   // The stage's forward of one micro-batch into pipe buffer `buffer`, which keeps what its
   // backward needs (the dropout context included) until the next forward into that buffer.
   // `batch` needs tokens and position_ids on the first stage, labels and loss_mask on the last
-  // (other fields may be empty). `input_hidden` (fp32 [s, b, h]) is the previous stage's output,
-  // empty on the first stage; `output_hidden` receives this stage's output, empty on the last.
+  // (other fields may be empty). `input_hidden` (fp32 [s, b, h], on the model's device) is the
+  // previous stage's output, empty on the first stage; `output_hidden` receives this stage's
+  // output, empty on the last.
   // Either may be the buffer's own stage_input / stage_output (then nothing is copied). Returns
   // the micro-batch loss on the last stage, 0 elsewhere.
   float forward_stage(int buffer, const ParamBuffer& params, const MicroBatch& batch,

@@ -24,7 +24,16 @@ DeviceFlag parse_device_flag(std::string_view text) {
   base::fail("--device must be auto, cpu, cuda or cuda:N, got '", text, "'");
 }
 
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size) {
+DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int cuda_devices) {
+  DeviceFlag flag = parse_device_flag(text);
+  const bool index_given = text.find(':') != std::string_view::npos;
+  if (flag.request != DeviceRequest::kCpu && !index_given && cuda_devices > 0) {
+    flag.index = local_rank % cuda_devices;
+  }
+  return flag;
+}
+
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer) {
   if (optimizer.precision != Precision::kFp32) {
     return std::string(to_string(optimizer.precision)) +
            " mixed precision trains on the host only so far";
@@ -37,11 +46,6 @@ std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int6
     return "communication_data_type " +
            std::string(tensor::dtype_name(optimizer.communication_dtype)) +
            " trains on the host only so far";
-  }
-  if (world_size != 1) {
-    return std::to_string(world_size) +
-           " processes need NCCL communicators, which do not exist yet (one process trains on a "
-           "device)";
   }
   return "";
 }

@@ -23,10 +23,15 @@ struct DeviceFlag {
 // "auto", "cpu", "cuda" or "cuda:N"; anything else fails with one line naming the choices.
 DeviceFlag parse_device_flag(std::string_view text);
 
+// parse_device_flag as rank `local_rank` of a node applies it with `cuda_devices` visible: `cuda`
+// and `auto` take device local_rank mod cuda_devices (upstream's
+// torch.cuda.set_device(local_rank % device_count)), `cuda:N` is N on every rank.
+DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int cuda_devices);
+
 // Why a run cannot train on a CUDA device yet, or "" when it can: the CUDA path is fp32 with
-// ZeRO stage 0 and fp32 gradient communication in one process (T = P = D = 1); bf16/fp16 and
-// every parallel grid train on the host.
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size);
+// ZeRO stage 0 and fp32 gradient communication, on any T × P × D grid (one device per rank, the
+// device communicators of dist/); bf16/fp16 train on the host.
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer);
 
 struct DeviceChoice {
   tensor::Device device;

@@ -77,15 +77,9 @@ OptimizerOptions validated(OptimizerOptions options) {
   return options;
 }
 
-tensor::Device device_of(const ops::DeviceContext* device, const OptimizerOptions& options,
-                         const dist::Communicator* data_parallel,
-                         const dist::Communicator* model_parallel) {
+tensor::Device device_of(const ops::DeviceContext* device, const OptimizerOptions& options) {
   if (device == nullptr || !device->is_cuda()) return {};
-  const auto ranks = [](const dist::Communicator* group) -> std::int64_t {
-    return group != nullptr ? group->size() : 1;
-  };
-  const std::string reason =
-      cuda_unsupported_reason(options, ranks(data_parallel) * ranks(model_parallel));
+  const std::string reason = cuda_unsupported_reason(options);
   if (!reason.empty()) {
     base::fail("optimizer on ", tensor::device_name(device->device()), ": ", reason);
   }
@@ -135,8 +129,7 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
       model_parallel_(model_parallel != nullptr && model_parallel->size() > 1 ? model_parallel
                                                                               : nullptr),
       device_(device),
-      params_(table, param_dtype(options_.precision),
-              device_of(device, options_, data_parallel, model_parallel)),
+      params_(table, param_dtype(options_.precision), device_of(device, options_)),
       micro_grads_(table, DType::kFloat32, params_.flat().device()) {
   // Only the fp32 ZeRO-0 state below can be on a device (device_of checked it).
   const tensor::Device where = params_.flat().device();
@@ -319,7 +312,12 @@ void MixedPrecisionOptimizer::all_reduce_gradients() {
   data_parallel_->all_reduce(reduced, dist::ReduceOp::kSum);
   // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D in the
   // communication dtype.
-  scale_in_dtype(reduced, 1.0 / static_cast<double>(dp_size()));
+  const double average = 1.0 / static_cast<double>(dp_size());
+  if (context().is_cuda()) {
+    ops::scale(context(), reduced, reduced, static_cast<float>(average));  // the same fp32 product
+  } else {
+    scale_in_dtype(reduced, average);
+  }
   if (comm_scratch_) ops::cast(grads, reduced);
 }
 

@@ -36,17 +36,18 @@ PipelineExecutor::PipelineExecutor(model::GptModel& model, dist::Communicator* p
                c.head_spec(), ")");
   }
   const model::ModelOptions& o = model.options();
-  const auto numel =
-      static_cast<std::size_t>(o.config.seq_length * o.micro_batch_size * o.config.hidden_size);
-  if (!last) recv_grad_.resize(numel);
-  if (!first) send_grad_.resize(numel);
+  const auto bytes =
+      static_cast<std::size_t>(o.config.seq_length * o.micro_batch_size * o.config.hidden_size) *
+      sizeof(float);
+  if (!last) recv_grad_ = tensor::Buffer(bytes, model.device());
+  if (!first) send_grad_ = tensor::Buffer(bytes, model.device());
 }
 
-Tensor PipelineExecutor::hidden(std::vector<float>& data) const {
+Tensor PipelineExecutor::hidden(const tensor::Buffer& buffer) const {
   const model::ModelOptions& o = model_.options();
-  if (data.empty()) return {};
-  return Tensor(data.data(), DType::kFloat32,
-                tensor::Shape{o.config.seq_length, o.micro_batch_size, o.config.hidden_size});
+  if (buffer.data() == nullptr) return {};
+  return buffer.as(DType::kFloat32,
+                   tensor::Shape{o.config.seq_length, o.micro_batch_size, o.config.hidden_size});
 }
 
 void PipelineExecutor::check_input(const PipelineStepInput& input, std::int64_t buffers) const {

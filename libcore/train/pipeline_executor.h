@@ -10,6 +10,7 @@
 #include "model/dropout_context.h"
 #include "model/gpt_model.h"
 #include "model/param_buffer.h"
+#include "tensor/buffer.h"
 #include "tensor/tensor.h"
 #include "train/pipeline_schedule.h"
 
@@ -38,8 +39,9 @@ struct PipelineStepInput {
 // One pipeline stage's executor. `pipeline` is this rank's pp group (its rank is the stage id;
 // null means one stage) and `embedding` the tied-weight group of the first and last stage (null
 // on the other stages or with one stage). Activations go over `pipeline` as whole [s, b, h]
-// fp32 tensors with blocking send/recv in the schedule's order; with T > 1 every TP rank sends its
-// own full copy to the same TP rank of the next stage (no PartitionedTensor).
+// fp32 tensors on the model's device (so on a CUDA device the groups must move device tensors,
+// dist/device_communicators.h) with blocking send/recv in the schedule's order; with T > 1 every TP
+// rank sends its own full copy to the same TP rank of the next stage (no PartitionedTensor).
 class PipelineExecutor {
  public:
   // Fails unless the model is this stage's: the embedding on stage 0 only, the head on the last.
@@ -71,15 +73,16 @@ class PipelineExecutor {
   double execute(const PipeSchedule& schedule, const model::ParamBuffer& params,
                  const model::ParamBuffer* grads, const PipelineStepInput& input,
                  tensor::Tensor tied_grad);
-  tensor::Tensor hidden(std::vector<float>& data) const;
+  tensor::Tensor hidden(const tensor::Buffer& buffer) const;
 
   model::GptModel& model_;
   dist::Communicator* pipeline_;
   dist::Communicator* embedding_;
   std::int64_t stage_ = 0;
   std::int64_t num_stages_ = 1;
-  // The gradient received from the next stage and the one sent to the previous.
-  std::vector<float> recv_grad_, send_grad_;
+  // The gradient received from the next stage and the one sent to the previous, on the model's
+  // device.
+  tensor::Buffer recv_grad_, send_grad_;
 };
 
 }  // namespace mds::train

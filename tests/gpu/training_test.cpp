@@ -224,13 +224,21 @@ TEST_F(TrainingOnDevice, WhatTheDevicePathDoesNotDoYetFailsWithOneLine) {
   ModelOptions stage = tiny_options();
   stage.config.stage_end_spec = 4;  // the embedding and the first layer: a pipeline stage
   const ParamTable stage_table = ParamTable::build(stage.config);
-  try {
+  {
+    // A stage runs on the device; its hidden tensors must be there too.
     GptModel model(stage, stage_table, nullptr, 1, &device_);
-    FAIL() << "no error";
-  } catch (const base::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("GptModel on cuda:0 runs one whole replica"),
-              std::string::npos)
-        << e.what();
+    model::ParamBuffer params(stage_table, DType::kFloat32, kCuda0);
+    std::vector<float> host(static_cast<std::size_t>(32 * 2 * 64));
+    const Tensor output(host.data(), DType::kFloat32, Shape{32, 2, 64});
+    Batch batch(stage, 0, 0);
+    try {
+      model.forward_stage(0, params, batch.view(stage), {}, {}, output);
+      FAIL() << "no error";
+    } catch (const base::Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "GptModel: output_hidden must be an fp32 [32, 2, 64] tensor on cuda:0 on pipeline "
+                "stage [0, 4), got float32 [32, 2, 64] on cpu");
+    }
   }
   train::OptimizerOptions bf16 = fp32_adam();
   bf16.precision = train::Precision::kBf16;

@@ -147,20 +147,31 @@ TEST(DeviceChoice, ParsesTheFlag) {
 
 TEST(DeviceChoice, SaysWhatKeepsARunOffCuda) {
   train::OptimizerOptions fp32;
-  EXPECT_EQ(train::cuda_unsupported_reason(fp32, 1), "");
+  EXPECT_EQ(train::cuda_unsupported_reason(fp32), "");
   train::OptimizerOptions bf16 = fp32;
   bf16.precision = train::Precision::kBf16;
-  EXPECT_EQ(train::cuda_unsupported_reason(bf16, 1),
+  EXPECT_EQ(train::cuda_unsupported_reason(bf16),
             "bf16 mixed precision trains on the host only so far");
   train::OptimizerOptions zero = fp32;
   zero.zero_stage = 1;
-  EXPECT_EQ(train::cuda_unsupported_reason(zero, 1), "ZeRO stage 1 trains on the host only so far");
+  EXPECT_EQ(train::cuda_unsupported_reason(zero), "ZeRO stage 1 trains on the host only so far");
   train::OptimizerOptions comm = fp32;
   comm.communication_dtype = DType::kFloat16;
-  EXPECT_EQ(train::cuda_unsupported_reason(comm, 1),
+  EXPECT_EQ(train::cuda_unsupported_reason(comm),
             "communication_data_type float16 trains on the host only so far");
-  EXPECT_NE(train::cuda_unsupported_reason(fp32, 2).find("2 processes need NCCL communicators"),
-            std::string::npos);
+}
+
+TEST(DeviceChoice, EachLocalRankTakesItsOwnDeviceUnlessOneIsNamed) {
+  using train::DeviceRequest;
+  using train::parse_device_flag_for_rank;
+  EXPECT_EQ(parse_device_flag_for_rank("cuda", 3, 2).index, 1);
+  EXPECT_EQ(parse_device_flag_for_rank("cuda", 3, 2).request, DeviceRequest::kCuda);
+  EXPECT_EQ(parse_device_flag_for_rank("auto", 5, 8).index, 5);
+  EXPECT_EQ(parse_device_flag_for_rank("auto", 5, 8).request, DeviceRequest::kAuto);
+  EXPECT_EQ(parse_device_flag_for_rank("cuda:1", 3, 8).index, 1);  // the same N on every rank
+  EXPECT_EQ(parse_device_flag_for_rank("cuda:0", 3, 8).index, 0);
+  EXPECT_EQ(parse_device_flag_for_rank("cuda", 3, 0).index, 0);  // no device: choose_device says so
+  EXPECT_EQ(parse_device_flag_for_rank("cpu", 3, 2).request, DeviceRequest::kCpu);
 }
 
 TEST(DeviceChoice, AutoPrefersCudaForRunsItCanDo) {

@@ -374,7 +374,7 @@ TEST(GptModelStage, RejectsMisuse) {
             std::string::npos);
   EXPECT_NE(error_of([&] {
               head.forward_stage(0, params, data.view(o, true, true), {}, {}, {});
-            }).find("input_hidden must be a host fp32 [16, 2, 32]"),
+            }).find("input_hidden must be an fp32 [16, 2, 32] tensor on cpu"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
               head.forward_stage(0, params, data.view(o, true, true), {}, h, h);

@@ -289,8 +289,6 @@ TEST_F(PretrainArgsTest, NoteFlagsWithoutEffect) {
       "--zero-stage: not used by the DeepSpeed engine; zero_optimization of " + config_ +
           " decides (stage 1)",
       "--DDP-impl: only used by the Megatron-native path; no effect with --deepspeed",
-      "--distributed-backend: no effect in mds (upstream Python/PyTorch machinery; results do "
-      "not depend on it)",
       "--train-tokens: unused by GPT pretraining, as upstream",
       "--reset-attention-mask: no effect in DeepSpeed mode: the pipeline model always uses the "
       "causal mask",

@@ -98,8 +98,18 @@ class ThreadCommunicator final : public dist::Communicator {
     }
     return {};
   }
-  dist::Request reduce_scatter_async(tensor::Tensor, tensor::Tensor, dist::ReduceOp) override {
-    return unused();
+  // The rank-order fold of every rank's whole input, of which this rank keeps its slice.
+  dist::Request reduce_scatter_async(tensor::Tensor input, tensor::Tensor output,
+                                     dist::ReduceOp op) override {
+    if (input.bytes() != output.bytes() * static_cast<std::size_t>(size_)) {
+      base::fail(name_, ": reduce_scatter input of the wrong size");
+    }
+    std::vector<unsigned char> whole(input.bytes());
+    std::memcpy(whole.data(), input.raw(), whole.size());
+    all_reduce_async(tensor::Tensor(whole.data(), input.dtype(), input.shape()), op);
+    std::memcpy(output.raw(), whole.data() + output.bytes() * static_cast<std::size_t>(rank_),
+                output.bytes());
+    return {};
   }
   dist::Request barrier_async() override { return unused(); }
   const dist::CommStats& stats() const override { return stats_; }

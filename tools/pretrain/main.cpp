@@ -29,6 +29,7 @@
 #include "data/blending.h"
 #include "data/gpt_dataset.h"
 #include "data/train_datasets.h"
+#include "dist/device_communicators.h"
 #include "dist/grid_communicators.h"
 #include "dist/launch.h"
 #include "dist/mpi_communicator.h"
@@ -147,17 +148,20 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
 
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
 // this run: CUDA needs a device and a run the CUDA path implements (train/device_choice.h).
+// Each rank of a node takes its own device (train::parse_device_flag_for_rank).
 tensor::Device choose_device(const config::PretrainArgs& args,
-                             const train::OptimizerOptions& optimizer, const base::Log& log) {
+                             const train::OptimizerOptions& optimizer, int local_rank,
+                             const base::Log& log) {
   std::string requested = args.device;
   if (!args.was_given("--device")) {
     if (const char* env = std::getenv("MDS_DEVICE"); env != nullptr && *env != '\0') {
       requested = env;
     }
   }
+  const int devices = tensor::cuda_device_count();
   const train::DeviceChoice choice =
-      train::choose_device(train::parse_device_flag(requested), tensor::cuda_device_count(),
-                           train::cuda_unsupported_reason(optimizer, args.world_size));
+      train::choose_device(train::parse_device_flag_for_rank(requested, local_rank, devices),
+                           devices, train::cuda_unsupported_reason(optimizer));
   if (!choice.note.empty()) log.note(choice.note);
   if (choice.device.kind == tensor::DeviceKind::kCuda) {
     log.info(" > training on " + tensor::device_name(choice.device) + " (" +
@@ -243,7 +247,14 @@ int run(int argc, char** argv, Processes& processes) {
     adam.eps = args.adam_eps;
     adam.weight_decay = args.weight_decay;
     options.optimizer = train::optimizer_options_from_config(ds_config, adam);
-    options.device = choose_device(args, options.optimizer, log);
+    options.device = choose_device(args, options.optimizer, processes.launch.local_rank, log);
+    // Several ranks on devices: device tensors go over NCCL or through host MPI (--distributed-
+    // backend); host tensors (losses, norms, flags) still over MPI.
+    if (processes.world && options.device.kind == tensor::DeviceKind::kCuda) {
+      groups = dist::device_grid_communicators(std::move(groups),
+                                               dist::parse_device_backend(args.distributed_backend),
+                                               options.device, processes.world->timeout_s());
+    }
     // GPTModelPipe's partition_method (the fork's default when the flag is not given).
     const std::vector<std::int64_t> parts = model::pipeline_partition(
         options.model.config, options.optimizer.precision != train::Precision::kFp32,

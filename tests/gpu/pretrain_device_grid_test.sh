@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Several ranks training on CUDA devices: T = 2, D = 2 and P = 2 under `mpirun -np 2` with
+# --device cuda and --distributed-backend gloo (device tensors staged through host MPI, so the two
+# ranks may share one GPU) against the single process on the CPU, same flags, data and seed (fp32,
+# ZeRO 0, dropout and clipping on): every train and validation loss within 1e-4 relative. With two
+# or more GPUs the T = 2 and D = 2 runs are repeated over NCCL (one GPU per rank). Exits 77
+# (skipped) without a CUDA device or without mpirun.
+source "$MDS_TESTS/e2e/lib.sh"
+source "$MDS_TESTS/e2e/pretrain_lib.sh"
+probe=0
+"$MDS_BIN/gpu_tests" --gtest_filter=-* > /dev/null 2>&1 || probe=$?
+if [ "$probe" = 77 ]; then
+  echo "SKIPPED: no CUDA device"
+  exit 77
+fi
+[ "$probe" = 0 ] || fail "gpu_tests as a device probe exited $probe"
+if ! command -v mpirun > /dev/null; then
+  echo "SKIPPED: no mpirun (scripts/gpu-check.sh packs Open MPI's)"
+  exit 77
+fi
+use_mpirun
+
+make_shakespeare_dataset "$WORK/shakespeare"
+write_grid_ds_config "$WORK/ds.json"
+# Head dim 8 (a flash-attention kernel) at T = 1 and T = 2; the vocabulary padded to 64·2 at
+# every T, so that T = 1 and T = 2 are the same model.
+flags=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
+       --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8
+       --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 3 --weight-decay 0.1
+       --clip-grad 1.0 --seed 1234 --split 90,8,2 --eval-interval 5 --eval-iters 2
+       --log-interval 1 --make-vocab-size-divisible-by 64 --attention-dropout 0.1
+       --hidden-dropout 0.1 --data-path "$WORK/shakespeare_text_document" "${gpt2_flags[@]}"
+       --deepspeed --deepspeed_config "$WORK/ds.json" --train-iters 10)
+
+run_ranks host 1 --device cpu
+run_ranks t2 2 --device cuda --distributed-backend gloo --tensor-model-parallel-size 2
+run_ranks d2 2 --device cuda --distributed-backend gloo
+run_ranks p2 2 --device cuda --distributed-backend gloo --pipeline-model-parallel-size 2
+for name in t2 d2 p2; do
+  grep -q "> training on cuda:" "$WORK/$name.log" || fail "$name does not say it trains on a device"
+done
+python3 "$MDS_TESTS/e2e/compare_metrics.py" --tolerance 1e-4 losses "$WORK" host t2 d2 p2 ||
+  fail "device grids differ from the single host process"
+pass "T=2, D=2 and P=2 on the device (staged through MPI, 2 ranks): losses within 1e-4 of the host's"
+
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
+if [ "${gpus:-0}" -ge 2 ]; then
+  run_ranks t2nccl 2 --device cuda --distributed-backend nccl --tensor-model-parallel-size 2
+  run_ranks d2nccl 2 --device cuda --distributed-backend nccl
+  python3 "$MDS_TESTS/e2e/compare_metrics.py" --tolerance 1e-4 losses "$WORK" host t2nccl d2nccl ||
+    fail "NCCL device grids differ from the single host process"
+  pass "T=2 and D=2 over NCCL (one GPU per rank): losses within 1e-4 of the host's"
+else
+  # Two ranks on the one GPU: NCCL refuses, with one line that names the way out.
+  rc=0
+  timeout 300 mpirun -np 2 "$MDS_BIN/pretrain" "${flags[@]}" --device cuda \
+    --distributed-backend nccl > "$WORK/shared.log" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "two NCCL ranks on one GPU fail without hanging (rc $rc)"
+  grep -q "use the same GPU, and NCCL needs one GPU per rank" "$WORK/shared.log" ||
+    fail "the error says NCCL needs one GPU per rank: $(tail -3 "$WORK/shared.log")"
+  pass "two ranks on one GPU over NCCL: a one-line refusal naming --distributed-backend gloo"
+fi
+finish
