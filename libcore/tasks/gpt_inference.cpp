@@ -125,12 +125,8 @@ void GptInference::check_device() const {
                " but the model runs on ", tensor::device_name(device));
   }
   if (!context().is_cuda()) return;
-  const std::string where = "GptInference on " + tensor::device_name(device);
-  if (comms_.tp_size * comms_.pp_size != 1) {
-    base::fail(where, ": one whole model only (T = P = 1); a T × P grid runs on the host");
-  }
   if (!ops::decode_attention_supports_cuda(options_.config.head_dim())) {
-    base::fail(where, ": head dim ", options_.config.head_dim(),
+    base::fail("GptInference on ", tensor::device_name(device), ": head dim ", options_.config.head_dim(),
                " has no CUDA attention kernel (8, 16, 32, 64, 96 or 128)");
   }
 }

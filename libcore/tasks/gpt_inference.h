@@ -9,7 +9,8 @@
 //
 // The forward is the public ops (ops::layernorm_forward, linear_forward, the decode attention …)
 // on the tensors of a workspace arena on the DeviceContext's device, the host or one CUDA device,
-// with the cache there too; only the token ids go over and the logits come back.
+// with the cache there too; only the token ids go over and the logits come back. On a device the
+// TP sums and the hidden states between stages are device tensors.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -57,8 +58,10 @@ class GptInference {
   // `params` (fp32, laid out by `table`: the TP shard and stage of options.config) must outlive
   // this object, as must the communicators of `comms`, whose grid must be the config's. Dropout
   // settings are ignored. `device` (null: the host) says where the forward runs; params must be
-  // on its device, and a CUDA device takes one whole model (T = P = 1) whose head dim has a
-  // decode-attention kernel. Otherwise this fails with one line.
+  // on its device, and on a CUDA device the head dim must have a decode-attention kernel;
+  // otherwise this fails with one line. In a T × P grid on a device the TP and PP groups must
+  // move device tensors (dist/device_communicators.h; MPI's refuse them with one line); the logits
+  // are gathered on the host.
   GptInference(const model::ModelOptions& options, const model::ParamTable& table,
                const model::ParamBuffer& params, const InferenceComms& comms = {},
                const ops::DeviceContext* device = nullptr);

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "base/error.h"
 #include "dist/process_grid.h"
@@ -63,13 +64,20 @@ std::vector<float> InferenceComms::gather_vocab(std::vector<float> local, std::i
   return full;
 }
 
+dist::GridCommunicators inference_groups(dist::GridCommunicators host, tensor::Device device,
+                                         dist::DeviceBackend backend, double timeout_s) {
+  if (device.kind != tensor::DeviceKind::kCuda) return host;
+  return dist::device_grid_communicators(std::move(host), backend, device, timeout_s);
+}
+
 InferenceProcesses::~InferenceProcesses() = default;
 
 void InferenceProcesses::detect() {
   launch_ = dist::detect_launch(dist::process_env());
 }
 
-void InferenceProcesses::join(std::int64_t tp, std::int64_t pp, std::int64_t dp) {
+void InferenceProcesses::join(std::int64_t tp, std::int64_t pp, std::int64_t dp,
+                              tensor::Device device, dist::DeviceBackend backend) {
   if (tp * pp * dp != world_size()) {
     base::fail("InferenceProcesses: a ", tp, " × ", pp, " × ", dp, " grid needs ", tp * pp * dp,
                " ranks, not ", world_size());
@@ -84,7 +92,8 @@ void InferenceProcesses::join(std::int64_t tp, std::int64_t pp, std::int64_t dp)
   world_ = dist::MpiCommunicator::world(dist::timeout_seconds_from_env(env, 300.0));
   dist::check_launch_matches_mpi(launch_, world_->rank(), world_->size());
   const dist::ProcessGrid grid(world_size(), static_cast<int>(tp), static_cast<int>(pp));
-  groups_ = dist::make_grid_communicators(*world_, grid);
+  groups_ = inference_groups(dist::make_grid_communicators(*world_, grid), device, backend,
+                             world_->timeout_s());
   const dist::GridCoord coord = grid.coord_of(world_->rank());
   comms_.world = world_.get();
   comms_.tp = groups_.tp.get();

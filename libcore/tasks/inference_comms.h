@@ -1,6 +1,7 @@
 // The processes of an evaluate or generate run: one, or a T × P × D grid of ranks under
 // mpirun/srun holding D model replicas of T × P ranks (rank = pp·T·D + dp·T + tp, Megatron's
-// order, as ProcessGrid numbers it).
+// order, as ProcessGrid numbers it). On CUDA devices the groups move device tensors (the TP sums,
+// the hidden states between stages) over NCCL or staged through MPI, as pretrain's do.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/device_communicators.h"
 #include "dist/grid_communicators.h"
 #include "dist/launch.h"
 #include "dist/mpi_communicator.h"
@@ -51,6 +53,13 @@ struct InferenceComms {
   std::vector<float> gather_vocab(std::vector<float> local, std::int64_t rows) const;
 };
 
+// The groups a grid of ranks running on `device` talks over: the host (MPI) groups unchanged for
+// a host run; for a CUDA device each wrapped for device tensors by `backend`
+// (dist::device_grid_communicators: NCCL, or staged through MPI), host tensors still going over
+// MPI. Collective over every group on a device.
+dist::GridCommunicators inference_groups(dist::GridCommunicators host, tensor::Device device,
+                                         dist::DeviceBackend backend, double timeout_s);
+
 // Owns the MPI session and the communicators behind an InferenceComms.
 class InferenceProcesses {
  public:
@@ -64,11 +73,13 @@ class InferenceProcesses {
   void detect();
   int rank() const { return launch_.rank; }
   int world_size() const { return launch_.world_size; }
+  int local_rank() const { return launch_.local_rank; }
   bool output_rank() const { return launch_.rank == 0; }
 
   // With world_size() > 1, joins MPI and builds the groups of a tp × pp × dp grid, which must
-  // have world_size() ranks.
-  void join(std::int64_t tp, std::int64_t pp, std::int64_t dp = 1);
+  // have world_size() ranks, for a run on `device` (inference_groups).
+  void join(std::int64_t tp, std::int64_t pp, std::int64_t dp = 1, tensor::Device device = {},
+            dist::DeviceBackend backend = dist::DeviceBackend::kNccl);
   const InferenceComms& comms() const { return comms_; }
   // Stops every rank of a joined job (after this rank failed, so that no peer waits for it);
   // returns without doing anything on one process.

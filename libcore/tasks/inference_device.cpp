@@ -8,12 +8,7 @@
 
 namespace mds::tasks {
 
-std::string inference_cuda_unsupported_reason(std::int64_t world_size, std::int64_t head_dim) {
-  if (world_size != 1) {
-    return std::to_string(world_size) +
-           " processes need device communicators, which do not exist yet (one process runs on a "
-           "device)";
-  }
+std::string inference_cuda_unsupported_reason(std::int64_t head_dim) {
   // WikiText runs the training forward (flash attention), LAMBADA and generate the decode
   // attention: a device run needs both kernels.
   if (!ops::flash_attention_supports(head_dim) || !ops::decode_attention_supports_cuda(head_dim)) {
@@ -23,7 +18,7 @@ std::string inference_cuda_unsupported_reason(std::int64_t world_size, std::int6
   return "";
 }
 
-tensor::Device choose_inference_device(const config::PretrainArgs& args, std::int64_t world_size,
+tensor::Device choose_inference_device(const config::PretrainArgs& args, int local_rank,
                                        const base::Log& log) {
   std::string requested = args.device;
   if (!args.was_given("--device")) {
@@ -32,9 +27,10 @@ tensor::Device choose_inference_device(const config::PretrainArgs& args, std::in
     }
   }
   const std::string reason =
-      inference_cuda_unsupported_reason(world_size, args.hidden_size / args.num_attention_heads);
-  const train::DeviceChoice choice = train::choose_device(train::parse_device_flag(requested),
-                                                          tensor::cuda_device_count(), reason);
+      inference_cuda_unsupported_reason(args.hidden_size / args.num_attention_heads);
+  const int devices = tensor::cuda_device_count();
+  const train::DeviceChoice choice = train::choose_device(
+      train::parse_device_flag_for_rank(requested, local_rank, devices), devices, reason);
   if (!choice.note.empty()) {
     log.note("running on the CPU although a CUDA device is present: " + reason);
   }

@@ -1,8 +1,10 @@
 // Where `evaluate` and `generate` run: `--device auto|cpu|cuda[:N]` (or $MDS_DEVICE when the flag
-// is absent) with pretrain's meaning (train/device_choice.h). `auto` takes cuda:0 when the build
-// has CUDA, a device is visible and the run is one the device path does (one process, a head dim
-// with CUDA attention kernels); otherwise the host, with a note when a device was there. Forcing
-// CUDA for a run it cannot do fails with one line naming what is missing.
+// is absent) with pretrain's meaning (train/device_choice.h): each rank of a node takes device
+// local_rank mod <visible devices> (`cuda:N`: N on every rank). `auto` takes that device when the
+// build has CUDA, a device is visible and the model's head dim has CUDA attention kernels;
+// otherwise the host, with a note when a device was there. Forcing CUDA for a run it cannot do
+// fails with one line naming what is missing. Several ranks on devices exchange device tensors
+// over the communicators --distributed-backend picks (tasks/inference_comms.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,13 +16,13 @@
 
 namespace mds::tasks {
 
-// Why this run cannot use a CUDA device, or "": several processes (T × P grids and replicas need
-// device communicators, which do not exist yet), or a head dim without CUDA attention kernels.
-std::string inference_cuda_unsupported_reason(std::int64_t world_size, std::int64_t head_dim);
+// Why this model cannot run on a CUDA device, or "": a head dim without CUDA attention kernels.
+std::string inference_cuda_unsupported_reason(std::int64_t head_dim);
 
-// The device for validated args (tasks::validate_inference_args) and the launcher's world size;
-// logs the choice (a CUDA device by name, or the note of `auto` staying on the host).
-tensor::Device choose_inference_device(const config::PretrainArgs& args, std::int64_t world_size,
+// The device of the rank with launcher local rank `local_rank` for validated args
+// (tasks::validate_inference_args); logs the choice (a CUDA device by name, or the note of `auto`
+// staying on the host).
+tensor::Device choose_inference_device(const config::PretrainArgs& args, int local_rank,
                                        const base::Log& log);
 
 // Moves the loaded weights to `device` and gives the model a DeviceContext there (model.device);

@@ -12,6 +12,7 @@
 #include "io/torch_file.h"
 #include "model/pipeline_partition.h"
 #include "model/tp_merge.h"
+#include "tasks/inference_device.h"
 #include "ops/elementwise.h"
 #include "text/tokenizer_factory.h"
 #include "train/model_args.h"
@@ -246,7 +247,8 @@ InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64
 std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes,
                                                    const config::PretrainArgs& args,
                                                    const text::Tokenizer& tokenizer,
-                                                   const base::Log& log, bool data_parallel) {
+                                                   tensor::Device device, const base::Log& log,
+                                                   bool data_parallel) {
   const CheckpointInfo checkpoint = find_checkpoint(args, tokenizer);
   const GridChoice grid =
       choose_inference_grid(processes.world_size(), requested_grid(args), checkpoint.grid, args,
@@ -255,13 +257,23 @@ std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes
     if (processes.output_rank()) base::fail(grid.error);
     return std::nullopt;
   }
-  processes.join(grid.sizes.tp, grid.sizes.pp, grid.sizes.dp);
+  const dist::DeviceBackend backend = dist::parse_device_backend(args.distributed_backend);
+  processes.join(grid.sizes.tp, grid.sizes.pp, grid.sizes.dp, device, backend);
+  if (processes.world_size() > 1 && device.kind == tensor::DeviceKind::kCuda) {
+    log.info(std::string(" > device tensors between ranks: ") +
+             (backend == dist::DeviceBackend::kNccl
+                  ? "NCCL (--distributed-backend nccl)"
+                  : "staged through MPI (--distributed-backend gloo)"));
+  }
   if (grid.sizes.dp > 1) {
     log.info(" > " + std::to_string(grid.sizes.dp) + " model replicas of " +
              std::to_string(grid.sizes.tp) + " × " + std::to_string(grid.sizes.pp) +
              " ranks split the data");
   }
-  return load_inference_model(args, tokenizer.vocab_size(), checkpoint, processes.comms(), log);
+  InferenceModel model =
+      load_inference_model(args, tokenizer.vocab_size(), checkpoint, processes.comms(), log);
+  place_on_device(model, device);
+  return model;
 }
 
 InferenceModel load_inference_model(const config::PretrainArgs& args,

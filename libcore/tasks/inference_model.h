@@ -64,13 +64,16 @@ InferenceModel load_inference_model(const config::PretrainArgs& args, std::int64
                                     const base::Log& log);
 
 // find_checkpoint, the grid for the launcher's ranks (choose_inference_grid; `data_parallel`: W
-// may hold several replicas), joining them, and this rank's share of the model. A grid that does
-// not fit fails on rank 0 with one line; every other rank gets nullopt and should exit 0, so that
-// the launcher (which stops the job at the first non-zero exit) lets rank 0 print that line.
+// may hold several replicas), joining them with groups for `device` (this rank's, from
+// choose_inference_device; on a CUDA device the --distributed-backend of `args` moves the device
+// tensors), and this rank's share of the model, loaded on the host and placed on `device`. A grid
+// that does not fit fails on rank 0 with one line; every other rank gets nullopt and should exit
+// 0, so that the launcher (which stops the job at the first non-zero exit) lets rank 0 print that
+// line.
 std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes,
                                                    const config::PretrainArgs& args,
                                                    const text::Tokenizer& tokenizer,
-                                                   const base::Log& log,
+                                                   tensor::Device device, const base::Log& log,
                                                    bool data_parallel = false);
 
 // One process: find_checkpoint, then the whole model.

@@ -53,15 +53,12 @@ const base::Log& quiet_log() {
   return log;
 }
 
-TEST(InferenceDevice, SeveralProcessesAndHeadDimsWithoutKernelsStayOffTheDevice) {
-  EXPECT_NE(inference_cuda_unsupported_reason(2, 64).find(
-                "2 processes need device communicators, which do not exist yet"),
-            std::string::npos);
-  EXPECT_NE(inference_cuda_unsupported_reason(1, 24).find(
+TEST(InferenceDevice, HeadDimsWithoutKernelsStayOffTheDevice) {
+  EXPECT_NE(inference_cuda_unsupported_reason(24).find(
                 "head dim 24 has no CUDA attention kernel (8, 16, 32, 64, 96 or 128)"),
             std::string::npos);
   // Without CUDA no head dim has a kernel (and no device can be chosen anyway).
-  EXPECT_EQ(inference_cuda_unsupported_reason(1, 64).empty(), tensor::kCudaBuilt);
+  EXPECT_EQ(inference_cuda_unsupported_reason(64).empty(), tensor::kCudaBuilt);
 }
 
 TEST(InferenceDevice, TheFlagAndTheEnvironmentChooseAsPretrainDoes) {
@@ -78,25 +75,22 @@ TEST(InferenceDevice, TheFlagAndTheEnvironmentChooseAsPretrainDoes) {
             std::string::npos);
 }
 
-TEST(InferenceDevice, CudaWithoutThatDeviceOrForSeveralProcessesFailsWithOneLine) {
+TEST(InferenceDevice, CudaWithoutThatDeviceFailsWithOneLine) {
   const DeviceEnv env(nullptr);
   const int past_last = tensor::cuda_device_count();
   const std::string name = "cuda:" + std::to_string(past_last);
-  EXPECT_NE(one_line_error([&] {
-              choose_inference_device(tiny_args(name, true), 1, quiet_log());
-            }).find("--device " + name + ": "),
-            std::string::npos);
-  if (past_last > 0) {
-    EXPECT_NE(one_line_error([] {
-                choose_inference_device(tiny_args("cuda", true), 2, quiet_log());
-              }).find("--device cuda:0: 2 processes need device communicators"),
+  // An index given is that device on every local rank, visible or not.
+  for (const int local_rank : {0, 3}) {
+    EXPECT_NE(one_line_error([&] {
+                choose_inference_device(tiny_args(name, true), local_rank, quiet_log());
+              }).find("--device " + name + ": "),
               std::string::npos);
   }
-  // auto without a usable device is the host.
+  // auto without a usable device is the host, on any local rank.
   if (past_last == 0) {
-    EXPECT_EQ(choose_inference_device(tiny_args("auto", false), 1, quiet_log()), tensor::Device{});
+    EXPECT_EQ(choose_inference_device(tiny_args("auto", false), 0, quiet_log()), tensor::Device{});
+    EXPECT_EQ(choose_inference_device(tiny_args("auto", false), 5, quiet_log()), tensor::Device{});
   }
-  EXPECT_EQ(choose_inference_device(tiny_args("auto", false), 2, quiet_log()), tensor::Device{});
 }
 
 TEST(InferenceDevice, TheHostLeavesTheModelAsLoaded) {

@@ -1,7 +1,8 @@
 // evaluate: zero-shot evaluation of a checkpoint on WikiText (loss, perplexity) or LAMBADA
 // (last-word accuracy) with upstream's flags and result lines (tasks/main.py; data.md §6). One
-// process (on the host or a CUDA device: --device), or T × P ranks under mpirun/srun (on the
-// host), each running its shard of the model; rank 0 prints.
+// process, or T × P ranks (times D replicas splitting the data) under mpirun/srun, each running
+// its shard of the model on the host or a CUDA device (--device, --distributed-backend); rank 0
+// prints.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -42,7 +43,7 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
     const base::Log log("evaluate", quiet ? quiet : stdout, quiet ? quiet : stderr);
     tasks::validate_evaluate_args(args);
     const tensor::Device device =
-        tasks::choose_inference_device(args.model, processes.world_size(), log);
+        tasks::choose_inference_device(args.model, processes.local_rank(), log);
     const std::string& path = args.valid_data->front();
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
     if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token to pad with");
@@ -67,9 +68,9 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       log.info(" > found " + std::to_string(examples.size()) + " samples.");
     }
     std::optional<tasks::InferenceModel> opened =
-        tasks::open_inference_model(processes, args.model, *tokenizer, log, /*data_parallel=*/true);
+        tasks::open_inference_model(processes, args.model, *tokenizer, device, log,
+                                    /*data_parallel=*/true);
     if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
-    tasks::place_on_device(*opened, device);
     const tasks::InferenceModel& model = *opened;
 
     std::vector<std::string> lines;

@@ -2,8 +2,8 @@
 // data.md §7): unconditional JSON-lines samples, continuations of prompts read from a file or
 // standard input, or an interactive prompt on a terminal. Decoding uses a KV cache and runs
 // --micro-batch-size samples or prompts together; see docs/generate.md for the differences. One
-// process (on the host or a CUDA device: --device), or T × P ranks under mpirun/srun (on the
-// host), each running its shard of the model; rank 0 writes.
+// process, or T × P ranks under mpirun/srun, each running its shard of the model on the host or a
+// CUDA device (--device, --distributed-backend); rank 0 writes.
 #include <unistd.h>
 
 #include <chrono>
@@ -226,13 +226,12 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       base::fail("--sample-input-file ", *args.sample_input_file, ": no such file");
     }
     const tensor::Device device =
-        tasks::choose_inference_device(args.model, processes.world_size(), log);
+        tasks::choose_inference_device(args.model, processes.local_rank(), log);
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
     if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token");
     std::optional<tasks::InferenceModel> opened =
-        tasks::open_inference_model(processes, args.model, *tokenizer, log);
+        tasks::open_inference_model(processes, args.model, *tokenizer, device, log);
     if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
-    tasks::place_on_device(*opened, device);
     const tasks::InferenceModel& model = *opened;
     const tasks::GptInference inference(model.options, *model.table, *model.params, model.comms,
                                         model.device.get());
