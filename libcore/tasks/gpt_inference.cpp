@@ -126,7 +126,8 @@ void GptInference::check_device() const {
   }
   if (!context().is_cuda()) return;
   if (!ops::decode_attention_supports_cuda(options_.config.head_dim())) {
-    base::fail("GptInference on ", tensor::device_name(device), ": head dim ", options_.config.head_dim(),
+    base::fail("GptInference on ", tensor::device_name(device), ": head dim ",
+               options_.config.head_dim(),
                " has no CUDA attention kernel (8, 16, 32, 64, 96 or 128)");
   }
 }

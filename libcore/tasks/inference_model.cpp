@@ -12,8 +12,8 @@
 #include "io/torch_file.h"
 #include "model/pipeline_partition.h"
 #include "model/tp_merge.h"
-#include "tasks/inference_device.h"
 #include "ops/elementwise.h"
+#include "tasks/inference_device.h"
 #include "text/tokenizer_factory.h"
 #include "train/model_args.h"
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "dist/host_staged_communicator.h"
 #include "model/init.h"
 #include "model/pipeline_partition.h"
 #include "model/tp_merge.h"
@@ -61,10 +62,13 @@ std::vector<std::shared_ptr<test::Mailboxes>> mailboxes(int count) {
 }
 
 // Runs `body` on every rank of a tp × pp × dp grid (rank = pp·T·D + dp·T + tp, Megatron's order,
-// one thread each) and returns what each rank returned, in rank order.
+// one thread each) and returns what each rank returned, in rank order. The groups are those
+// tasks::inference_groups makes for a run on `groups_for` (staged through the host groups for a
+// CUDA device); the model itself stays on the host.
 template <typename Result>
 std::vector<Result> run_grid(const InferenceModel& whole, int tp, int pp,
-                             const std::function<Result(const InferenceModel&)>& body, int dp = 1) {
+                             const std::function<Result(const InferenceModel&)>& body, int dp = 1,
+                             tensor::Device groups_for = {}) {
   const int ranks = tp * pp * dp;
   const auto world_mail = mailboxes(1);
   const auto tp_mail = mailboxes(pp * dp);  // one TP group per (pp, dp)
@@ -79,19 +83,23 @@ std::vector<Result> run_grid(const InferenceModel& whole, int tp, int pp,
       const int t = rank % tp, d = rank / tp % dp, p = rank / (tp * dp);
       const auto at = [](const auto& boxes, int i) { return boxes[static_cast<std::size_t>(i)]; };
       test::ThreadCommunicator world("world", at(world_mail, 0), rank, ranks);
-      test::ThreadCommunicator tp_group("tp", at(tp_mail, p * dp + d), t, tp);
-      test::ThreadCommunicator pp_group("pp", at(pp_mail, d * tp + t), p, pp);
-      test::ThreadCommunicator replica("mp", at(replica_mail, d), p * tp + t, tp * pp);
-      test::ThreadCommunicator dp_group("dp", at(dp_mail, p * tp + t), d, dp);
+      dist::GridCommunicators host;
+      host.tp = std::make_unique<test::ThreadCommunicator>("tp", at(tp_mail, p * dp + d), t, tp);
+      host.pp = std::make_unique<test::ThreadCommunicator>("pp", at(pp_mail, d * tp + t), p, pp);
+      host.mp = std::make_unique<test::ThreadCommunicator>("mp", at(replica_mail, d), p * tp + t,
+                                                           tp * pp);
+      host.dp = std::make_unique<test::ThreadCommunicator>("dp", at(dp_mail, p * tp + t), d, dp);
       try {
+        const dist::GridCommunicators groups =
+            inference_groups(std::move(host), groups_for, dist::DeviceBackend::kHostStaged, 60.0);
         InferenceModel m;
         m.options = whole.options;
         m.vocab_size = whole.vocab_size;
         m.comms = InferenceComms{.world = &world,
-                                 .tp = &tp_group,
-                                 .pp = &pp_group,
-                                 .replica = &replica,
-                                 .dp = &dp_group,
+                                 .tp = groups.tp.get(),
+                                 .pp = groups.pp.get(),
+                                 .replica = groups.mp.get(),
+                                 .dp = groups.dp.get(),
                                  .tp_size = tp,
                                  .tp_rank = t,
                                  .pp_size = pp,
@@ -194,13 +202,16 @@ TEST(ParallelInference, GenerationFollowsTheHeadOnEveryRank) {
   }
 }
 
-TEST(ParallelInference, ZeroShotTasksReportTheLastStagesNumbersOnEveryRank) {
-  const InferenceModel whole = whole_model();
+WikitextData toy_wikitext() {
   WikitextData wikitext;
   for (std::int64_t i = 0; i < 70; ++i) wikitext.tokens.push_back((i * 37 + 11) % 60);
   wikitext.num_tokenized_tokens = 70;
   wikitext.num_original_tokens = 60;
-  // Examples whose target is the whole model's greedy choice (correct) and others (mostly not).
+  return wikitext;
+}
+
+// Examples whose target is the whole model's greedy choice (correct) and others (mostly not).
+std::vector<LambadaExample> toy_lambada(const InferenceModel& whole) {
   const GptInference inference(whole.options, *whole.table, *whole.params);
   std::vector<LambadaExample> examples;
   for (std::int64_t e = 0; e < 8; ++e) {
@@ -211,10 +222,18 @@ TEST(ParallelInference, ZeroShotTasksReportTheLastStagesNumbersOnEveryRank) {
     const std::int64_t target = e % 2 == 0 ? argmax(last) : (argmax(last) + 1) % 60;
     examples.push_back({context, {target}});
   }
-  struct Numbers {
-    double loss = 0;
-    std::int64_t correct = 0;
-  };
+  return examples;
+}
+
+struct Numbers {
+  double loss = 0;
+  std::int64_t correct = 0;
+};
+
+TEST(ParallelInference, ZeroShotTasksReportTheLastStagesNumbersOnEveryRank) {
+  const InferenceModel whole = whole_model();
+  const WikitextData wikitext = toy_wikitext();
+  const std::vector<LambadaExample> examples = toy_lambada(whole);
   const auto evaluate = [&](const InferenceModel& m) {
     return Numbers{evaluate_wikitext(m, wikitext, 63, 5).total_loss,
                    evaluate_lambada(m, examples).correct};
@@ -253,6 +272,89 @@ TEST(ParallelInference, GatherVocabJoinsTheShardsInRankOrder) {
   const std::vector<float> expected{0, 1, 2, 3, 4, 5, 100, 101, 102, 103, 104, 105};
   EXPECT_EQ(gathered[0], expected);
   EXPECT_EQ(gathered[1], expected);
+}
+
+// What a run on a device exchanges on the host (the scores shared from the head, the replica
+// sums, the vocab gather, the sampled tokens) passes through the staged groups of
+// inference_groups unchanged: every grid gives the host groups' results bit for bit.
+TEST(ParallelInference, GroupsMadeForADeviceGiveTheHostGroupsResultsBitForBit) {
+  constexpr tensor::Device kCuda0{tensor::DeviceKind::kCuda, 0};
+  const InferenceModel whole = whole_model();
+  const WikitextData wikitext = toy_wikitext();
+  const std::vector<LambadaExample> examples = toy_lambada(whole);
+  GenerationOptions greedy;
+  greedy.sampling.greedy = true;
+  greedy.seq_length = 16;
+  greedy.out_seq_length = 8;
+  greedy.eod = 63;
+  greedy.vocab_size = 60;
+  const std::vector<GenerationRow> rows{{{5, 9, 2}, 0}, {{1, 2, 3, 4}, 1}};
+  struct Outcome {
+    Numbers numbers;
+    std::vector<std::vector<std::int64_t>> tokens;
+    std::vector<float> logits;
+  };
+  const auto run = [&](const InferenceModel& m) {
+    Outcome o{
+        {evaluate_wikitext(m, wikitext, 63, 5).total_loss, evaluate_lambada(m, examples).correct},
+        {},
+        {}};
+    const GptInference inference(m.options, *m.table, *m.params, m.comms);
+    if (m.comms.dp_size == 1) {
+      for (const GenerationResult& result : generate(inference, rows, greedy)) {
+        o.tokens.push_back(result.tokens);
+      }
+    }
+    o.logits = inference.full_logits(examples[3].context);
+    return o;
+  };
+  for (const Grid grid : {Grid{2, 2}, Grid{2, 1, 2}, Grid{1, 2, 2}}) {
+    const std::vector<Outcome> host = run_grid<Outcome>(whole, grid.tp, grid.pp, run, grid.dp);
+    const std::vector<Outcome> staged =
+        run_grid<Outcome>(whole, grid.tp, grid.pp, run, grid.dp, kCuda0);
+    for (std::size_t rank = 0; rank < host.size(); ++rank) {
+      const std::string where = std::to_string(grid.tp) + "×" + std::to_string(grid.pp) + "×" +
+                                std::to_string(grid.dp) + " rank " + std::to_string(rank);
+      EXPECT_EQ(staged[rank].numbers.loss, host[rank].numbers.loss) << where;
+      EXPECT_EQ(staged[rank].numbers.correct, host[rank].numbers.correct) << where;
+      EXPECT_EQ(staged[rank].tokens, host[rank].tokens) << where;
+      EXPECT_EQ(staged[rank].logits, host[rank].logits) << where;
+    }
+    EXPECT_GT(host[0].numbers.loss, 0.0);
+  }
+}
+
+// Which communicators a grid's groups are (tasks::inference_groups): the host's own on the host,
+// each wrapped for device tensors on a CUDA device (staged through them with gloo; with nccl too
+// for groups of one rank, where nothing crosses ranks), absent groups absent.
+TEST(InferenceGroups, TheHostKeepsItsGroupsAndADeviceWrapsEach) {
+  constexpr tensor::Device kCuda0{tensor::DeviceKind::kCuda, 0};
+  const auto one_rank_groups = [] {
+    auto mail = std::make_shared<test::Mailboxes>();
+    dist::GridCommunicators groups;
+    groups.tp = std::make_unique<test::ThreadCommunicator>("tp", mail, 0, 1);
+    groups.dp = std::make_unique<test::ThreadCommunicator>("dp", mail, 0, 1);
+    groups.pp = std::make_unique<test::ThreadCommunicator>("pp", mail, 0, 1);
+    groups.mp = std::make_unique<test::ThreadCommunicator>("mp", mail, 0, 1);
+    return groups;
+  };
+  dist::GridCommunicators host = one_rank_groups();
+  const dist::Communicator* tp = host.tp.get();
+  const dist::GridCommunicators kept =
+      inference_groups(std::move(host), tensor::Device{}, dist::DeviceBackend::kNccl, 10.0);
+  EXPECT_EQ(kept.tp.get(), tp);
+  EXPECT_NE(dynamic_cast<const test::ThreadCommunicator*>(kept.dp.get()), nullptr);
+  for (const dist::DeviceBackend backend :
+       {dist::DeviceBackend::kHostStaged, dist::DeviceBackend::kNccl}) {
+    const dist::GridCommunicators wrapped =
+        inference_groups(one_rank_groups(), kCuda0, backend, 10.0);
+    for (const dist::GroupKind kind : {dist::GroupKind::kTensor, dist::GroupKind::kData,
+                                       dist::GroupKind::kPipeline, dist::GroupKind::kModel}) {
+      EXPECT_NE(dynamic_cast<const dist::HostStagedCommunicator*>(wrapped.get(kind)), nullptr)
+          << dist::group_name(kind);
+    }
+    EXPECT_EQ(wrapped.embedding, nullptr);
+  }
 }
 
 TEST(ParallelInference, AModelOnAnotherGridThanItsCommsIsRefused) {
