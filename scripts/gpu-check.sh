@@ -10,13 +10,15 @@
 #   scripts/gpu-check.sh run [STEPS]        there (carry build/gpu-pack): unpacks it and runs the
 #                                           steps, each step's log into $OUT (or ./gpu-check-out)
 #
-# STEPS (default "info tests pretrain inference grid bench train"): info (nvidia-smi, versions),
-# tests (gpu_tests: every kernel and op against its CPU twin, the training-step and inference
-# tests, the device communicators), pretrain (tests/gpu/pretrain_device_test.sh: --device cuda
-# against --device cpu), inference (tests/gpu/inference_device_test.sh: evaluate and generate
-# likewise), grid (tests/gpu/pretrain_device_grid_test.sh: T = 2, D = 2, P = 2 under the packed
-# mpirun on the device against one host process), bench (gpu_bench),
-# train (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
+# STEPS (default "info tests pretrain inference grid inference_grid bench train"): info
+# (nvidia-smi, versions), tests (gpu_tests: every kernel and op against its CPU twin, the
+# training-step and inference tests, the device communicators), pretrain
+# (tests/gpu/pretrain_device_test.sh: --device cuda against --device cpu), inference
+# (tests/gpu/inference_device_test.sh: evaluate and generate likewise), grid
+# (tests/gpu/pretrain_device_grid_test.sh: T = 2, D = 2, P = 2 under the packed mpirun on the
+# device against one host process), inference_grid (tests/gpu/inference_device_grid_test.sh:
+# evaluate and generate at T = 2, P = 2, D = 2 and T2 × P2 likewise), bench (gpu_bench), train
+# (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
 # does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
 # each (their tails), as $OUT returns at most 8 files of that size.
 set -uo pipefail
@@ -49,7 +51,7 @@ step() {  # name command...
 }
 
 run() {
-  local steps="${1:-info tests pretrain inference grid bench train}"
+  local steps="${1:-info tests pretrain inference grid inference_grid bench train}"
   out="${OUT:-$repo/gpu-check-out}"
   mkdir -p "$out"
   [ -f "$pack_dir/mds-gpu.tar.xz" ] || { echo "gpu-check: no $pack_dir/mds-gpu.tar.xz (carry build/gpu-pack)" >&2; exit 1; }
@@ -68,6 +70,7 @@ run() {
       pretrain) step pretrain bash "$repo/tests/gpu/pretrain_device_test.sh" ;;
       inference) step inference bash "$repo/tests/gpu/inference_device_test.sh" ;;
       grid) step grid bash "$repo/tests/gpu/pretrain_device_grid_test.sh" ;;
+      inference_grid) step inference_grid bash "$repo/tests/gpu/inference_device_grid_test.sh" ;;
       bench) step bench "$pack/bin/gpu_bench" ;;
       train) step train env MDS_GPU_BENCH_CONFIGS="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m}" \
                bash "$repo/tests/bench/gpu_train_bench.sh" "$pack" ;;
