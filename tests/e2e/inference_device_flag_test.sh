@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # evaluate's and generate's --device (as pretrain's): a bad name from the flag or from
 # $MDS_DEVICE, and CUDA forced where this process has no such device, each fail with one line
-# naming --device; the flag wins over $MDS_DEVICE, and --device cpu gives what the default
-# (MDS_DEVICE=cpu under CTest) gives.
+# naming --device (under mpirun too); the flag wins over $MDS_DEVICE, and --device cpu gives what
+# the default (MDS_DEVICE=cpu under CTest) gives; --distributed-backend takes nccl or gloo.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
 make_shakespeare_dataset "$WORK/shakespeare"
@@ -35,8 +35,21 @@ for program in evaluate generate; do
   # One past the last device this process could see (without a device or without CUDA the line
   # says so; with devices it counts them).
   expect_one_line_failure "$program: error: --device cuda:64: " "${cmd[@]}" --device cuda:64
+  expect_one_line_failure "$program: error: --distributed-backend: invalid choice: 'mpi' (choose from nccl, gloo)" \
+    "${cmd[@]}" --distributed-backend mpi
   unset -n cmd
 done
+
+# Under mpirun every rank chooses its device as pretrain's ranks do (a grid is no reason to stay on
+# the host any more): a device that is not there fails the job with the --device line.
+use_mpirun
+rc=0
+timeout 120 mpirun -np 2 "${evaluate[@]}" --tensor-model-parallel-size 2 --device cuda:64 \
+  --distributed-backend gloo > "$WORK/ranks.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "two ranks on a missing device exit non-zero (rc $rc)"
+grep -q "evaluate: error: --device cuda:64: " "$WORK/ranks.log" ||
+  fail "the ranks name the missing device: $(cat "$WORK/ranks.log")"
+pass "two ranks on a missing device fail naming --device"
 
 "${evaluate[@]}" --results-file "$WORK/default.json" > /dev/null
 MDS_DEVICE=tpu "${evaluate[@]}" --device cpu --results-file "$WORK/cpu.json" > /dev/null ||
