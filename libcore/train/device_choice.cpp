@@ -35,12 +35,14 @@ DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int
 
 namespace {
 
-// What keeps an optimizer to one process on a device: the part beyond fp32 with fp32 gradient
-// communication, the one the device communicators serve on any grid.
+// What keeps an optimizer to one process on a device: the part beyond fp32 at ZeRO stage 0 with
+// fp32 gradient communication, the one the device communicators serve on any grid (ZeRO's and
+// BF16_Optimizer's partitions and the 16-bit averaging have no device collectives yet).
 std::string single_process_part(const OptimizerOptions& optimizer) {
   if (optimizer.precision != Precision::kFp32) {
     return std::string(to_string(optimizer.precision)) + " mixed precision";
   }
+  if (optimizer.zero_stage != 0) return "ZeRO stage " + std::to_string(optimizer.zero_stage);
   if (optimizer.communication_dtype != tensor::DType::kFloat32) {
     return "communication_data_type " +
            std::string(tensor::dtype_name(optimizer.communication_dtype));
@@ -51,9 +53,6 @@ std::string single_process_part(const OptimizerOptions& optimizer) {
 }  // namespace
 
 std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size) {
-  if (optimizer.zero_stage != 0) {
-    return "ZeRO stage " + std::to_string(optimizer.zero_stage) + " trains on the host only so far";
-  }
   const std::string part = single_process_part(optimizer);
   if (world_size != 1 && !part.empty()) {
     return part + " trains on a device in one process only so far (" + std::to_string(world_size) +

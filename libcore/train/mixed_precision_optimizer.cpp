@@ -138,7 +138,7 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
       params_(table, param_dtype(options_.precision),
               device_of(device, options_, data_parallel, model_parallel)),
       micro_grads_(table, DType::kFloat32, params_.flat().device()) {
-  // Only the ZeRO-0 state of one process below can be on a device (device_of checked it).
+  // Only the state of one process below can be on a device (device_of checked it).
   const tensor::Device where = params_.flat().device();
   const DType accumulator = accumulator_dtype(options_.precision);
   if (options_.precision == Precision::kBf16 || is_zero()) {
@@ -159,7 +159,7 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
     const std::int64_t n = shard_->layout().partition_numel();
     partition_accumulator_buffer_ = tensor::Buffer(
         static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * tensor::dtype_size(accumulator),
-        tensor::Device{});
+        where);
     partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
   }
   if (data_parallel_ != nullptr && options_.zero_stage == 0 &&
@@ -470,7 +470,7 @@ StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   if (options_.zero_stage == 1) {
     shard_->reduce_scatter_into(grad_accumulator_->flat(), options_.communication_dtype,
                                 partition_accumulator_, params_.dtype());
-    ops::fill(grad_accumulator_->flat(), 0.0f);
+    ops::fill(context(), grad_accumulator_->flat(), 0.0f);
   }
   LossScaler& scaler = options_.loss_scaler;
   const double prev_scale = scaler.scale();
@@ -481,24 +481,25 @@ StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   const double scale = scaler.scale();
   result.loss_scale = scale;
   if (overflow) {
-    ops::fill(partition_accumulator_, 0.0f);
+    ops::fill(context(), partition_accumulator_, 0.0f);
     result.skipped = true;
     result.grad_norm = last_grad_norm_;
     result.adam_step = adam_step_;
     return result;
   }
   const tensor::Tensor grads = shard_->grads();
-  ops::cast(grads, partition_accumulator_);
-  ops::fill(partition_accumulator_, 0.0f);
+  ops::cast(context(), grads, partition_accumulator_);
+  ops::fill(context(), partition_accumulator_, 0.0f);
   const double scaled_norm = zero_grad_norm();
   last_grad_norm_ = scaled_norm / prev_scale;
   const double combined = combined_unscale_factor(scale, scaled_norm, options_.gradient_clipping);
   result.clipped = combined != scale;
-  scale_gradients(grads, 1.0 / combined);
+  scale_gradients(context(), grads, 1.0 / combined);
   ++adam_step_;
   const AdamHyperParams& adam = options_.adam;
-  shard_->adam_step(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
-  publish_master();
+  shard_->adam_step_and_publish(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_,
+                                params_.flat());
+  refresh_compute();
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;

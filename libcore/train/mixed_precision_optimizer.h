@@ -12,13 +12,13 @@
 // `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
 // have been.
 //
-// On a CUDA device (a DeviceContext lent by the caller) the fp32, bf16 and fp16 wrappers at ZeRO
-// stage 0 in one process run there: weights (16-bit, and their fp32 compute copy), fp32 masters,
-// gradients and Adam moments in device buffers; accumulation with its roundings, the gradient
-// norm, the fp16 overflow check, clipping and AdamW as device ops, with the host's arithmetic. The
-// checkpoint views (params(), master(), exp_avg(), exp_avg_sq()) are then host copies:
-// copy_state_to_host() fills them before a save, and restore_from_checkpoint() takes what a load
-// wrote into them back to the device. ZeRO stages 1 and 2 are host-only so far.
+// On a CUDA device (a DeviceContext lent by the caller) every wrapper runs there when the
+// process is alone (no data- or model-parallel peers; ZeRO's partitions are then whole groups):
+// weights (16-bit, and their fp32 compute copy), fp32 masters, gradients and Adam moments in
+// device buffers; accumulation with its roundings, the gradient norm, the overflow check,
+// clipping and AdamW as device ops, with the host's arithmetic. The checkpoint views (params(),
+// master(), exp_avg(), exp_avg_sq()) are then host copies: copy_state_to_host() fills them before
+// a save, and restore_from_checkpoint() takes what a load wrote into them back to the device.
 #pragma once
 
 #include <cstdint>

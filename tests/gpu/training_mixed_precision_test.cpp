@@ -1,6 +1,7 @@
 // The bf16 and fp16 training steps on a CUDA device against the same steps on the host: the tiny
 // GPT-2 of tiny_gpt_training.h trained 40 iterations from one initialization with 16-bit weights,
-// fp32 masters and Adam state (BF16_Optimizer; FP16_Optimizer with its dynamic loss scaler).
+// fp32 masters and Adam state (BF16_Optimizer; FP16_Optimizer with its dynamic loss scaler), and
+// with ZeRO stages 1 and 2 in one process (fp16 and fp32).
 //
 // Both sides do the same arithmetic: the model computes in fp32 from the widened 16-bit weights,
 // each micro-batch gradient is rounded as upstream's 16-bit gradient and accumulated, the norm,
@@ -60,6 +61,18 @@ train::OptimizerOptions fp16_adam() {
   args.scale_window = 8;
   o.loss_scaler = train::LossScaler::dynamic(train::LossScaleRule::kDynamicFp16Opt, args);
   return o;
+}
+
+// ZeRO stage `stage` with one rank: DeepSpeedZeroOptimizer over whole-group partitions.
+train::OptimizerOptions zero(train::OptimizerOptions options, int stage) {
+  options.zero_stage = stage;
+  if (options.precision == train::Precision::kFp16) {
+    train::DynamicLossScaleArgs args;
+    args.init_scale = 4294967296.0;
+    args.scale_window = 8;
+    options.loss_scaler = train::LossScaler::dynamic(train::LossScaleRule::kDynamicZero, args);
+  }
+  return options;
 }
 
 class MixedPrecisionTrainingOnDevice : public ::testing::Test {
@@ -177,6 +190,24 @@ TEST_F(MixedPrecisionTrainingOnDevice, Fp16SkipsTheSameStepsAndFollowsTheHostRun
   const Trace host = expect_device_follows_host(fp16_adam());
   EXPECT_GT(host.skips(), 0);
   EXPECT_LT(host.skips(), kIterations);
+}
+
+// ZeRO stages 1 and 2 in one process: the partitions are whole groups, the reduce-scatter only
+// the communication dtype's rounding; the same skips (ZeRO's scaler, with hysteresis 1) and losses
+// as the host.
+TEST_F(MixedPrecisionTrainingOnDevice, ZeroStagesFollowTheHostRun) {
+  for (const int stage : {1, 2}) {
+    SCOPED_TRACE(stage);
+    const Trace fp16 = expect_device_follows_host(zero(fp16_adam(), stage));
+    EXPECT_GT(fp16.skips(), 0);
+    EXPECT_LT(fp16.skips(), kIterations);
+    EXPECT_EQ(expect_device_follows_host(zero(gpu_test::fp32_adam(), stage)).skips(), 0);
+  }
+}
+
+TEST_F(MixedPrecisionTrainingOnDevice, ZeroStagesAreDeterministicThroughHostViews) {
+  expect_deterministic(zero(fp16_adam(), 1));
+  expect_deterministic(zero(fp16_adam(), 2));
 }
 
 TEST_F(MixedPrecisionTrainingOnDevice, Bf16IsDeterministicThroughHostViews) {

@@ -149,8 +149,8 @@ TEST(DeviceChoice, SaysWhatKeepsARunOffCuda) {
   train::OptimizerOptions fp32;
   EXPECT_EQ(train::cuda_unsupported_reason(fp32, 1), "");
   EXPECT_EQ(train::cuda_unsupported_reason(fp32, 8), "");  // any grid
-  // The 16-bit wrappers at ZeRO stage 0 run on a device, with any communication dtype, in one
-  // process.
+  // The 16-bit wrappers and ZeRO stages 1 and 2 (whose partitions are whole groups with one rank)
+  // run on a device, with any communication dtype, in one process.
   train::OptimizerOptions bf16 = fp32;
   bf16.precision = train::Precision::kBf16;
   bf16.communication_dtype = DType::kBFloat16;
@@ -167,11 +167,14 @@ TEST(DeviceChoice, SaysWhatKeepsARunOffCuda) {
   EXPECT_EQ(train::cuda_unsupported_reason(comm, 2),
             "communication_data_type float16 trains on a device in one process only so far (2 "
             "processes)");
-  train::OptimizerOptions zero = fp16;
-  zero.zero_stage = 1;
-  EXPECT_EQ(train::cuda_unsupported_reason(zero, 1), "ZeRO stage 1 trains on the host only so far");
-  zero.zero_stage = 2;
-  EXPECT_EQ(train::cuda_unsupported_reason(zero, 1), "ZeRO stage 2 trains on the host only so far");
+  for (const int stage : {1, 2}) {
+    train::OptimizerOptions zero = fp32;
+    zero.zero_stage = stage;
+    EXPECT_EQ(train::cuda_unsupported_reason(zero, 1), "");
+    EXPECT_EQ(train::cuda_unsupported_reason(zero, 2),
+              "ZeRO stage " + std::to_string(stage) +
+                  " trains on a device in one process only so far (2 processes)");
+  }
 }
 
 TEST(DeviceChoice, EachLocalRankTakesItsOwnDeviceUnlessOneIsNamed) {
