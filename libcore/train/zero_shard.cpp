@@ -7,6 +7,7 @@
 #include "ops/adam.h"
 #include "ops/elementwise.h"
 #include "ops/gradients.h"
+#include "tensor/device_memory.h"
 #include "train/grad_accumulation.h"
 
 namespace mds::train {
@@ -21,6 +22,12 @@ ZeroShard::ZeroShard(const model::ParamTable& table, dist::Communicator* data_pa
                                                                            : nullptr),
       device_(device),
       rank_(data_parallel != nullptr ? data_parallel->rank() : 0) {
+  if (context().is_cuda() && data_parallel_ != nullptr) {
+    base::fail("ZeroShard on ", tensor::device_name(context().device()), ": ",
+               data_parallel_->size(),
+               " data-parallel ranks need device collectives, which do not exist yet (one rank "
+               "only)");
+  }
   for (const ZeroGroup& group : layout_.groups()) {
     largest_group_ = std::max(largest_group_, group.aligned_numel);
   }
