@@ -55,7 +55,9 @@ train::OptimizerOptions bf16_adam() {
 
 // FP16_Optimizer's dynamic scaler starting at 2^32: the first steps' scaled fp16 gradients
 // overflow (anything above 65504 / 2^32 ≈ 1.5e-5 becomes inf), so steps are skipped while the
-// scale halves; a window of 8 lets it grow back and overflow again later in the run.
+// scale halves; a window of 8 lets it grow back and overflow again later in the run. On the host
+// this skips 16 of the 40 steps: the first 15 (down to 2^18), then one after the scale regrew
+// (ZeRO 1 and 2 likewise, with their own scaler).
 train::OptimizerOptions fp16_adam() {
   train::OptimizerOptions o = gpu_test::fp32_adam();
   o.precision = train::Precision::kFp16;
