@@ -25,8 +25,7 @@ ZeroShard::ZeroShard(const model::ParamTable& table, dist::Communicator* data_pa
   if (context().is_cuda() && data_parallel_ != nullptr) {
     base::fail("ZeroShard on ", tensor::device_name(context().device()), ": ",
                data_parallel_->size(),
-               " data-parallel ranks need device collectives, which do not exist yet (one rank "
-               "only)");
+               " data-parallel ranks are not supported on a device yet (one rank only)");
   }
   for (const ZeroGroup& group : layout_.groups()) {
     largest_group_ = std::max(largest_group_, group.aligned_numel);

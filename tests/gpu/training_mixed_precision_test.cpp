@@ -224,7 +224,7 @@ TEST_F(MixedPrecisionTrainingOnDevice, Fp16IsDeterministicThroughHostViews) {
   expect_deterministic(fp16_adam());
 }
 
-// ZeroShard's device buffers serve one rank only: several need device collectives.
+// ZeroShard's device buffers serve one rank only (its collectives are host-only).
 TEST_F(MixedPrecisionTrainingOnDevice, ZeroShardOnADeviceRefusesSeveralRanks) {
   test::ThreadCommunicator data_parallel("dp", std::make_shared<test::Mailboxes>(), 0, 2);
   try {
@@ -232,8 +232,8 @@ TEST_F(MixedPrecisionTrainingOnDevice, ZeroShardOnADeviceRefusesSeveralRanks) {
     FAIL() << "no error";
   } catch (const base::Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "ZeroShard on cuda:0: 2 data-parallel ranks need device collectives, which do not "
-              "exist yet (one rank only)");
+              "ZeroShard on cuda:0: 2 data-parallel ranks are not supported on a device yet (one "
+              "rank only)");
   }
 }
 
