@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "ops/adam.h"
+#include "tensor/dtype.h"
 
 namespace mds::kernels {
 
@@ -13,6 +14,12 @@ namespace mds::kernels {
 void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
                 std::int64_t n, const ops::AdamWConfig& config, float bias_correction1,
                 float bias_correction2, cudaStream_t stream);
+// The same step, and the new weights rounded to `low_dtype` (bf16 or fp16, round to nearest even
+// as kernels::cast) into `low` in the same pass: the 16-bit wrappers' master → params copy.
+void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                         std::int64_t n, const ops::AdamWConfig& config, float bias_correction1,
+                         float bias_correction2, void* low, tensor::DType low_dtype,
+                         cudaStream_t stream);
 
 // Σ x² in double for the global gradient norm, deterministic: kSumOfSquaresPartials blocks each
 // sum a fixed set of elements into partials[block] (pass 1), one block adds those in a fixed

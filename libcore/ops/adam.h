@@ -28,6 +28,13 @@ void adamw_step(const DeviceContext& ctx, tensor::Tensor params, tensor::Tensor 
                 tensor::Tensor exp_avg, tensor::Tensor exp_avg_sq, const AdamWConfig& config,
                 std::int64_t step);
 
+// adamw_step on the fp32 master `params`, and the new weights rounded to `low` (bf16 or fp16,
+// params' element count; round to nearest even as ops::cast) in the same pass: the 16-bit
+// wrappers' update followed by their master → params copy, bit-identical to adamw_step then cast.
+void adamw_step_and_cast(const DeviceContext& ctx, tensor::Tensor params, tensor::Tensor grads,
+                         tensor::Tensor exp_avg, tensor::Tensor exp_avg_sq,
+                         const AdamWConfig& config, std::int64_t step, tensor::Tensor low);
+
 // Σ x² of an fp32 tensor, accumulated in double in a fixed blocked order (independent of the
 // thread count), for the global gradient norm: ranks add their partial sums, then take the root.
 // On a device the order is a fixed one of its own (within 1e-12 of the host's) and the call waits

@@ -33,19 +33,30 @@ DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int
   return flag;
 }
 
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer) {
+namespace {
+
+// What keeps an optimizer to one process on a device: the part beyond fp32 at ZeRO stage 0 with
+// fp32 gradient communication, the one the device communicators serve on any grid (ZeRO's and
+// BF16_Optimizer's partitions and the 16-bit averaging have no device collectives yet).
+std::string single_process_part(const OptimizerOptions& optimizer) {
   if (optimizer.precision != Precision::kFp32) {
-    return std::string(to_string(optimizer.precision)) +
-           " mixed precision trains on the host only so far";
+    return std::string(to_string(optimizer.precision)) + " mixed precision";
   }
-  if (optimizer.zero_stage != 0) {
-    return "ZeRO stage " + std::to_string(optimizer.zero_stage) + " trains on the host only so far";
-  }
+  if (optimizer.zero_stage != 0) return "ZeRO stage " + std::to_string(optimizer.zero_stage);
   if (optimizer.communication_dtype != tensor::DType::kFloat32) {
-    // One rank still rounds its gradients through that dtype (round_through), a host loop.
     return "communication_data_type " +
-           std::string(tensor::dtype_name(optimizer.communication_dtype)) +
-           " trains on the host only so far";
+           std::string(tensor::dtype_name(optimizer.communication_dtype));
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size) {
+  const std::string part = single_process_part(optimizer);
+  if (world_size != 1 && !part.empty()) {
+    return part + " trains on a device in one process only so far (" + std::to_string(world_size) +
+           " processes)";
   }
   return "";
 }

@@ -1,6 +1,7 @@
 // Gradient accumulation with the rounding of upstream's gradient dtypes (training.md §3.6, §4.4,
-// §4.5). On CPU the model computes a micro-batch's gradient in fp32; these loops apply the
-// roundings a GPU run performs when that gradient is produced in bf16/fp16 and added up.
+// §4.5). The model computes a micro-batch's gradient in fp32; these passes apply the roundings
+// upstream's GPU run performs when that gradient is produced in bf16/fp16 and added up. The
+// overloads with a DeviceContext run on its device (ops/gradients.h, bit-identical to the host).
 #pragma once
 
 #include "ops/device_context.h"
@@ -15,8 +16,7 @@ namespace mds::train {
 // fp32: plain add. `micro` is fp32 with the accumulator's element count.
 void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro,
                          tensor::DType grad_dtype);
-// The same on ctx's device. fp32 into fp32 is a plain add (ops::add, on any device); the 16-bit
-// roundings are host loops so far.
+// The same on ctx's device.
 void accumulate_gradient(const ops::DeviceContext& ctx, tensor::Tensor accumulator,
                          tensor::Tensor micro, tensor::DType grad_dtype);
 
@@ -24,14 +24,18 @@ void accumulate_gradient(const ops::DeviceContext& ctx, tensor::Tensor accumulat
 // communication dtype does to the gradients when the data-parallel group has one rank. Nothing
 // to do (on any device) when `dtype` is fp32 or the gradients' own.
 void round_through(tensor::Tensor grads, tensor::DType dtype);
+void round_through(const ops::DeviceContext& ctx, tensor::Tensor grads, tensor::DType dtype);
 
 // x = x · factor (mul_ by a Python float: the factor as fp32, the product in fp32, rounded to x's
-// dtype), and x = x / divisor (div_ by an int). x is fp32, bf16 or fp16: the DP averaging of
-// gradients in their communication dtype (post- and pre-scaling, training.md §4.4, §4.5).
+// dtype), and x = x / divisor (div_ by an int), on the host (several ranks only). x is fp32, bf16
+// or fp16: the DP averaging of gradients in their communication dtype (post- and pre-scaling,
+// training.md §4.4, §4.5).
 void scale_in_dtype(tensor::Tensor x, double factor);
 void divide_in_dtype(tensor::Tensor x, double divisor);
 
 // Whether any element of `x` (fp32, bf16 or fp16) is inf or NaN.
 bool has_inf_or_nan(tensor::Tensor x);
+// The same on ctx's device: one kernel and one wait.
+bool has_inf_or_nan(const ops::DeviceContext& ctx, tensor::Tensor x);
 
 }  // namespace mds::train

@@ -40,7 +40,7 @@ enum class NormRule {
 // model-parallel group (DeepSpeed's P×T group of this data-parallel replica) each sum of squares
 // is all-reduced over it as the fp32 tensor upstream reduces, before the root.
 // `grads` may live on ctx's CUDA device: the per-parameter sums of squares run there and come
-// back to the host as doubles.
+// back to the host in one copy (ops::sums_of_squares), where they are added in table order.
 double global_grad_norm(const ops::DeviceContext& ctx, const model::ParamTable& table,
                         tensor::Tensor grads, NormRule rule,
                         dist::Communicator* model_parallel = nullptr);

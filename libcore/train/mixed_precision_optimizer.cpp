@@ -77,9 +77,15 @@ OptimizerOptions validated(OptimizerOptions options) {
   return options;
 }
 
-tensor::Device device_of(const ops::DeviceContext* device, const OptimizerOptions& options) {
+tensor::Device device_of(const ops::DeviceContext* device, const OptimizerOptions& options,
+                         const dist::Communicator* data_parallel,
+                         const dist::Communicator* model_parallel) {
   if (device == nullptr || !device->is_cuda()) return {};
-  const std::string reason = cuda_unsupported_reason(options);
+  const auto ranks = [](const dist::Communicator* group) -> std::int64_t {
+    return group != nullptr ? group->size() : 1;
+  };
+  const std::string reason =
+      cuda_unsupported_reason(options, ranks(data_parallel) * ranks(model_parallel));
   if (!reason.empty()) {
     base::fail("optimizer on ", tensor::device_name(device->device()), ": ", reason);
   }
@@ -129,30 +135,31 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
       model_parallel_(model_parallel != nullptr && model_parallel->size() > 1 ? model_parallel
                                                                               : nullptr),
       device_(device),
-      params_(table, param_dtype(options_.precision), device_of(device, options_)),
+      params_(table, param_dtype(options_.precision),
+              device_of(device, options_, data_parallel, model_parallel)),
       micro_grads_(table, DType::kFloat32, params_.flat().device()) {
-  // Only the fp32 ZeRO-0 state below can be on a device (device_of checked it).
+  // Only the state of one process below can be on a device (device_of checked it).
   const tensor::Device where = params_.flat().device();
   const DType accumulator = accumulator_dtype(options_.precision);
   if (options_.precision == Precision::kBf16 || is_zero()) {
-    shard_.emplace(table, data_parallel_);
+    shard_.emplace(table, data_parallel_, device_);
   } else {
     exp_avg_.emplace(table, DType::kFloat32, where);
     exp_avg_sq_.emplace(table, DType::kFloat32, where);
-    if (options_.precision == Precision::kFp16) master_.emplace(table, DType::kFloat32);
+    if (options_.precision == Precision::kFp16) master_.emplace(table, DType::kFloat32, where);
   }
-  if (is_16bit()) compute_.emplace(table, DType::kFloat32);
+  if (is_16bit()) compute_.emplace(table, DType::kFloat32, where);
   if (options_.zero_stage < 2) grad_accumulator_.emplace(table, accumulator, where);
   if (context().is_cuda()) {
-    host_.emplace(HostState{model::ParamBuffer(table, DType::kFloat32),
-                            model::ParamBuffer(table, DType::kFloat32),
-                            model::ParamBuffer(table, DType::kFloat32)});
+    host_.emplace(HostState{model::ParamBuffer(table, params_.flat().dtype()),
+                            HostCopy(master_on_device()), HostCopy(exp_avg_on_device()),
+                            HostCopy(exp_avg_sq_on_device())});
   }
   if (is_zero()) {
     const std::int64_t n = shard_->layout().partition_numel();
     partition_accumulator_buffer_ = tensor::Buffer(
         static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * tensor::dtype_size(accumulator),
-        tensor::Device{});
+        where);
     partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
   }
   if (data_parallel_ != nullptr && options_.zero_stage == 0 &&
@@ -172,33 +179,55 @@ const ZeroShard& MixedPrecisionOptimizer::shard() const {
   return *shard_;
 }
 
-tensor::Tensor MixedPrecisionOptimizer::master() const {
-  if (shard_) return shard_->master();
-  return master_ ? master_->flat() : params().flat();
+MixedPrecisionOptimizer::HostCopy::HostCopy(tensor::Tensor like) {
+  if (!like.defined()) return;
+  buffer = tensor::Buffer(static_cast<std::size_t>(std::max<std::int64_t>(like.numel(), 1)) *
+                              tensor::dtype_size(like.dtype()),
+                          tensor::Device{});
+  view = buffer.as(like.dtype(), like.shape());
 }
 
-tensor::Tensor MixedPrecisionOptimizer::exp_avg() const {
-  if (host_) return host_->exp_avg.flat();
+tensor::Tensor MixedPrecisionOptimizer::master_on_device() const {
+  if (shard_) return shard_->master();
+  return master_ ? master_->flat() : tensor::Tensor{};
+}
+
+tensor::Tensor MixedPrecisionOptimizer::exp_avg_on_device() const {
   return shard_ ? shard_->exp_avg() : exp_avg_->flat();
 }
 
-tensor::Tensor MixedPrecisionOptimizer::exp_avg_sq() const {
-  if (host_) return host_->exp_avg_sq.flat();
+tensor::Tensor MixedPrecisionOptimizer::exp_avg_sq_on_device() const {
   return shard_ ? shard_->exp_avg_sq() : exp_avg_sq_->flat();
+}
+
+tensor::Tensor MixedPrecisionOptimizer::master() const {
+  if (host_ && host_->master.view.defined()) return host_->master.view;
+  const tensor::Tensor separate = master_on_device();
+  return separate.defined() ? separate : params().flat();
+}
+
+tensor::Tensor MixedPrecisionOptimizer::exp_avg() const {
+  return host_ ? host_->exp_avg.view : exp_avg_on_device();
+}
+
+tensor::Tensor MixedPrecisionOptimizer::exp_avg_sq() const {
+  return host_ ? host_->exp_avg_sq.view : exp_avg_sq_on_device();
 }
 
 void MixedPrecisionOptimizer::copy_state_to_host() {
   if (!host_) return;
   tensor::copy(host_->params.flat(), params_.flat());
-  tensor::copy(host_->exp_avg.flat(), exp_avg_->flat());
-  tensor::copy(host_->exp_avg_sq.flat(), exp_avg_sq_->flat());
+  if (host_->master.view.defined()) tensor::copy(host_->master.view, master_on_device());
+  tensor::copy(host_->exp_avg.view, exp_avg_on_device());
+  tensor::copy(host_->exp_avg_sq.view, exp_avg_sq_on_device());
 }
 
 void MixedPrecisionOptimizer::copy_state_to_device() {
   if (!host_) return;
   tensor::copy(params_.flat(), host_->params.flat());
-  tensor::copy(exp_avg_->flat(), host_->exp_avg.flat());
-  tensor::copy(exp_avg_sq_->flat(), host_->exp_avg_sq.flat());
+  if (host_->master.view.defined()) tensor::copy(master_on_device(), host_->master.view);
+  tensor::copy(exp_avg_on_device(), host_->exp_avg.view);
+  tensor::copy(exp_avg_sq_on_device(), host_->exp_avg_sq.view);
 }
 
 tensor::Tensor MixedPrecisionOptimizer::grad_accumulator() const {
@@ -223,18 +252,18 @@ void MixedPrecisionOptimizer::initialize(tensor::Tensor initial_params, double i
     ops::cast(params().view(i), initial_params.narrow(param.offset, param.local_numel()));
   }
   copy_state_to_device();
-  if (compute_) ops::cast(compute_->flat(), params_.flat());
+  if (compute_) ops::cast(context(), compute_->flat(), params_.flat());
   // The construction step of BF16_Optimizer, FP16_Optimizer and ZeRO (initialize_optimizer_
   // states): all-zero gradients, masters only. The bare fp32 optimizer takes none.
   if (shard_) {
     shard_->master_from_params(params_.flat());
-    ops::fill(shard_->grads(), 0.0f);
+    ops::fill(context(), shard_->grads(), 0.0f);
     ++adam_step_;
     const AdamHyperParams& adam = options_.adam;
     shard_->adam_step(initial_lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
   } else if (master_) {
-    ops::cast(master_->flat(), params_.flat());
-    ops::fill(micro_grads_.flat(), 0.0f);
+    ops::cast(context(), master_->flat(), params_.flat());
+    ops::fill(context(), micro_grads_.flat(), 0.0f);
     adam_update(*master_, micro_grads_.flat(), initial_lr);
   }
   initialized_ = true;
@@ -304,7 +333,7 @@ void MixedPrecisionOptimizer::all_reduce_gradients() {
   const tensor::Tensor grads = grad_accumulator_->flat();
   if (data_parallel_ == nullptr) {
     // A data-parallel group of one rank: only the dtype round trip remains.
-    round_through(grads, options_.communication_dtype);
+    train::round_through(context(), grads, options_.communication_dtype);
     return;
   }
   const tensor::Tensor reduced = comm_scratch_ ? comm_scratch_->flat() : grads;
@@ -322,7 +351,7 @@ void MixedPrecisionOptimizer::all_reduce_gradients() {
 }
 
 bool MixedPrecisionOptimizer::any_overflow(tensor::Tensor grads, bool partitioned_grads) const {
-  std::int64_t flag = has_inf_or_nan(grads) ? 1 : 0;
+  std::int64_t flag = train::has_inf_or_nan(context(), grads) ? 1 : 0;
   // Whole all-reduced gradients are equal on every DP rank: only ZeRO's partitions need DP.
   for (dist::Communicator* group :
        {partitioned_grads ? data_parallel_ : nullptr, model_parallel_}) {
@@ -355,7 +384,7 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
   StepResult result;
   const tensor::Tensor grads = grad_accumulator_->flat();
   // The gradients are whole on every rank: the norm needs only the model-parallel reduction.
-  const double norm = global_grad_norm(*table_, grads, NormRule::kBf16, model_parallel_);
+  const double norm = global_grad_norm(context(), *table_, grads, NormRule::kBf16, model_parallel_);
   last_grad_norm_ = norm;
   if (!(norm > 0.0)) {
     base::fail("gradient norm is ", norm < 0.0 ? "NaN/inf" : "zero", " at iteration ", iteration,
@@ -365,16 +394,17 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
   if (clip > 0.0) {
     const double coefficient = clip_coefficient(clip, norm);
     if (coefficient < 1.0) {
-      scale_gradients(grads, coefficient);
+      scale_gradients(context(), grads, coefficient);
       result.clipped = true;
     }
   }
   shard_->grads_from_full(grads);
   ++adam_step_;
   const AdamHyperParams& adam = options_.adam;
-  shard_->adam_step(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
-  publish_master();
-  ops::fill(grads, 0.0f);
+  shard_->adam_step_and_publish(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_,
+                                params_.flat());
+  refresh_compute();
+  ops::fill(context(), grads, 0.0f);
   result.grad_norm = norm;
   result.adam_step = adam_step_;
   return result;
@@ -392,24 +422,26 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   const double scale = scaler.scale();
   result.loss_scale = scale;
   if (skip) {
-    ops::fill(accumulated, 0.0f);
+    ops::fill(context(), accumulated, 0.0f);
     result.skipped = true;
     result.grad_norm = last_grad_norm_;
     result.adam_step = adam_step_;
     return result;
   }
   const tensor::Tensor grads = micro_grads_.flat();  // fp32 scratch
-  ops::cast(grads, accumulated);
-  ops::fill(accumulated, 0.0f);
-  const double norm = global_grad_norm(*table_, grads, NormRule::kFp16Optimizer, model_parallel_);
+  ops::cast(context(), grads, accumulated);
+  ops::fill(context(), accumulated, 0.0f);
+  const double norm =
+      global_grad_norm(context(), *table_, grads, NormRule::kFp16Optimizer, model_parallel_);
   const double scaled_norm = std::sqrt(norm * norm);  // get_global_norm([norm])
   last_grad_norm_ = scaled_norm / scale;
   const double combined = combined_unscale_factor(scale, scaled_norm, options_.gradient_clipping);
   result.clipped = combined != scale;
-  scale_gradients(grads, 1.0 / combined);
-  adam_update(*master_, grads, lr);
-  publish_master();
-  ops::fill(grads, 0.0f);
+  scale_gradients(context(), grads, 1.0 / combined);
+  // The master step and the master → params copy in one pass.
+  adam_update(*master_, grads, lr, params_.flat());
+  refresh_compute();
+  ops::fill(context(), grads, 0.0f);
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;
@@ -438,7 +470,7 @@ StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   if (options_.zero_stage == 1) {
     shard_->reduce_scatter_into(grad_accumulator_->flat(), options_.communication_dtype,
                                 partition_accumulator_, params_.dtype());
-    ops::fill(grad_accumulator_->flat(), 0.0f);
+    ops::fill(context(), grad_accumulator_->flat(), 0.0f);
   }
   LossScaler& scaler = options_.loss_scaler;
   const double prev_scale = scaler.scale();
@@ -449,31 +481,32 @@ StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   const double scale = scaler.scale();
   result.loss_scale = scale;
   if (overflow) {
-    ops::fill(partition_accumulator_, 0.0f);
+    ops::fill(context(), partition_accumulator_, 0.0f);
     result.skipped = true;
     result.grad_norm = last_grad_norm_;
     result.adam_step = adam_step_;
     return result;
   }
   const tensor::Tensor grads = shard_->grads();
-  ops::cast(grads, partition_accumulator_);
-  ops::fill(partition_accumulator_, 0.0f);
+  ops::cast(context(), grads, partition_accumulator_);
+  ops::fill(context(), partition_accumulator_, 0.0f);
   const double scaled_norm = zero_grad_norm();
   last_grad_norm_ = scaled_norm / prev_scale;
   const double combined = combined_unscale_factor(scale, scaled_norm, options_.gradient_clipping);
   result.clipped = combined != scale;
-  scale_gradients(grads, 1.0 / combined);
+  scale_gradients(context(), grads, 1.0 / combined);
   ++adam_step_;
   const AdamHyperParams& adam = options_.adam;
-  shard_->adam_step(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
-  publish_master();
+  shard_->adam_step_and_publish(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_,
+                                params_.flat());
+  refresh_compute();
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;
 }
 
 void MixedPrecisionOptimizer::adam_update(const model::ParamBuffer& weights, tensor::Tensor grads,
-                                          double lr) {
+                                          double lr, tensor::Tensor rounded) {
   ++adam_step_;
   const AdamHyperParams& adam = options_.adam;
   for (int g = 0; g < model::kNumDecayGroups; ++g) {
@@ -488,9 +521,14 @@ void MixedPrecisionOptimizer::adam_update(const model::ParamBuffer& weights, ten
     config.eps = static_cast<float>(adam.eps);
     config.weight_decay =
         group == model::DecayGroup::kNoDecay ? 0.0f : static_cast<float>(adam.weight_decay);
-    ops::adamw_step(context(), weights.flat().narrow(begin, count), grads.narrow(begin, count),
-                    exp_avg_->flat().narrow(begin, count), exp_avg_sq_->flat().narrow(begin, count),
-                    config, adam_step_);
+    const auto part = [&](tensor::Tensor flat) { return flat.narrow(begin, count); };
+    if (rounded.defined()) {
+      ops::adamw_step_and_cast(context(), part(weights.flat()), part(grads), part(exp_avg_->flat()),
+                               part(exp_avg_sq_->flat()), config, adam_step_, part(rounded));
+    } else {
+      ops::adamw_step(context(), part(weights.flat()), part(grads), part(exp_avg_->flat()),
+                      part(exp_avg_sq_->flat()), config, adam_step_);
+    }
   }
 }
 
@@ -498,9 +536,13 @@ void MixedPrecisionOptimizer::publish_master() {
   if (shard_) {
     shard_->publish(params_.flat());
   } else {
-    ops::cast(params_.flat(), master_->flat());
+    ops::cast(context(), params_.flat(), master_->flat());
   }
-  if (compute_) ops::cast(compute_->flat(), params_.flat());
+  refresh_compute();
+}
+
+void MixedPrecisionOptimizer::refresh_compute() {
+  if (compute_) ops::cast(context(), compute_->flat(), params_.flat());
 }
 
 void MixedPrecisionOptimizer::set_adam_step(std::int64_t step) {
@@ -521,12 +563,12 @@ void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
       break;
     case RestoreSource::kMasterFromParams:
       if (shard_) shard_->master_from_params(params_.flat());
-      if (master_) ops::cast(master_->flat(), params_.flat());
+      if (master_) ops::cast(context(), master_->flat(), params_.flat());
       break;
     case RestoreSource::kAsLoaded:
       break;
   }
-  if (compute_) ops::cast(compute_->flat(), params_.flat());
+  refresh_compute();
   ops::fill(context(), grad_accumulator(), 0.0f);
   ops::fill(context(), micro_grads_.flat(), 0.0f);
   initialized_ = true;

@@ -12,12 +12,13 @@
 // `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
 // have been.
 //
-// On a CUDA device (a DeviceContext lent by the caller) the fp32 optimizer at ZeRO stage 0 in one
-// process runs there: weights, gradients and Adam moments in device buffers, the gradient norm,
-// clipping and AdamW as device ops. The checkpoint views (params(), master(), exp_avg(),
-// exp_avg_sq()) are then host copies: copy_state_to_host() fills them before a save, and
-// restore_from_checkpoint() takes what a load wrote into them back to the device. The other
-// wrappers (bf16, fp16, ZeRO) are host-only so far.
+// On a CUDA device (a DeviceContext lent by the caller) every wrapper runs there when the
+// process is alone (no data- or model-parallel peers; ZeRO's partitions are then whole groups):
+// weights (16-bit, and their fp32 compute copy), fp32 masters, gradients and Adam moments in
+// device buffers; accumulation with its roundings, the gradient norm, the overflow check,
+// clipping and AdamW as device ops, with the host's arithmetic. The checkpoint views (params(),
+// master(), exp_avg(), exp_avg_sq()) are then host copies: copy_state_to_host() fills them before
+// a save, and restore_from_checkpoint() takes what a load wrote into them back to the device.
 #pragma once
 
 #include <cstdint>
@@ -176,20 +177,35 @@ class MixedPrecisionOptimizer {
   void restore_from_checkpoint(RestoreSource source);
 
  private:
-  // The host side of the checkpoint views on a device.
+  // A host buffer shaped like a device tensor (nothing for an undefined one).
+  struct HostCopy {
+    explicit HostCopy(tensor::Tensor like);
+    tensor::Buffer buffer;
+    tensor::Tensor view;
+  };
+  // The host side of the checkpoint views on a device; master only where it is not params.
   struct HostState {
-    model::ParamBuffer params, exp_avg, exp_avg_sq;
+    model::ParamBuffer params;
+    HostCopy master, exp_avg, exp_avg_sq;
   };
 
   const ops::DeviceContext& context() const { return device_ != nullptr ? *device_ : host_ctx_; }
   void copy_state_to_device();
+  // The state on device(): a separate master (undefined for fp32 at ZeRO 0) and the moments.
+  tensor::Tensor master_on_device() const;
+  tensor::Tensor exp_avg_on_device() const;
+  tensor::Tensor exp_avg_sq_on_device() const;
   bool is_16bit() const { return options_.precision != Precision::kFp32; }
   bool is_zero() const { return options_.zero_stage >= 1; }
   std::int64_t dp_size() const;
-  // One FusedAdam step over every non-empty group of `weights` with its weight decay.
-  void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr);
+  // One FusedAdam step over every non-empty group of `weights` with its weight decay; when
+  // `rounded` (a table-layout 16-bit buffer) is given, the new weights rounded into it too.
+  void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr,
+                   tensor::Tensor rounded = {});
   // params = master rounded (gathered from every partition), compute = params widened.
   void publish_master();
+  // compute = params widened (16-bit only).
+  void refresh_compute();
   // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D.
   void all_reduce_gradients();
   // Whether any rank of the model-parallel group (and of the DP group, for partitioned

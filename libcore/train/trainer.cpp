@@ -3,11 +3,12 @@
 #include <cmath>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "base/stop_signal.h"
 #include "model/init.h"
-#include "ops/adam.h"
+#include "ops/gradients.h"
 
 namespace mds::train {
 
@@ -313,12 +314,16 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
 double Trainer::params_norm() const {
   // calc_params_l2_norm: the model's (16-bit) weights, widened, TP duplicates once, summed over
   // the model-parallel group.
-  const model::ParamBuffer& weights = optimizer_.compute();
-  double sum = 0.0;
-  for (std::size_t i = 0; i < table_.size(); ++i) {
+  // The per-parameter sums come from one ops::sums_of_squares (one wait on a device).
+  std::vector<ops::SquaresSegment> segments;
+  for (const model::ParamSpec& param : table_.params()) {
     // The last stage's tied replica would count the word embedding twice (upstream does).
-    if (table_[i].tied_replica || !table_.counts_in_norm(table_[i])) continue;
-    sum += ops::sum_of_squares(device_, weights.view(i));
+    if (param.tied_replica || !table_.counts_in_norm(param)) continue;
+    segments.push_back({param.offset, param.local_numel()});
+  }
+  double sum = 0.0;
+  for (const double part : ops::sums_of_squares(device_, optimizer_.compute().flat(), segments)) {
+    sum += part;
   }
   if (options_.model_parallel != nullptr && options_.model_parallel->size() > 1) {
     options_.model_parallel->all_reduce(

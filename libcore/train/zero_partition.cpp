@@ -130,53 +130,73 @@ std::int64_t buffer_offset(const ZeroLayout& layout, const ZeroFragment& fragmen
 
 void gather_partition(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,
                       std::int64_t rank, Tensor partition_out) {
+  gather_partition(ops::DeviceContext{}, buffer_flat, layout, group, rank, partition_out);
+}
+
+void gather_partition(const ops::DeviceContext& ctx, Tensor buffer_flat, const ZeroLayout& layout,
+                      std::size_t group, std::int64_t rank, Tensor partition_out) {
   constexpr const char* kOp = "gather_partition";
   const ZeroGroup& g = checked_group(kOp, layout, group, rank);
   const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
   const Tensor partition = flat_view(kOp, "partition", partition_out, g.partition_numel);
   for (const ZeroFragment& fragment : g.fragments[static_cast<std::size_t>(rank)]) {
-    ops::cast(partition.narrow(fragment.hp_start, fragment.numel),
+    ops::cast(ctx, partition.narrow(fragment.hp_start, fragment.numel),
               buffer.narrow(buffer_offset(layout, fragment), fragment.numel));
   }
   const std::int64_t owned = g.owned_numel(rank);
-  ops::fill(partition.narrow(owned, g.partition_numel - owned), 0.0f);
+  ops::fill(ctx, partition.narrow(owned, g.partition_numel - owned), 0.0f);
 }
 
 void scatter_partition(Tensor partition_in, const ZeroLayout& layout, std::size_t group,
                        std::int64_t rank, Tensor buffer_flat) {
+  scatter_partition(ops::DeviceContext{}, partition_in, layout, group, rank, buffer_flat);
+}
+
+void scatter_partition(const ops::DeviceContext& ctx, Tensor partition_in, const ZeroLayout& layout,
+                       std::size_t group, std::int64_t rank, Tensor buffer_flat) {
   constexpr const char* kOp = "scatter_partition";
   const ZeroGroup& g = checked_group(kOp, layout, group, rank);
   const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
   const Tensor partition = flat_view(kOp, "partition", partition_in, g.partition_numel);
   for (const ZeroFragment& fragment : g.fragments[static_cast<std::size_t>(rank)]) {
-    ops::cast(buffer.narrow(buffer_offset(layout, fragment), fragment.numel),
+    ops::cast(ctx, buffer.narrow(buffer_offset(layout, fragment), fragment.numel),
               partition.narrow(fragment.hp_start, fragment.numel));
   }
 }
 
 void to_flat_group(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,
                    Tensor flat_group_out) {
+  to_flat_group(ops::DeviceContext{}, buffer_flat, layout, group, flat_group_out);
+}
+
+void to_flat_group(const ops::DeviceContext& ctx, Tensor buffer_flat, const ZeroLayout& layout,
+                   std::size_t group, Tensor flat_group_out) {
   constexpr const char* kOp = "to_flat_group";
   const ZeroGroup& g = layout[group];
   const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
   const Tensor flat = flat_view(kOp, "flat group", flat_group_out, g.aligned_numel);
   for (std::size_t k = 0; k < g.params.size(); ++k) {
     const model::ParamSpec& param = layout.table()[g.params[k]];
-    ops::cast(flat.narrow(g.flat_offsets[k], param.local_numel()),
+    ops::cast(ctx, flat.narrow(g.flat_offsets[k], param.local_numel()),
               buffer.narrow(param.offset, param.local_numel()));
   }
-  ops::fill(flat.narrow(g.numel, g.padding()), 0.0f);
+  ops::fill(ctx, flat.narrow(g.numel, g.padding()), 0.0f);
 }
 
 void from_flat_group(Tensor flat_group, const ZeroLayout& layout, std::size_t group,
                      Tensor buffer_flat) {
+  from_flat_group(ops::DeviceContext{}, flat_group, layout, group, buffer_flat);
+}
+
+void from_flat_group(const ops::DeviceContext& ctx, Tensor flat_group, const ZeroLayout& layout,
+                     std::size_t group, Tensor buffer_flat) {
   constexpr const char* kOp = "from_flat_group";
   const ZeroGroup& g = layout[group];
   const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
   const Tensor flat = flat_view(kOp, "flat group", flat_group, g.aligned_numel);
   for (std::size_t k = 0; k < g.params.size(); ++k) {
     const model::ParamSpec& param = layout.table()[g.params[k]];
-    ops::cast(buffer.narrow(param.offset, param.local_numel()),
+    ops::cast(ctx, buffer.narrow(param.offset, param.local_numel()),
               flat.narrow(g.flat_offsets[k], param.local_numel()));
   }
 }

@@ -9,7 +9,8 @@
 // buffer; the copy functions move data between the two layouts.
 //
 // Copies accept fp32, bf16 and fp16 on either side and convert with ops::cast (round to nearest
-// even, as PyTorch's .to()); equal dtypes copy bits. Host tensors only, as ops::cast.
+// even, as PyTorch's .to()); equal dtypes copy bits. The overloads with a DeviceContext copy on
+// its device (one ops::cast per fragment), the others on the host.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "model/param_table.h"
+#include "ops/device_context.h"
 #include "tensor/tensor.h"
 
 namespace mds::train {
@@ -108,6 +110,17 @@ void to_flat_group(tensor::Tensor buffer_flat, const ZeroLayout& layout, std::si
                    tensor::Tensor flat_group_out);
 void from_flat_group(tensor::Tensor flat_group, const ZeroLayout& layout, std::size_t group,
                      tensor::Tensor buffer_flat);
+
+void gather_partition(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
+                      const ZeroLayout& layout, std::size_t group, std::int64_t rank,
+                      tensor::Tensor partition_out);
+void scatter_partition(const ops::DeviceContext& ctx, tensor::Tensor partition,
+                       const ZeroLayout& layout, std::size_t group, std::int64_t rank,
+                       tensor::Tensor buffer_flat);
+void to_flat_group(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
+                   const ZeroLayout& layout, std::size_t group, tensor::Tensor flat_group_out);
+void from_flat_group(const ops::DeviceContext& ctx, tensor::Tensor flat_group,
+                     const ZeroLayout& layout, std::size_t group, tensor::Tensor buffer_flat);
 
 // One all-gather of §4.6: every rank contributes elements [offset, offset + numel) of its
 // partition.

@@ -6,6 +6,9 @@
 // The partition buffers hold the groups back to back: group g at group_offset(g), each
 // partition_numel long (padding included, zero). That is the layout of the checkpoint's
 // single_partition_of_fp32_groups and base-optimizer state.
+//
+// With a CUDA DeviceContext the buffers live on its device and every pass below runs there; that
+// needs one data-parallel rank (the collectives are host-only), which the optimizer checks.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +16,8 @@
 
 #include "dist/communicator.h"
 #include "model/param_table.h"
+#include "ops/adam.h"
+#include "ops/device_context.h"
 #include "tensor/buffer.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
@@ -22,9 +27,10 @@ namespace mds::train {
 
 class ZeroShard {
  public:
-  // `data_parallel` may be null (one rank). The table and the communicator must outlive the
-  // shard. Buffers start zeroed.
-  ZeroShard(const model::ParamTable& table, dist::Communicator* data_parallel);
+  // `data_parallel` may be null (one rank). The table, the communicator and `device` (null: the
+  // host) must outlive the shard. Buffers start zeroed.
+  ZeroShard(const model::ParamTable& table, dist::Communicator* data_parallel,
+            const ops::DeviceContext* device = nullptr);
 
   const ZeroLayout& layout() const { return layout_; }
   std::int64_t rank() const { return rank_; }
@@ -64,9 +70,18 @@ class ZeroShard {
   // params = master rounded to params' dtype, gathered from every rank (§4.6); `params_flat` is
   // the table-layout weight buffer every rank keeps whole.
   void publish(tensor::Tensor params_flat);
+  // adam_step then publish, with 16-bit params rounded in the Adam pass itself
+  // (ops::adamw_step_and_cast, bit-identical to the two calls).
+  void adam_step_and_publish(double lr, double beta1, double beta2, double eps, double weight_decay,
+                             std::int64_t step, tensor::Tensor params_flat);
 
  private:
+  const ops::DeviceContext& context() const { return device_ != nullptr ? *device_ : host_ctx_; }
   tensor::Tensor allocate(tensor::Buffer& buffer, tensor::DType dtype, std::int64_t numel);
+  ops::AdamWConfig adam_config(std::size_t group, double lr, double beta1, double beta2, double eps,
+                               double weight_decay) const;
+  // From this rank's rounded partition of `flat` (the whole group in params' dtype) to params.
+  void gather_into_params(tensor::Tensor flat, std::size_t group, tensor::Tensor params_flat);
   // §4.6 in place: every rank's partition of `flat` (the whole group) from its owner.
   void all_gather_group(tensor::Tensor flat, const ZeroGroup& group);
   // The whole flat group `group` in `dtype`, from a scratch buffer.
@@ -74,6 +89,8 @@ class ZeroShard {
 
   ZeroLayout layout_;
   dist::Communicator* data_parallel_;
+  const ops::DeviceContext* device_;  // null: host_ctx_
+  ops::DeviceContext host_ctx_;
   std::int64_t rank_ = 0;
   std::int64_t largest_group_ = 0;
   tensor::Buffer master_buffer_, exp_avg_buffer_, exp_avg_sq_buffer_, grads_buffer_;

@@ -16,17 +16,17 @@ expect_failure "loss_scael" "$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${gpt2
 
 expect_failure "--no-such-flag" "$MDS_BIN/pretrain" "${base[@]}" "${data[@]}" --train-iters 4 --no-such-flag
 
-# Devices: a bad name (from the flag or from $MDS_DEVICE), and CUDA forced for a run the CUDA path
-# does not do (bf16): one line naming --device wherever this runs (without a device it says so,
-# with one it names bf16).
+# Devices: a bad name (from the flag or from $MDS_DEVICE), and a CUDA device this process does not
+# see (every single-process run has a CUDA path, bf16 included): one line naming --device wherever
+# this runs (no CUDA build, no device, or fewer than 100).
 expect_failure "--device must be auto, cpu, cuda or cuda:N, got 'tpu'" \
   "$MDS_BIN/pretrain" "${base[@]}" "${data[@]}" --train-iters 4 --device tpu
 expect_failure "--device must be auto, cpu, cuda or cuda:N, got 'cuda:x'" \
   env MDS_DEVICE=cuda:x "$MDS_BIN/pretrain" "${base[@]}" "${data[@]}" --train-iters 4
 write_ds_config "$WORK/ds_bf16.json" bf16 0
-expect_failure "--device cuda:0: " "$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${gpt2_flags[@]}" \
+expect_failure "--device cuda:99: " "$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${gpt2_flags[@]}" \
   "${data[@]}" --train-iters 4 --bf16 --deepspeed --deepspeed_config "$WORK/ds_bf16.json" \
-  --device cuda
+  --device cuda:99
 
 # A dataset of int32 ids made with a larger vocabulary than the model's tokenizer.
 python3 - "$WORK/big_text_document" <<'PY'

@@ -3,6 +3,9 @@
 # dropout on, two micro-batches per iteration): every iteration's loss and the validation loss
 # within 1e-4 of the CPU's; the checkpoint written from the device run's host copies holds the
 # same files as the CPU's; the CPU resumes it and continues as it continues its own (within 1e-4).
+# Then bf16 (BF16_Optimizer, ZeRO 0): 20 iterations on each, losses within 1e-3 (the 16-bit
+# weights' rounding can land one ulp apart where the fp32 runs differ by 1e-5; see
+# tests/gpu/training_mixed_precision_test.cpp), the same checkpoint files.
 # Exits 77 (skipped) without a CUDA device.
 source "$MDS_TESTS/e2e/lib.sh"
 source "$MDS_TESTS/e2e/pretrain_lib.sh"
@@ -24,8 +27,10 @@ run() {  # name device extra-flags...
   "$MDS_BIN/pretrain" "${flags[@]}" --device "$device" --metrics-file "$WORK/$name.jsonl" "$@" \
     > "$WORK/$name.log" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name run"; }
 }
-run cpu cpu --train-iters 20 --save "$WORK/cpu-ckpt" --save-interval 20
-run gpu cuda --train-iters 20 --save "$WORK/gpu-ckpt" --save-interval 20
+# 20 of 25 iterations, so that the resumed runs keep the LR schedule's length.
+first_part=(--train-iters 25 --exit-interval 20 --save-interval 20)
+run cpu cpu "${first_part[@]}" --save "$WORK/cpu-ckpt"
+run gpu cuda "${first_part[@]}" --save "$WORK/gpu-ckpt"
 grep -q "> training on cuda:0 (" "$WORK/gpu.log" || fail "the device run does not say it trains on cuda:0"
 pass "pretrain --device cuda trains on cuda:0"
 
@@ -61,4 +66,17 @@ compare_losses "$WORK/cpu-resumed.jsonl" "$WORK/gpu-resumed.jsonl" 1e-4 \
 run gpu-on-gpu cuda --train-iters 25 --load "$WORK/gpu-ckpt"
 compare_losses "$WORK/cpu-resumed.jsonl" "$WORK/gpu-on-gpu.jsonl" 1e-4 \
   "the device resumes its checkpoint"
+
+write_ds_config "$WORK/ds-bf16.json" bf16 0
+flags=("${tiny_model_flags[@]}" "${gpt2_flags[@]}" --data-path "$WORK/shakespeare_text_document"
+       --deepspeed --deepspeed_config "$WORK/ds-bf16.json" --log-interval 1 --bf16)
+run cpu-bf16 cpu --train-iters 20 --save "$WORK/cpu-bf16-ckpt" --save-interval 20
+run gpu-bf16 cuda --train-iters 20 --save "$WORK/gpu-bf16-ckpt" --save-interval 20
+grep -q "> training on cuda:0 (" "$WORK/gpu-bf16.log" || fail "the bf16 run does not train on cuda:0"
+compare_losses "$WORK/cpu-bf16.jsonl" "$WORK/gpu-bf16.jsonl" 1e-3 \
+  "bf16 device losses within 1e-3 of the CPU's"
+(cd "$WORK/cpu-bf16-ckpt" && find . -type f | sort) > "$WORK/cpu-bf16-files"
+(cd "$WORK/gpu-bf16-ckpt" && find . -type f | sort) > "$WORK/gpu-bf16-files"
+expect_same_files "$WORK/cpu-bf16-files" "$WORK/gpu-bf16-files" \
+  "the bf16 device checkpoint has the CPU's files"
 finish

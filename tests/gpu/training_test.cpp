@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <random>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,130 +22,26 @@
 #include "model/param_table.h"
 #include "ops/device_context.h"
 #include "tensor/device_memory.h"
+#include "tests/gpu/tiny_gpt_training.h"
+#include "tests/unit/thread_communicator.h"
 #include "train/mixed_precision_optimizer.h"
 
 namespace mds {
 namespace {
 
+using gpu_test::Batch;
+using gpu_test::fp32_adam;
+using gpu_test::host_values;
+using gpu_test::kCuda0;
+using gpu_test::relative_difference;
+using gpu_test::tiny_options;
+using gpu_test::TrainingRun;
 using model::GptModel;
 using model::ModelOptions;
 using model::ParamTable;
 using tensor::DType;
 using tensor::Shape;
 using tensor::Tensor;
-
-constexpr tensor::Device kCuda0{tensor::DeviceKind::kCuda, 0};
-constexpr std::int64_t kMicroBatches = 2;
-constexpr double kLr = 2e-3;
-
-ModelOptions tiny_options() {
-  ModelOptions o;
-  o.config.num_layers = 2;
-  o.config.hidden_size = 64;
-  o.config.num_attention_heads = 4;  // head dim 16
-  o.config.seq_length = 32;
-  o.config.max_position_embeddings = 32;
-  o.config.padded_vocab_size = 256;
-  o.micro_batch_size = 2;
-  // Upstream's defaults: 0.1 for both dropouts, so the masks are exercised on both sides.
-  return o;
-}
-
-train::OptimizerOptions fp32_adam() {
-  train::OptimizerOptions o;
-  o.gradient_clipping = 1.0;
-  o.adam.weight_decay = 0.1;
-  return o;
-}
-
-// Micro-batch `mb` of iteration `it`: random tokens, next-token labels, a loss mask with holes.
-struct Batch {
-  std::vector<std::int64_t> tokens, labels, positions;
-  std::vector<float> mask;
-
-  Batch(const ModelOptions& o, std::int64_t it, std::int64_t mb) {
-    const std::int64_t b = o.micro_batch_size, s = o.config.seq_length;
-    std::mt19937 gen(static_cast<std::uint32_t>(1000 * it + mb));
-    std::uniform_int_distribution<std::int64_t> id(0, o.config.padded_vocab_size - 1);
-    std::vector<std::int64_t> text(static_cast<std::size_t>(b * (s + 1)));
-    for (std::int64_t& t : text) t = id(gen);
-    for (std::int64_t row = 0; row < b; ++row) {
-      for (std::int64_t col = 0; col < s; ++col) {
-        tokens.push_back(text[static_cast<std::size_t>(row * (s + 1) + col)]);
-        labels.push_back(text[static_cast<std::size_t>(row * (s + 1) + col + 1)]);
-        positions.push_back(col);
-        mask.push_back((row * s + col) % 7 == 5 ? 0.0f : 1.0f);
-      }
-    }
-  }
-  model::MicroBatch view(const ModelOptions& o) {
-    const Shape shape{o.micro_batch_size, o.config.seq_length};
-    return {Tensor(tokens.data(), DType::kInt64, shape),
-            Tensor(labels.data(), DType::kInt64, shape),
-            Tensor(mask.data(), DType::kFloat32, shape),
-            Tensor(positions.data(), DType::kInt64, shape)};
-  }
-};
-
-// A model and its optimizer on one device, started from `initial` (host fp32, table layout).
-struct TrainingRun {
-  TrainingRun(const ModelOptions& model_options, const ParamTable& table,
-              const ops::DeviceContext& device, Tensor initial)
-      : options(model_options),
-        model(model_options, table, nullptr, 1, &device),
-        optimizer(table, fp32_adam(), nullptr, nullptr, &device) {
-    optimizer.initialize(initial, kLr);
-  }
-
-  // Iteration `it` as Trainer::train_iteration: the mean micro-batch loss.
-  double iteration(std::int64_t it) {
-    double sum = 0.0;
-    for (std::int64_t mb = 0; mb < kMicroBatches; ++mb) {
-      Batch batch(options, it, mb);
-      model::DropoutContext dropout;
-      dropout.seed = 77;
-      dropout.iteration = static_cast<std::uint64_t>(it);
-      dropout.micro_batch = static_cast<std::uint64_t>(mb);
-      sum +=
-          model.forward_backward(optimizer.compute(), optimizer.micro_grads(), batch.view(options),
-                                 dropout, 1.0f / static_cast<float>(kMicroBatches));
-      optimizer.accumulate_micro_batch();
-    }
-    optimizer.step(kLr, it + 1);
-    return sum / static_cast<double>(kMicroBatches);
-  }
-
-  // The loss of a fixed evaluation batch without dropout, and its per-token losses.
-  double evaluate(std::vector<float>& token_losses) {
-    Batch batch(options, 999, 0);
-    model::DropoutContext none;
-    none.training = false;
-    token_losses.assign(
-        static_cast<std::size_t>(options.micro_batch_size * options.config.seq_length), 0.0f);
-    const Tensor losses(token_losses.data(), DType::kFloat32,
-                        {options.micro_batch_size, options.config.seq_length});
-    return model.forward_loss(optimizer.compute(), batch.view(options), none, losses);
-  }
-
-  ModelOptions options;
-  GptModel model;
-  train::MixedPrecisionOptimizer optimizer;
-};
-
-std::vector<float> host_values(const Tensor& t) {
-  std::vector<float> out(static_cast<std::size_t>(t.numel()));
-  tensor::copy(Tensor(out.data(), DType::kFloat32, t.shape()), t);
-  return out;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
 
 class TrainingOnDevice : public ::testing::Test {
  protected:
@@ -240,14 +136,17 @@ TEST_F(TrainingOnDevice, WhatTheDevicePathDoesNotDoYetFailsWithOneLine) {
                 "stage [0, 4), got float32 [32, 2, 64] on cpu");
     }
   }
+  // bf16 with several ranks (a data-parallel group of two that is never talked to).
+  test::ThreadCommunicator data_parallel("dp", std::make_shared<test::Mailboxes>(), 0, 2);
   train::OptimizerOptions bf16 = fp32_adam();
   bf16.precision = train::Precision::kBf16;
   try {
-    train::MixedPrecisionOptimizer optimizer(table_, bf16, nullptr, nullptr, &device_);
+    train::MixedPrecisionOptimizer optimizer(table_, bf16, &data_parallel, nullptr, &device_);
     FAIL() << "no error";
   } catch (const base::Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "optimizer on cuda:0: bf16 mixed precision trains on the host only so far");
+              "optimizer on cuda:0: bf16 mixed precision trains on a device in one process only "
+              "so far (2 processes)");
   }
   // Host parameters given to a device model.
   const ModelOptions options = tiny_options();

@@ -17,6 +17,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gelu.h"
+#include "ops/gradients.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "tensor/device_memory.h"
@@ -113,6 +114,27 @@ std::vector<OpCase> every_op() {
                             Tensor r) { ops::adamw_step(c, f, r, r, r, adam, 1); }},
       {"sum_of_squares",
        [](const DeviceContext& c, Tensor f, Tensor) { ops::sum_of_squares(c, f); }, true},
+      {"adamw_step_and_cast",
+       [adam](const DeviceContext& c, Tensor f, Tensor r) {
+         ops::adamw_step_and_cast(c, f, r, r, r, adam, 1, r);
+       }},
+      {"accumulate_rounded",
+       [](const DeviceContext& c, Tensor f, Tensor r) {
+         ops::accumulate_rounded(c, f, r, tensor::DType::kBFloat16);
+       }},
+      {"round_through",
+       [](const DeviceContext& c, Tensor f, Tensor) {
+         ops::round_through(c, f, tensor::DType::kBFloat16);
+       },
+       true},
+      {"has_inf_or_nan",
+       [](const DeviceContext& c, Tensor f, Tensor) { ops::has_inf_or_nan(c, f); }, true},
+      {"sums_of_squares",
+       [](const DeviceContext& c, Tensor f, Tensor) {
+         const ops::SquaresSegment all{0, f.numel()};
+         ops::sums_of_squares(c, f, {&all, 1});
+       },
+       true},
   };
 }
 

@@ -161,7 +161,7 @@ tensor::Device choose_device(const config::PretrainArgs& args,
   const int devices = tensor::cuda_device_count();
   const train::DeviceChoice choice =
       train::choose_device(train::parse_device_flag_for_rank(requested, local_rank, devices),
-                           devices, train::cuda_unsupported_reason(optimizer));
+                           devices, train::cuda_unsupported_reason(optimizer, args.world_size));
   if (!choice.note.empty()) log.note(choice.note);
   if (choice.device.kind == tensor::DeviceKind::kCuda) {
     log.info(" > training on " + tensor::device_name(choice.device) + " (" +

@@ -6,24 +6,64 @@
 
 namespace mds::ops::cpu {
 
+namespace {
+
+// One element's step, statement by statement as csrc/multi_tensor_adam.cu (ADAM_MODE_1), so
+// rounding matches; returns the new weight.
+inline float adamw_element(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                           std::int64_t i, const AdamWConfig& config, float bias_correction1,
+                           float bias_correction2) {
+  const float beta1 = config.beta1, beta2 = config.beta2;
+  const float g = grads[i];
+  float m = exp_avg[i], v = exp_avg_sq[i];
+  const float p = params[i];
+  m = beta1 * m + (1 - beta1) * g;
+  v = beta2 * v + (1 - beta2) * g * g;
+  const float m_unbiased = m / bias_correction1;
+  const float v_unbiased = v / bias_correction2;
+  const float denom = std::sqrt(v_unbiased) + config.eps;
+  const float update = (m_unbiased / denom) + (config.weight_decay * p);
+  const float updated = p - (config.lr * update);
+  params[i] = updated;
+  exp_avg[i] = m;
+  exp_avg_sq[i] = v;
+  return updated;
+}
+
+template <typename Low, typename Round>
+void adamw_and_round(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                     std::int64_t n, const AdamWConfig& config, float bias_correction1,
+                     float bias_correction2, Low* low, Round round) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    low[i] = round(adamw_element(params, grads, exp_avg, exp_avg_sq, i, config, bias_correction1,
+                                 bias_correction2));
+  }
+}
+
+}  // namespace
+
 void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
                 std::int64_t n, const AdamWConfig& config, float bias_correction1,
                 float bias_correction2) {
-  const float beta1 = config.beta1, beta2 = config.beta2;
-  // Statement by statement as csrc/multi_tensor_adam.cu (ADAM_MODE_1), so rounding matches.
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
-    const float g = grads[i];
-    float m = exp_avg[i], v = exp_avg_sq[i], p = params[i];
-    m = beta1 * m + (1 - beta1) * g;
-    v = beta2 * v + (1 - beta2) * g * g;
-    const float m_unbiased = m / bias_correction1;
-    const float v_unbiased = v / bias_correction2;
-    const float denom = std::sqrt(v_unbiased) + config.eps;
-    const float update = (m_unbiased / denom) + (config.weight_decay * p);
-    params[i] = p - (config.lr * update);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+    adamw_element(params, grads, exp_avg, exp_avg_sq, i, config, bias_correction1,
+                  bias_correction2);
+  }
+}
+
+void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                         std::int64_t n, const AdamWConfig& config, float bias_correction1,
+                         float bias_correction2, void* low, tensor::DType low_dtype) {
+  if (low_dtype == tensor::DType::kBFloat16) {
+    adamw_and_round(params, grads, exp_avg, exp_avg_sq, n, config, bias_correction1,
+                    bias_correction2, static_cast<tensor::BFloat16*>(low),
+                    [](float v) { return tensor::to_bfloat16(v); });
+  } else {
+    adamw_and_round(params, grads, exp_avg, exp_avg_sq, n, config, bias_correction1,
+                    bias_correction2, static_cast<tensor::Float16*>(low),
+                    [](float v) { return tensor::to_float16(v); });
   }
 }
 

@@ -11,6 +11,7 @@
 #include "ops/device_context.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
+#include "ops/gradients.h"
 #include "tensor/dtype.h"
 
 namespace mds::ops::cuda {
@@ -26,6 +27,16 @@ void scale(const DeviceContext& ctx, float* out, const float* x, float factor, s
 void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value, std::int64_t n);
 void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
           tensor::DType x_dtype, std::int64_t n);
+
+// kernels/gradients.h (the last two wait for their results)
+void accumulate_rounded(const DeviceContext& ctx, void* accumulator,
+                        tensor::DType accumulator_dtype, const float* micro, std::int64_t n,
+                        tensor::DType grad_dtype);
+void round_through(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
+                   tensor::DType dtype);
+bool has_inf_or_nan(const DeviceContext& ctx, const void* x, tensor::DType dtype, std::int64_t n);
+void sums_of_squares(const DeviceContext& ctx, double* out, const float* x,
+                     const SquaresSegment* segments, std::int64_t count);
 
 // kernels/gelu.h
 void gelu_forward(const DeviceContext& ctx, float* out, const float* x, std::int64_t n,
@@ -117,6 +128,10 @@ void decode_attention_forward(const DeviceContext& ctx, float* context, const fl
 void adamw_step(const DeviceContext& ctx, float* params, const float* grads, float* exp_avg,
                 float* exp_avg_sq, std::int64_t n, const AdamWConfig& config,
                 float bias_correction1, float bias_correction2);
+void adamw_step_and_cast(const DeviceContext& ctx, float* params, const float* grads,
+                         float* exp_avg, float* exp_avg_sq, std::int64_t n,
+                         const AdamWConfig& config, float bias_correction1, float bias_correction2,
+                         void* low, tensor::DType low_dtype);
 // Σ x² in double, brought to the host (waits for the stream).
 double sum_of_squares(const DeviceContext& ctx, const float* x, std::int64_t n);
 

@@ -1,0 +1,84 @@
+#include "ops/cpu/gradients.h"
+
+#include <cmath>
+
+#include "ops/cpu/adam.h"
+
+namespace mds::ops::cpu {
+namespace {
+
+using tensor::DType;
+
+float round_to(DType dtype, float value) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return tensor::to_float(tensor::to_bfloat16(value));
+    case DType::kFloat16:
+      return tensor::to_float(tensor::to_float16(value));
+    default:
+      return value;
+  }
+}
+
+}  // namespace
+
+void accumulate_rounded(void* accumulator, DType accumulator_dtype, const float* micro,
+                        std::int64_t n, DType grad_dtype) {
+  if (accumulator_dtype == DType::kFloat32) {
+    auto* acc = static_cast<float*>(accumulator);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) acc[i] += round_to(grad_dtype, micro[i]);
+  } else {
+    auto* acc = static_cast<tensor::Float16*>(accumulator);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+      acc[i] = tensor::to_float16(tensor::to_float(acc[i]) + round_to(grad_dtype, micro[i]));
+  }
+}
+
+void round_through(void* x, DType x_dtype, std::int64_t n, DType dtype) {
+  if (x_dtype == DType::kFloat32) {
+    auto* v = static_cast<float*>(x);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) v[i] = round_to(dtype, v[i]);
+  } else {
+    auto* v = static_cast<tensor::Float16*>(x);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+      v[i] = tensor::to_float16(round_to(dtype, tensor::to_float(v[i])));
+  }
+}
+
+bool has_inf_or_nan(const void* x, DType dtype, std::int64_t n) {
+  bool found = false;
+  switch (dtype) {
+    case DType::kFloat16: {
+      const auto* v = static_cast<const tensor::Float16*>(x);
+#pragma omp parallel for schedule(static) reduction(|| : found)
+      for (std::int64_t i = 0; i < n; ++i) found = found || (v[i].bits & 0x7C00u) == 0x7C00u;
+      break;
+    }
+    case DType::kBFloat16: {
+      const auto* v = static_cast<const tensor::BFloat16*>(x);
+#pragma omp parallel for schedule(static) reduction(|| : found)
+      for (std::int64_t i = 0; i < n; ++i) found = found || (v[i].bits & 0x7F80u) == 0x7F80u;
+      break;
+    }
+    default: {
+      const auto* v = static_cast<const float*>(x);
+#pragma omp parallel for schedule(static) reduction(|| : found)
+      for (std::int64_t i = 0; i < n; ++i) found = found || !std::isfinite(v[i]);
+      break;
+    }
+  }
+  return found;
+}
+
+void sums_of_squares(double* out, const float* x, const SquaresSegment* segments,
+                     std::int64_t count) {
+  for (std::int64_t k = 0; k < count; ++k) {
+    out[k] = sum_of_squares(x + segments[k].offset, segments[k].numel);
+  }
+}
+
+}  // namespace mds::ops::cpu

@@ -1,0 +1,20 @@
+// CPU reference of ops/gradients.h; arguments are validated by the public functions.
+#pragma once
+#include <cstdint>
+
+#include "ops/gradients.h"
+#include "tensor/dtype.h"
+
+namespace mds::ops::cpu {
+
+// accumulator: fp32 or fp16 (accumulator_dtype); micro: fp32.
+void accumulate_rounded(void* accumulator, tensor::DType accumulator_dtype, const float* micro,
+                        std::int64_t n, tensor::DType grad_dtype);
+// x: fp32 or fp16 (x_dtype).
+void round_through(void* x, tensor::DType x_dtype, std::int64_t n, tensor::DType dtype);
+bool has_inf_or_nan(const void* x, tensor::DType dtype, std::int64_t n);
+// out[k] = sum_of_squares(x + segments[k].offset, segments[k].numel).
+void sums_of_squares(double* out, const float* x, const SquaresSegment* segments,
+                     std::int64_t count);
+
+}  // namespace mds::ops::cpu

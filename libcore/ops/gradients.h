@@ -1,0 +1,42 @@
+// The gradient passes of the mixed-precision optimizer (training.md §3.6, §4.4, §4.5, §5.3) over
+// flat buffers: adding a micro-batch's fp32 gradient with the roundings of upstream's 16-bit
+// gradients, the round trip through the communication dtype, the overflow check and the
+// per-parameter sums of squares of the gradient norm. Each op takes the DeviceContext it runs with
+// (ops/device_context.h); on a device the results are bit-identical to the host's.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/device_context.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace mds::ops {
+
+// accumulator[i] = A(accumulator[i] + G(micro[i])) where G rounds to `grad_dtype` (fp32, bf16 or
+// fp16: the dtype upstream's backward produces) and A to the accumulator's dtype (fp32 or fp16),
+// both round to nearest even. `micro` is fp32 with the accumulator's element count.
+void accumulate_rounded(const DeviceContext& ctx, tensor::Tensor accumulator, tensor::Tensor micro,
+                        tensor::DType grad_dtype);
+
+// Every element of `x` (fp32 or fp16) rounded to `dtype` (fp32, bf16 or fp16) and back.
+void round_through(const DeviceContext& ctx, tensor::Tensor x, tensor::DType dtype);
+
+// Whether any element of `x` (fp32, bf16 or fp16) is inf or NaN. On a device: one kernel and one
+// wait for its flag.
+bool has_inf_or_nan(const DeviceContext& ctx, tensor::Tensor x);
+
+// Elements [offset, offset + numel) of a flat buffer.
+struct SquaresSegment {
+  std::int64_t offset = 0;
+  std::int64_t numel = 0;
+};
+
+// Σ x² of every segment of the fp32 buffer `x`, in segment order, each as sum_of_squares
+// (ops/adam.h) of that slice returns it on the same device: bit-identical to one call per
+// segment. On a device all sums are taken there and come back in one copy (one wait).
+std::vector<double> sums_of_squares(const DeviceContext& ctx, tensor::Tensor x,
+                                    std::span<const SquaresSegment> segments);
+
+}  // namespace mds::ops
