@@ -40,13 +40,24 @@ std::uint32_t alignment_of(const void* p) {
   return align;
 }
 
-// Column sums for dbias, rows in a fixed order (reduce_columns.cuh).
-__global__ void bias_grad_kernel(float* dbias, const float* dout, std::int64_t rows,
+// Column sums for dbias, rows in a fixed order (reduce_columns.cuh), dout widened to fp32.
+template <detail::Storage kS>
+__global__ void bias_grad_kernel(float* dbias, const void* dout, std::int64_t rows,
                                  std::int64_t cols) {
   detail::sum_columns<1>(
       rows, cols,
-      [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) { sums[0] += dout[i]; },
+      [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
+        sums[0] += detail::load<kS>(dout, i);
+      },
       [&](std::int64_t c, const float* total) { dbias[c] += total[0]; });
+}
+
+// 16-bit inputs write their own type; fp32 ones fp32.
+GemmOptions options_for(tensor::DType dtype) {
+  GemmOptions options;
+  options.input = dtype;
+  options.output = dtype;
+  return options;
 }
 
 }  // namespace
@@ -107,40 +118,49 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
            context.workspace_bytes(), stream);
 }
 
-void linear_forward(GemmContext& context, float* out, const float* x, const float* weight,
-                    const float* bias, std::int64_t m, std::int64_t n, std::int64_t k,
-                    cudaStream_t stream) {
-  GemmOptions options;
+void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,
+                    const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
+                    std::int64_t k, cudaStream_t stream) {
+  GemmOptions options = options_for(dtype);
   if (bias != nullptr) {
+    // cuBLASLt's bias vector has the output's type by default, and is added in fp32 before the
+    // output is rounded.
     options.epilogue = GemmEpilogue::kBias;
     options.bias = bias;
   }
   gemm(context, m, n, k, 1.0f, {x, k, false}, {weight, k, true}, 0.0f, out, n, options, stream);
 }
 
-void linear_backward(GemmContext& context, float* dx, float* dweight, float* dbias,
-                     const float* dout, const float* x, const float* weight, std::int64_t m,
+void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
+                     const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, cudaStream_t stream) {
-  const GemmOptions fp32;
   if (dx != nullptr && m > 0 && k > 0) {
-    gemm(context, m, k, n, 1.0f, {dout, n, false}, {weight, k, false}, 1.0f, dx, k, fp32, stream);
+    // beta = 1 on a 16-bit dx: cuBLASLt widens it, adds the fp32 product and rounds once.
+    gemm(context, m, k, n, 1.0f, {dout, n, false}, {weight, k, false}, 1.0f, dx, k,
+         options_for(dtype), stream);
   }
   if (dweight != nullptr && n > 0 && k > 0) {
-    gemm(context, n, k, m, 1.0f, {dout, n, true}, {x, k, false}, 1.0f, dweight, k, fp32, stream);
+    GemmOptions fp32_out = options_for(dtype);
+    fp32_out.output = tensor::DType::kFloat32;
+    gemm(context, n, k, m, 1.0f, {dout, n, true}, {x, k, false}, 1.0f, dweight, k, fp32_out,
+         stream);
   }
   if (dbias != nullptr && n > 0) {
-    bias_grad_kernel<<<detail::column_blocks(n), dim3(detail::kColumnTile, detail::kRowLanes), 0,
-                       stream>>>(dbias, dout, m, n);
+    detail::with_storage(dtype, "linear_backward", [&](auto s) {
+      bias_grad_kernel<decltype(s)::value>
+          <<<detail::column_blocks(n), dim3(detail::kColumnTile, detail::kRowLanes), 0, stream>>>(
+              dbias, dout, m, n);
+    });
     check_launch("kernels::linear_backward (dbias)");
   }
 }
 
-void batched_matmul(GemmContext& context, float* out, const float* a, const float* b,
-                    std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                    bool transpose_a, bool transpose_b, float alpha, float beta,
+void batched_matmul(GemmContext& context, void* out, const void* a, const void* b,
+                    tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
+                    std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta,
                     cudaStream_t stream) {
   if (batch <= 0) return;
-  GemmOptions options;
+  GemmOptions options = options_for(dtype);
   options.batch = batch;
   options.stride_a = m * k;
   options.stride_b = k * n;

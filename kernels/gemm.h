@@ -87,20 +87,43 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
           GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
           const GemmOptions& options, cudaStream_t stream);
 
-// fp32 twins of ops/cpu/matmul.h (full fp32 math).
+// Twins of ops/cpu/matmul.h on activations and weights of one `dtype`: fp32 (full fp32 math), or
+// bf16/fp16 (fp32 accumulation, each 16-bit output rounded once; the bias has the same dtype;
+// dweight and dbias stay fp32).
 // out[m, n] = x[m, k] · weight[n, k]ᵀ (+ bias[n] when not null).
-void linear_forward(GemmContext& context, float* out, const float* x, const float* weight,
-                    const float* bias, std::int64_t m, std::int64_t n, std::int64_t k,
-                    cudaStream_t stream);
+void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,
+                    const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
+                    std::int64_t k, cudaStream_t stream);
 // dx += dout · weight; dweight += doutᵀ · x; dbias += Σ_rows dout (a fixed-order column sum,
-// deterministic). Null gradient pointers are skipped.
-void linear_backward(GemmContext& context, float* dx, float* dweight, float* dbias,
-                     const float* dout, const float* x, const float* weight, std::int64_t m,
+// deterministic). Null gradient pointers are skipped. A 16-bit dx is read, added to in fp32 and
+// rounded once (beta = 1 on a 16-bit C).
+void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
+                     const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, cudaStream_t stream);
 // out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i < batch, packed [batch, ·, ·].
-void batched_matmul(GemmContext& context, float* out, const float* a, const float* b,
-                    std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                    bool transpose_a, bool transpose_b, float alpha, float beta,
+void batched_matmul(GemmContext& context, void* out, const void* a, const void* b,
+                    tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
+                    std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta,
                     cudaStream_t stream);
+
+// The fp32 forms.
+inline void linear_forward(GemmContext& context, float* out, const float* x, const float* weight,
+                           const float* bias, std::int64_t m, std::int64_t n, std::int64_t k,
+                           cudaStream_t stream) {
+  linear_forward(context, out, x, weight, bias, tensor::DType::kFloat32, m, n, k, stream);
+}
+inline void linear_backward(GemmContext& context, float* dx, float* dweight, float* dbias,
+                            const float* dout, const float* x, const float* weight, std::int64_t m,
+                            std::int64_t n, std::int64_t k, cudaStream_t stream) {
+  linear_backward(context, dx, dweight, dbias, dout, x, weight, tensor::DType::kFloat32, m, n, k,
+                  stream);
+}
+inline void batched_matmul(GemmContext& context, float* out, const float* a, const float* b,
+                           std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                           bool transpose_a, bool transpose_b, float alpha, float beta,
+                           cudaStream_t stream) {
+  batched_matmul(context, out, a, b, tensor::DType::kFloat32, batch, m, n, k, transpose_a,
+                 transpose_b, alpha, beta, stream);
+}
 
 }  // namespace mds::kernels

@@ -1,12 +1,21 @@
-// Linear layers and batched matrix products (fp32, OpenBLAS on CPU).
+// Linear layers and batched matrix products (OpenBLAS on CPU, cuBLASLt on CUDA).
+//
+// Dtypes: x, weight, bias, out, dout and dx (a, b and out of a batched product) are all float32,
+// all bfloat16 or all float16; the bias has the weight's dtype, as upstream Megatron keeps every
+// parameter in the 16-bit type under --bf16/--fp16. dweight and dbias are always float32: they are
+// the optimizer's fp32 micro-batch gradient accumulators. A 16-bit call computes in fp32 and rounds
+// each 16-bit output once: on the host the inputs (and the dx it adds into) are widened, the fp32
+// product runs, and the result is rounded (ops/cpu/widened.h); on a device cuBLASLt reads the
+// 16-bit operands, accumulates in fp32 and rounds alpha·AB + beta·C (+ bias) once, so the two
+// differ only by the fp32 summation order.
 //
 // Gradient convention of all ops: a backward adds into every gradient it produces (`+=`), as
 // llm.c does, because parameter gradients sum over micro-batches and the residual stream sums the
 // gradients of two branches; a caller wanting a fresh gradient fills it with zero first. Ops that
 // deviate (dropout, cross entropy, attention workspaces) say so.
 //
-// Each op takes the DeviceContext it runs with (ops/device_context.h; on CUDA the products go
-// through cuBLASLt in full fp32) and has an overload without one for host tensors.
+// Each op takes the DeviceContext it runs with (ops/device_context.h; on CUDA fp32 products go
+// through cuBLASLt in full fp32, no TF32) and has an overload without one for host tensors.
 #pragma once
 
 #include "ops/device_context.h"

@@ -63,15 +63,17 @@ void layernorm_backward(const DeviceContext& ctx, void* dx, float* dweight, floa
                         const float* rstd, tensor::DType dtype, std::int64_t rows,
                         std::int64_t cols);
 
-// kernels/gemm.h (fp32, full fp32 math)
-void linear_forward(const DeviceContext& ctx, float* out, const float* x, const float* weight,
-                    const float* bias, std::int64_t m, std::int64_t n, std::int64_t k);
-void linear_backward(const DeviceContext& ctx, float* dx, float* dweight, float* dbias,
-                     const float* dout, const float* x, const float* weight, std::int64_t m,
-                     std::int64_t n, std::int64_t k);
-void batched_matmul(const DeviceContext& ctx, float* out, const float* a, const float* b,
-                    std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                    bool transpose_a, bool transpose_b, float alpha, float beta);
+// kernels/gemm.h: x, weight, bias, out, dout, dx, a, b of `dtype` (fp32 with full fp32 math, or
+// bf16/fp16 with fp32 accumulation); dweight and dbias fp32.
+void linear_forward(const DeviceContext& ctx, void* out, const void* x, const void* weight,
+                    const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
+                    std::int64_t k);
+void linear_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
+                     const void* dout, const void* x, const void* weight, tensor::DType dtype,
+                     std::int64_t m, std::int64_t n, std::int64_t k);
+void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const void* b,
+                    tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
+                    std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta);
 
 // kernels/dropout.h
 void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,

@@ -4,25 +4,26 @@
 
 namespace mds::ops::cuda {
 
-void linear_forward(const DeviceContext& ctx, float* out, const float* x, const float* weight,
-                    const float* bias, std::int64_t m, std::int64_t n, std::int64_t k) {
+void linear_forward(const DeviceContext& ctx, void* out, const void* x, const void* weight,
+                    const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
+                    std::int64_t k) {
   Resources& r = ctx.cuda();
-  kernels::linear_forward(r.gemm, out, x, weight, bias, m, n, k, r.stream);
+  kernels::linear_forward(r.gemm, out, x, weight, bias, dtype, m, n, k, r.stream);
 }
 
-void linear_backward(const DeviceContext& ctx, float* dx, float* dweight, float* dbias,
-                     const float* dout, const float* x, const float* weight, std::int64_t m,
-                     std::int64_t n, std::int64_t k) {
+void linear_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
+                     const void* dout, const void* x, const void* weight, tensor::DType dtype,
+                     std::int64_t m, std::int64_t n, std::int64_t k) {
   Resources& r = ctx.cuda();
-  kernels::linear_backward(r.gemm, dx, dweight, dbias, dout, x, weight, m, n, k, r.stream);
+  kernels::linear_backward(r.gemm, dx, dweight, dbias, dout, x, weight, dtype, m, n, k, r.stream);
 }
 
-void batched_matmul(const DeviceContext& ctx, float* out, const float* a, const float* b,
-                    std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                    bool transpose_a, bool transpose_b, float alpha, float beta) {
+void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const void* b,
+                    tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
+                    std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta) {
   Resources& r = ctx.cuda();
-  kernels::batched_matmul(r.gemm, out, a, b, batch, m, n, k, transpose_a, transpose_b, alpha, beta,
-                          r.stream);
+  kernels::batched_matmul(r.gemm, out, a, b, dtype, batch, m, n, k, transpose_a, transpose_b, alpha,
+                          beta, r.stream);
 }
 
 }  // namespace mds::ops::cuda
