@@ -102,6 +102,12 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
   preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
   preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
   preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+  if (key.output != tensor::DType::kFloat32) {
+    // A split-K reduced in place or in the output type would round each partial sum to 16 bits;
+    // only fp32 partials keep "alpha·AB + beta·C in fp32, rounded once".
+    preference.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                   std::uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE});
+  }
 
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;

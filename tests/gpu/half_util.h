@@ -1,0 +1,64 @@
+// Helpers for the GPU tests of 16-bit ops: inputs rounded to bf16/fp16, outputs poisoned with
+// NaNs, and the comparisons of 16-bit device results with their host twins.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ops/device_context.h"
+#include "tests/gpu/device_tensors.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace mds::gpu_test {
+
+template <typename T>
+T narrow(float value) {
+  if constexpr (std::is_same_v<T, tensor::BFloat16>) {
+    return tensor::to_bfloat16(value);
+  } else {
+    return tensor::to_float16(value);
+  }
+}
+
+template <typename T>
+std::vector<T> halves(std::size_t n, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
+  std::vector<T> v;
+  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(narrow<T>(x));
+  return v;
+}
+
+// 0xFFFF: a NaN in bf16 and in fp16, so an element left unwritten shows.
+template <typename T>
+std::vector<T> poisoned(std::size_t n) {
+  return std::vector<T>(n, T{0xFFFF});
+}
+
+// Sign-magnitude bits to a monotonic integer: neighbours differ by one.
+inline int ordered(std::uint16_t b) {
+  return (b & 0x8000) != 0 ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b);
+}
+
+// At most one ulp of T apart, or within 1e-4·rms(host) where the host value is near zero (there
+// a 16-bit ulp can be smaller than an fp32 summation-order difference).
+template <typename T>
+void expect_one_ulp(const ops::DeviceContext& ctx, const Mirrored<T>& t, const std::string& what) {
+  const std::vector<T> got = t.download(ctx);
+  double sq = 0.0;
+  for (const T x : t.host) sq += static_cast<double>(tensor::to_float(x)) * tensor::to_float(x);
+  const double floor = 1e-4 * std::sqrt(sq / static_cast<double>(t.host.size() + 1));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float g = tensor::to_float(got[i]), w = tensor::to_float(t.host[i]);
+    ASSERT_TRUE(std::isfinite(g)) << what << " at " << i << " (left unwritten?)";
+    if (std::abs(ordered(got[i].bits) - ordered(t.host[i].bits)) <= 1) continue;
+    ASSERT_LE(std::fabs(static_cast<double>(g) - w), floor)
+        << what << " at " << i << ": device " << g << ", host " << w;
+  }
+}
+
+}  // namespace mds::gpu_test
