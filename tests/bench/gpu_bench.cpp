@@ -444,6 +444,42 @@ bool bench_attention(const Options& o, const Peak& peak) {
   return ok;
 }
 
+// The MLP's fc1 as ops::linear_forward/backward run it under --bf16: bf16 x, weight, bias, out,
+// dout and dx (dx accumulated with beta = 1), fp32 dweight and dbias.
+void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, const Peak& peak) {
+  const std::int64_t m = o.batch * o.seq, n = 4 * o.hidden, k = o.hidden;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * k;
+  const auto mk = static_cast<std::size_t>(m * k), nk = static_cast<std::size_t>(n * k);
+  const auto mn = static_cast<std::size_t>(m * n), un = static_cast<std::size_t>(n);
+  Buffer<std::uint16_t> x(mk), w(nk), bias(un), out(mn), dx(mk);
+  Buffer<float> dw(nk), db(un);
+  // 0x3C3C: about 0.0115 in bf16, so nothing overflows however often dx and dw accumulate.
+  const auto fill = [](void* p, std::size_t bytes, int value) {
+    check_cuda(cudaMemset(p, value, bytes), "memset");
+  };
+  fill(x.get(), mk * 2, 0x3C);
+  fill(w.get(), nk * 2, 0x3C);
+  fill(bias.get(), un * 2, 0x3C);
+  fill(dx.get(), mk * 2, 0x3C);
+  fill(dw.get(), nk * 4, 0);
+  fill(db.get(), un * 4, 0);
+  const double fwd_ms = time_ms(
+      [&] {
+        mds::kernels::linear_forward(context, out.get(), x.get(), w.get(), bias.get(),
+                                     DType::kBFloat16, m, n, k, nullptr);
+      },
+      o.iters);
+  report_flops("linear fc1 fwd bf16 (+bias)", fwd_ms, flops, peak.tensor_flops);
+  const double bwd_ms = time_ms(
+      [&] {
+        mds::kernels::linear_backward(context, dx.get(), dw.get(), db.get(), out.get(), x.get(),
+                                      w.get(), DType::kBFloat16, m, n, k, nullptr);
+      },
+      o.iters);
+  // dx and dweight: two products of the forward's size (the dbias column sum is not counted).
+  report_flops("linear fc1 bwd bf16 (dx, fp32 dw, db)", bwd_ms, 2.0 * flops, peak.tensor_flops);
+}
+
 bool bench_gemm(const Options& o, const Peak& peak) {
   mds::kernels::GemmContext context;
   const std::int64_t m = o.batch * o.seq, n = 4 * o.hidden, k = o.hidden;  // the MLP's fc1
@@ -491,6 +527,7 @@ bool bench_gemm(const Options& o, const Peak& peak) {
         o.iters);
     report_flops(variant.name, ms, flops, variant.peak);
   }
+  bench_linear_bf16(context, o, peak);
   return ok;
 }
 
