@@ -27,71 +27,22 @@
 #include "ops/layernorm.h"
 #include "tests/gpu/device_tensors.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/half_util.h"
 
 namespace mds {
 namespace {
 
+using gpu_test::expect_identical;
+using gpu_test::expect_one_ulp;
+using gpu_test::halves;
 using gpu_test::Mirrored;
+using gpu_test::narrow;
+using gpu_test::poisoned;
 using gpu_test::random_floats;
 using ops::DeviceContext;
 using tensor::Shape;
 
 constexpr tensor::Device kCuda0{tensor::DeviceKind::kCuda, 0};
-
-template <typename T>
-T narrow(float value) {
-  if constexpr (std::is_same_v<T, tensor::BFloat16>) {
-    return tensor::to_bfloat16(value);
-  } else {
-    return tensor::to_float16(value);
-  }
-}
-
-template <typename T>
-std::vector<T> halves(std::size_t n, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
-  std::vector<T> v;
-  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(narrow<T>(x));
-  return v;
-}
-
-template <typename T>
-std::vector<T> poisoned(std::size_t n) {
-  return std::vector<T>(n, T{0xFFFF});
-}
-
-template <typename T>
-std::vector<std::uint16_t> bits(const std::vector<T>& v) {
-  std::vector<std::uint16_t> out;
-  for (const T x : v) out.push_back(x.bits);
-  return out;
-}
-
-// Sign-magnitude bits to a monotonic integer: neighbours differ by one.
-int ordered(std::uint16_t b) {
-  return (b & 0x8000) != 0 ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b);
-}
-
-// Device and host results bit for bit.
-template <typename T>
-void expect_identical(const DeviceContext& ctx, const Mirrored<T>& t, const std::string& what) {
-  EXPECT_EQ(bits(t.download(ctx)), bits(t.host)) << what;
-}
-
-// At most one ulp of T apart, or within 1e-4·rms(host) where the host value is near zero.
-template <typename T>
-void expect_one_ulp(const DeviceContext& ctx, const Mirrored<T>& t, const std::string& what) {
-  const std::vector<T> got = t.download(ctx);
-  double sq = 0.0;
-  for (const T x : t.host) sq += static_cast<double>(tensor::to_float(x)) * tensor::to_float(x);
-  const double floor = 1e-4 * std::sqrt(sq / static_cast<double>(t.host.size() + 1));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const float g = tensor::to_float(got[i]), w = tensor::to_float(t.host[i]);
-    ASSERT_TRUE(std::isfinite(g)) << what << " at " << i << " (left unwritten?)";
-    if (std::abs(ordered(got[i].bits) - ordered(t.host[i].bits)) <= 1) continue;
-    ASSERT_LE(std::fabs(static_cast<double>(g) - w), floor)
-        << what << " at " << i << ": device " << g << ", host " << w;
-  }
-}
 
 #define EXPECT_FP32_CLOSE(ctx, t, bound) MDS_EXPECT_CLOSE((t).download(ctx), (t).host, bound)
 

@@ -39,6 +39,20 @@ std::vector<T> poisoned(std::size_t n) {
   return std::vector<T>(n, T{0xFFFF});
 }
 
+template <typename T>
+std::vector<std::uint16_t> bits(const std::vector<T>& v) {
+  std::vector<std::uint16_t> out;
+  for (const T x : v) out.push_back(x.bits);
+  return out;
+}
+
+// Device and host results bit for bit.
+template <typename T>
+void expect_identical(const ops::DeviceContext& ctx, const Mirrored<T>& t,
+                      const std::string& what) {
+  EXPECT_EQ(bits(t.download(ctx)), bits(t.host)) << what;
+}
+
 // Sign-magnitude bits to a monotonic integer: neighbours differ by one.
 inline int ordered(std::uint16_t b) {
   return (b & 0x8000) != 0 ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b);
