@@ -36,7 +36,6 @@ using gpu_test::expect_identical;
 using gpu_test::expect_one_ulp;
 using gpu_test::halves;
 using gpu_test::Mirrored;
-using gpu_test::narrow;
 using gpu_test::poisoned;
 using gpu_test::random_floats;
 using ops::DeviceContext;

@@ -12,24 +12,16 @@
 #include <vector>
 
 #include "ops/device_context.h"
+#include "tensor/round_to.h"
 #include "tests/gpu/device_tensors.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace mds::gpu_test {
 
 template <typename T>
-T narrow(float value) {
-  if constexpr (std::is_same_v<T, tensor::BFloat16>) {
-    return tensor::to_bfloat16(value);
-  } else {
-    return tensor::to_float16(value);
-  }
-}
-
-template <typename T>
 std::vector<T> halves(std::size_t n, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
   std::vector<T> v;
-  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(narrow<T>(x));
+  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(tensor::round_to<T>(x));
   return v;
 }
 

@@ -11,18 +11,10 @@
 #include <vector>
 
 #include "ops_test_util.h"
+#include "tensor/round_to.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops_test {
-
-template <typename T>
-T narrow(float value) {
-  if constexpr (std::is_same_v<T, tensor::BFloat16>) {
-    return tensor::to_bfloat16(value);
-  } else {
-    return tensor::to_float16(value);
-  }
-}
 
 // One activation tensor in a 16-bit type and its exact fp32 widening.
 template <typename T>
@@ -32,7 +24,7 @@ struct Half {
 
   Half(std::size_t n, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
     for (const float x : random_floats(n, seed, lo, hi)) {
-      low.push_back(narrow<T>(x));
+      low.push_back(tensor::round_to<T>(x));
       wide.push_back(tensor::to_float(low.back()));
     }
   }
@@ -50,7 +42,7 @@ void expect_rounded(const std::vector<T>& got, const std::vector<float>& want,
                     const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].bits, narrow<T>(want[i]).bits)
+    ASSERT_EQ(got[i].bits, tensor::round_to<T>(want[i]).bits)
         << what << " at " << i << ": fp32 reference " << want[i] << ", got "
         << tensor::to_float(got[i]);
   }
