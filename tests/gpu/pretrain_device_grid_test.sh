@@ -7,18 +7,9 @@
 # (skipped) without a CUDA device or without mpirun.
 source "$MDS_TESTS/e2e/lib.sh"
 source "$MDS_TESTS/e2e/pretrain_lib.sh"
-probe=0
-"$MDS_BIN/gpu_tests" --gtest_filter=-* > /dev/null 2>&1 || probe=$?
-if [ "$probe" = 77 ]; then
-  echo "SKIPPED: no CUDA device"
-  exit 77
-fi
-[ "$probe" = 0 ] || fail "gpu_tests as a device probe exited $probe"
-if ! command -v mpirun > /dev/null; then
-  echo "SKIPPED: no mpirun (scripts/gpu-check.sh packs Open MPI's)"
-  exit 77
-fi
-use_mpirun
+source "$MDS_TESTS/gpu/gpu_lib.sh"
+require_cuda_device
+require_mpirun
 
 make_shakespeare_dataset "$WORK/shakespeare"
 write_grid_ds_config "$WORK/ds.json"

@@ -9,13 +9,8 @@
 # Exits 77 (skipped) without a CUDA device.
 source "$MDS_TESTS/e2e/lib.sh"
 source "$MDS_TESTS/e2e/pretrain_lib.sh"
-probe=0
-"$MDS_BIN/gpu_tests" --gtest_filter=-* > /dev/null 2>&1 || probe=$?
-if [ "$probe" = 77 ]; then
-  echo "SKIPPED: no CUDA device"
-  exit 77
-fi
-[ "$probe" = 0 ] || fail "gpu_tests as a device probe exited $probe"
+source "$MDS_TESTS/gpu/gpu_lib.sh"
+require_cuda_device
 
 make_shakespeare_dataset "$WORK/shakespeare"
 write_ds_config "$WORK/ds.json" fp32 0
