@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../unit/thread_communicator.h"
+#include "../unit/inference_grid_harness.h"
 #include "model/init.h"
 #include "model/pipeline_partition.h"
 #include "model/tp_merge.h"
@@ -127,69 +127,19 @@ struct Workload {
   }
 };
 
-std::vector<std::shared_ptr<test::Mailboxes>> mailboxes(int count) {
-  std::vector<std::shared_ptr<test::Mailboxes>> boxes;
-  for (int i = 0; i < count; ++i) boxes.push_back(std::make_shared<test::Mailboxes>());
-  return boxes;
-}
-
-// Runs the workload on every rank of `grid` (rank = pp·T·D + dp·T + tp, one thread each), each
-// rank's shard and groups for `device`; returns the outcomes in rank order.
+// Runs the workload on every rank of `grid`, each rank's shard and groups for `device`; returns
+// the outcomes in rank order.
 std::vector<Outcome> run_grid(const tasks::InferenceModel& whole, const Workload& work, Grid grid,
                               tensor::Device device) {
-  const int tp = grid.tp, pp = grid.pp, dp = grid.dp, ranks = tp * pp * dp;
-  const auto world_mail = mailboxes(1), tp_mail = mailboxes(pp * dp), pp_mail = mailboxes(tp * dp),
-             replica_mail = mailboxes(dp), dp_mail = mailboxes(tp * pp);
-  std::vector<Outcome> outcomes(static_cast<std::size_t>(ranks));
-  std::vector<std::string> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      const int t = rank % tp, d = rank / tp % dp, p = rank / (tp * dp);
-      const auto at = [](const auto& boxes, int i) { return boxes[static_cast<std::size_t>(i)]; };
-      test::ThreadCommunicator world("world", at(world_mail, 0), rank, ranks);
-      dist::GridCommunicators host;
-      host.tp = std::make_unique<test::ThreadCommunicator>("tp", at(tp_mail, p * dp + d), t, tp);
-      host.pp = std::make_unique<test::ThreadCommunicator>("pp", at(pp_mail, d * tp + t), p, pp);
-      host.mp = std::make_unique<test::ThreadCommunicator>("mp", at(replica_mail, d), p * tp + t,
-                                                           tp * pp);
-      host.dp = std::make_unique<test::ThreadCommunicator>("dp", at(dp_mail, p * tp + t), d, dp);
-      try {
-        const dist::GridCommunicators groups = tasks::inference_groups(
-            std::move(host), device, dist::DeviceBackend::kHostStaged, 60.0);
-        tasks::InferenceModel m;
-        m.options = whole.options;
-        m.vocab_size = whole.vocab_size;
-        m.comms = tasks::InferenceComms{.world = &world,
-                                        .tp = groups.tp.get(),
-                                        .pp = groups.pp.get(),
-                                        .replica = groups.mp.get(),
-                                        .dp = groups.dp.get(),
-                                        .tp_size = tp,
-                                        .tp_rank = t,
-                                        .pp_size = pp,
-                                        .pp_rank = p,
-                                        .dp_size = dp,
-                                        .dp_rank = d};
-        model::GptConfig& c = m.options.config;
-        c.tensor_parallel_size = tp;
-        c.tp_rank = t;
-        model::set_stage_specs(c, model::pipeline_partition(c, false, pp, "type:transformer"), p);
-        m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(c));
-        m.params = std::make_unique<model::ParamBuffer>(*m.table, DType::kFloat32);
-        model::split_tp_shard(*whole.params, tp, *m.params);
-        tasks::place_on_device(m, device);
-        outcomes[static_cast<std::size_t>(rank)] = work.run(m);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  for (int rank = 0; rank < ranks; ++rank) {
-    EXPECT_EQ(errors[static_cast<std::size_t>(rank)], "") << grid.name() << " rank " << rank;
-  }
-  return outcomes;
+  return test::run_inference_grid<Outcome>(
+      whole,
+      {.tp = grid.tp,
+       .pp = grid.pp,
+       .dp = grid.dp,
+       .groups_for = device,
+       .model_on = device,
+       .label = grid.name()},
+      [&](const tasks::InferenceModel& m) { return work.run(m); });
 }
 
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

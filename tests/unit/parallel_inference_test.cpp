@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dist/host_staged_communicator.h"
+#include "inference_grid_harness.h"
 #include "model/init.h"
 #include "model/pipeline_partition.h"
 #include "model/tp_merge.h"
@@ -19,7 +20,6 @@
 #include "tasks/gpt_inference.h"
 #include "tasks/inference_model.h"
 #include "tasks/zero_shot.h"
-#include "thread_communicator.h"
 
 namespace mds::tasks {
 namespace {
@@ -55,75 +55,16 @@ InferenceModel whole_model() {
   return m;
 }
 
-std::vector<std::shared_ptr<test::Mailboxes>> mailboxes(int count) {
-  std::vector<std::shared_ptr<test::Mailboxes>> boxes;
-  for (int i = 0; i < count; ++i) boxes.push_back(std::make_shared<test::Mailboxes>());
-  return boxes;
-}
-
-// Runs `body` on every rank of a tp × pp × dp grid (rank = pp·T·D + dp·T + tp, Megatron's order,
-// one thread each) and returns what each rank returned, in rank order. The groups are those
-// tasks::inference_groups makes for a run on `groups_for` (staged through the host groups for a
-// CUDA device); the model itself stays on the host.
+// Runs `body` on every rank of a tp × pp × dp grid and returns what each rank returned, in rank
+// order. The groups are those tasks::inference_groups makes for a run on `groups_for` (staged
+// through the host groups for a CUDA device); the model itself stays on the host.
 template <typename Result>
 std::vector<Result> run_grid(const InferenceModel& whole, int tp, int pp,
                              const std::function<Result(const InferenceModel&)>& body, int dp = 1,
                              tensor::Device groups_for = {}) {
-  const int ranks = tp * pp * dp;
-  const auto world_mail = mailboxes(1);
-  const auto tp_mail = mailboxes(pp * dp);  // one TP group per (pp, dp)
-  const auto pp_mail = mailboxes(tp * dp);  // one PP group per (tp, dp)
-  const auto replica_mail = mailboxes(dp);  // one replica per dp
-  const auto dp_mail = mailboxes(tp * pp);  // one DP group per (tp, pp)
-  std::vector<Result> results(static_cast<std::size_t>(ranks));
-  std::vector<std::string> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      const int t = rank % tp, d = rank / tp % dp, p = rank / (tp * dp);
-      const auto at = [](const auto& boxes, int i) { return boxes[static_cast<std::size_t>(i)]; };
-      test::ThreadCommunicator world("world", at(world_mail, 0), rank, ranks);
-      dist::GridCommunicators host;
-      host.tp = std::make_unique<test::ThreadCommunicator>("tp", at(tp_mail, p * dp + d), t, tp);
-      host.pp = std::make_unique<test::ThreadCommunicator>("pp", at(pp_mail, d * tp + t), p, pp);
-      host.mp = std::make_unique<test::ThreadCommunicator>("mp", at(replica_mail, d), p * tp + t,
-                                                           tp * pp);
-      host.dp = std::make_unique<test::ThreadCommunicator>("dp", at(dp_mail, p * tp + t), d, dp);
-      try {
-        const dist::GridCommunicators groups =
-            inference_groups(std::move(host), groups_for, dist::DeviceBackend::kHostStaged, 60.0);
-        InferenceModel m;
-        m.options = whole.options;
-        m.vocab_size = whole.vocab_size;
-        m.comms = InferenceComms{.world = &world,
-                                 .tp = groups.tp.get(),
-                                 .pp = groups.pp.get(),
-                                 .replica = groups.mp.get(),
-                                 .dp = groups.dp.get(),
-                                 .tp_size = tp,
-                                 .tp_rank = t,
-                                 .pp_size = pp,
-                                 .pp_rank = p,
-                                 .dp_size = dp,
-                                 .dp_rank = d};
-        model::GptConfig& c = m.options.config;
-        c.tensor_parallel_size = tp;
-        c.tp_rank = t;
-        model::set_stage_specs(c, model::pipeline_partition(c, false, pp, "type:transformer"), p);
-        m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(c));
-        m.params = std::make_unique<model::ParamBuffer>(*m.table, DType::kFloat32);
-        model::split_tp_shard(*whole.params, tp, *m.params);
-        results[static_cast<std::size_t>(rank)] = body(m);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  for (int rank = 0; rank < ranks; ++rank) {
-    EXPECT_EQ(errors[static_cast<std::size_t>(rank)], "") << "rank " << rank;
-  }
-  return results;
+  return test::run_inference_grid<Result>(
+      whole, {.tp = tp, .pp = pp, .dp = dp, .groups_for = groups_for, .model_on = {}, .label = ""},
+      body);
 }
 
 struct Grid {
