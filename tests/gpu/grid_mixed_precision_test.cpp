@@ -1,10 +1,11 @@
 // The 16-bit wrappers and ZeRO with several ranks on a CUDA device, in one process: the ranks of a
 // D × P grid run on threads, each with its own DeviceContext on cuda:0, over in-process host
 // groups wrapped in HostStagedCommunicator (the --distributed-backend gloo path), against the same
-// grid on the host (plain in-process groups). BF16_Optimizer at D = 2 (its master partitioned over
-// DP, the gradients all-reduced in bf16), FP16_Optimizer's ZeRO-1 twin at D = 2 with a loss scale
-// that overflows, and fp16 ZeRO 2 at D = 2 × P = 2 (the tied word embedding reduced over the
-// embedding group from partitions cut differently on the two stages).
+// grid on the host (plain in-process groups). BF16_Optimizer at D = 2 and at T = 2 × D = 2 (its
+// master partitioned over DP, the gradients all-reduced in bf16, the norm summed over TP), fp16
+// ZeRO 1 at D = 2 with a loss scale that overflows, and fp16 ZeRO 2 at D = 2 × P = 2 (the tied word
+// embedding reduced over the embedding group from partitions cut differently on the two stages;
+// the overflow flag and norms over the P group).
 //
 // Both sides do the same arithmetic (tests/gpu/training_mixed_precision_test.cpp explains the
 // bounds): the collectives are the same rank-order folds, only the model's own rounding differs.
@@ -27,6 +28,7 @@
 #include "dist/host_staged_communicator.h"
 #include "model/init.h"
 #include "model/pipeline_partition.h"
+#include "model/tp_merge.h"
 #include "ops/elementwise.h"
 #include "tests/gpu/tiny_gpt_training.h"
 #include "tests/unit/thread_communicator.h"
@@ -54,8 +56,10 @@ constexpr std::int64_t kIterations = 16;
 
 struct GridSpec {
   int data_parallel = 2;
-  int stages = 1;  // P; T = 1
+  int stages = 1;  // P
+  int tensor_parallel = 1;
   train::OptimizerOptions optimizer;
+  int model_parallel() const { return stages * tensor_parallel; }
 };
 
 // What one rank saw per iteration, and its weights (fp32) at the end.
@@ -67,7 +71,7 @@ struct RankTrace {
   std::int64_t skips() const { return std::count(skipped.begin(), skipped.end(), true); }
 };
 
-// Rank d · P + k is stage k of replica d.
+// Rank (d · P + k) · T + t is TP rank t of stage k of replica d.
 using GridTrace = std::vector<RankTrace>;
 
 std::vector<float> as_floats(Tensor t) {
@@ -95,12 +99,24 @@ void on_threads(int ranks, const std::function<void(int)>& body) {
     EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
 }
 
-// One group's mailboxes per instance of it (index: the replica or the stage it belongs to).
+// One group's mailboxes per instance of it (index: the replica, stage or TP rank it belongs to).
 std::vector<std::shared_ptr<test::Mailboxes>> mailboxes(int count) {
   std::vector<std::shared_ptr<test::Mailboxes>> out;
   for (int i = 0; i < count; ++i) out.push_back(std::make_shared<test::Mailboxes>());
   return out;
 }
+
+// Every group of a grid: dp per (stage, TP rank), tp per (replica, stage), mp (DeepSpeed's P × T
+// group) per replica, pp and the embedding group per (replica, TP rank).
+struct GridMail {
+  explicit GridMail(const GridSpec& spec)
+      : dp(mailboxes(spec.model_parallel())),
+        tp(mailboxes(spec.data_parallel * spec.stages)),
+        mp(mailboxes(spec.data_parallel)),
+        pp(mailboxes(spec.data_parallel * spec.tensor_parallel)),
+        embedding(mailboxes(spec.data_parallel * spec.tensor_parallel)) {}
+  std::vector<std::shared_ptr<test::Mailboxes>> dp, tp, mp, pp, embedding;
+};
 
 // One rank of the grid: the Trainer's loop (training_dropout's micro-batch numbering, the
 // pipeline executor with the optimizer's accumulation and ReduceTiedGrads for P > 1).
@@ -108,30 +124,29 @@ class GridRank {
  public:
   GridRank(const GridSpec& spec, int rank, const ParamBuffer& whole, bool device)
       : spec_(spec),
-        d_(rank / spec.stages),
-        k_(rank % spec.stages),
-        options_(stage_options(spec, k_)),
+        d_(rank / spec.model_parallel()),
+        k_(rank / spec.tensor_parallel % spec.stages),
+        t_(rank % spec.tensor_parallel),
+        options_(stage_options(spec, k_, t_)),
         table_(ParamTable::build(options_.config)),
         ctx_(device ? ops::DeviceContext(kCuda0) : ops::DeviceContext()),
         device_(device),
         start_(table_, DType::kFloat32) {
-    for (std::size_t p = 0; p < table_.size(); ++p) {
-      const std::size_t from = whole.table().index_of(table_[p].layer, table_[p].name);
-      tensor::copy(start_.view(p), whole.view(from));
-    }
+    model::split_tp_shard(whole, spec.tensor_parallel, start_);
   }
 
-  RankTrace train(const std::vector<std::shared_ptr<test::Mailboxes>>& dp_mail,
-                  const std::vector<std::shared_ptr<test::Mailboxes>>& mp_mail,
-                  const std::vector<std::shared_ptr<test::Mailboxes>>& pp_mail,
-                  const std::vector<std::shared_ptr<test::Mailboxes>>& embedding_mail) {
-    const int p = spec_.stages;
-    const auto dp = group("dp", dp_mail[static_cast<std::size_t>(k_)], d_, spec_.data_parallel);
-    const auto mp = p > 1 ? group("mp", mp_mail[static_cast<std::size_t>(d_)], k_, p) : nullptr;
-    const auto pp = p > 1 ? group("pp", pp_mail[static_cast<std::size_t>(d_)], k_, p) : nullptr;
+  RankTrace train(const GridMail& mail) {
+    const int p = spec_.stages, t = spec_.tensor_parallel, mp_size = spec_.model_parallel();
+    const auto at = [](const std::vector<std::shared_ptr<test::Mailboxes>>& boxes, int index) {
+      return boxes[static_cast<std::size_t>(index)];
+    };
+    const auto dp = group("dp", at(mail.dp, k_ * t + t_), d_, spec_.data_parallel);
+    const auto tp = t > 1 ? group("tp", at(mail.tp, d_ * p + k_), t_, t) : nullptr;
+    const auto mp = mp_size > 1 ? group("mp", at(mail.mp, d_), k_ * t + t_, mp_size) : nullptr;
+    const auto pp = p > 1 ? group("pp", at(mail.pp, d_ * t + t_), k_, p) : nullptr;
     const auto embedding =
-        p > 1 ? group("embedding", embedding_mail[static_cast<std::size_t>(d_)], k_, p) : nullptr;
-    GptModel model(options_, table_, nullptr,
+        p > 1 ? group("embedding", at(mail.embedding, d_ * t + t_), k_, p) : nullptr;
+    GptModel model(options_, table_, tp.get(),
                    p > 1 ? static_cast<int>(train::num_pipe_buffers(kMicroBatches, p, k_)) : 1,
                    &ctx_);
     train::MixedPrecisionOptimizer optimizer(table_, spec_.optimizer, dp.get(), mp.get(), &ctx_);
@@ -190,8 +205,10 @@ class GridRank {
   }
 
  private:
-  static ModelOptions stage_options(const GridSpec& spec, int stage) {
+  static ModelOptions stage_options(const GridSpec& spec, int stage, int tp_rank) {
     ModelOptions o = tiny_options();
+    o.config.tensor_parallel_size = spec.tensor_parallel;
+    o.config.tp_rank = tp_rank;
     if (spec.stages > 1) {
       model::set_stage_specs(
           o.config, model::pipeline_partition(o.config, false, spec.stages, "uniform"), stage);
@@ -208,7 +225,7 @@ class GridRank {
   }
 
   GridSpec spec_;
-  int d_, k_;
+  int d_, k_, t_;
   ModelOptions options_;
   ParamTable table_;
   ops::DeviceContext ctx_;
@@ -217,14 +234,12 @@ class GridRank {
 };
 
 GridTrace train_grid(const GridSpec& spec, const ParamBuffer& whole, bool device) {
-  const int ranks = spec.data_parallel * spec.stages;
-  const auto dp_mail = mailboxes(spec.stages), mp_mail = mailboxes(spec.data_parallel);
-  const auto pp_mail = mailboxes(spec.data_parallel);
-  const auto embedding_mail = mailboxes(spec.data_parallel);
+  const int ranks = spec.data_parallel * spec.model_parallel();
+  const GridMail mail(spec);
   GridTrace traces(static_cast<std::size_t>(ranks));
   on_threads(ranks, [&](int r) {
     GridRank rank(spec, r, whole, device);
-    traces[static_cast<std::size_t>(r)] = rank.train(dp_mail, mp_mail, pp_mail, embedding_mail);
+    traces[static_cast<std::size_t>(r)] = rank.train(mail);
   });
   return traces;
 }
@@ -288,18 +303,19 @@ class GridMixedPrecisionOnDevice : public ::testing::Test {
   // Within one side: the data-parallel replicas of a stage end bit-identical, and so do the first
   // and the last stage's copies of the tied word embedding.
   static void expect_consistent(const GridSpec& spec, const GridTrace& traces) {
-    const auto at = [&](int d, int k) -> const RankTrace& {
-      return traces[static_cast<std::size_t>(d * spec.stages + k)];
+    const auto at = [&](int d, int k, int t) -> const RankTrace& {
+      return traces[static_cast<std::size_t>((d * spec.stages + k) * spec.tensor_parallel + t)];
     };
-    for (int d = 1; d < spec.data_parallel; ++d) {
-      for (int k = 0; k < spec.stages; ++k) {
-        EXPECT_EQ(at(d, k).weights, at(0, k).weights) << "replica " << d << " stage " << k;
-      }
-    }
-    if (spec.stages > 1) {
-      for (int d = 0; d < spec.data_parallel; ++d) {
-        EXPECT_EQ(at(d, spec.stages - 1).word_embedding, at(d, 0).word_embedding)
-            << "replica " << d;
+    for (int d = 0; d < spec.data_parallel; ++d) {
+      for (int t = 0; t < spec.tensor_parallel; ++t) {
+        for (int k = 0; k < spec.stages; ++k) {
+          EXPECT_EQ(at(d, k, t).weights, at(0, k, t).weights)
+              << "replica " << d << " stage " << k << " TP rank " << t;
+        }
+        if (spec.stages > 1) {
+          EXPECT_EQ(at(d, spec.stages - 1, t).word_embedding, at(d, 0, t).word_embedding)
+              << "replica " << d << " TP rank " << t;
+        }
       }
     }
   }
@@ -309,17 +325,22 @@ class GridMixedPrecisionOnDevice : public ::testing::Test {
 };
 
 TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoDataParallelRanks) {
-  expect_device_follows_host({2, 1, bf16_adam()});
+  expect_device_follows_host({2, 1, 1, bf16_adam()});
+}
+
+// The gradient norm's sums over the TP group (TP-duplicated parameters counted on TP rank 0).
+TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoTensorParallelAndTwoDataParallelRanks) {
+  expect_device_follows_host({2, 1, 2, bf16_adam()});
 }
 
 TEST_F(GridMixedPrecisionOnDevice, Fp16ZeroOneWithTwoDataParallelRanksSkipsAsTheHost) {
-  const GridTrace host = expect_device_follows_host({2, 1, fp16_zero(1)});
+  const GridTrace host = expect_device_follows_host({2, 1, 1, fp16_zero(1)});
   EXPECT_GT(host[0].skips(), 0);                // the scale overflowed at least once
   EXPECT_LT(host[0].skips(), kIterations / 2);  // and most steps trained
 }
 
 TEST_F(GridMixedPrecisionOnDevice, Fp16ZeroTwoWithTwoDataParallelRanksAndTwoStages) {
-  const GridTrace host = expect_device_follows_host({2, 2, fp16_zero(2)});
+  const GridTrace host = expect_device_follows_host({2, 2, 1, fp16_zero(2)});
   EXPECT_GT(host[0].skips(), 0);
   EXPECT_LT(host[0].skips(), kIterations / 2);
 }
