@@ -276,9 +276,11 @@ void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
   // owner, the others add zeros: exact), summed over the embedding group, then put back.
   const model::ParamSpec& spec = (*table_)[param];
   const DType dtype = partition_accumulator_.dtype();
-  tensor::Buffer whole_buffer(
-      static_cast<std::size_t>(spec.local_numel()) * tensor::dtype_size(dtype), device());
-  const tensor::Tensor whole = whole_buffer.as(dtype, tensor::Shape{spec.local_numel()});
+  const std::size_t bytes =
+      static_cast<std::size_t>(spec.local_numel()) * tensor::dtype_size(dtype);
+  if (tied_buffer_.bytes() < bytes) tied_buffer_ = tensor::Buffer(bytes, device());
+  const tensor::Tensor whole = tied_buffer_.as(dtype, tensor::Shape{spec.local_numel()});
+  ops::fill(context(), whole, 0.0f);
   const ZeroLayout& layout = shard_->layout();
   const auto for_each_fragment = [&](auto&& action) {
     for (std::size_t g = 0; g < layout.size(); ++g) {

@@ -236,6 +236,8 @@ class MixedPrecisionOptimizer {
   // ZeRO's reduced gradient partitions (accumulator dtype): stage 2 adds every micro-batch here.
   tensor::Buffer partition_accumulator_buffer_;
   tensor::Tensor partition_accumulator_;
+  // Stage 2's ReduceTiedGrads: the tied parameter's whole gradient (allocated on first use).
+  tensor::Buffer tied_buffer_;
   // Stage 0 with a communication dtype other than the accumulator's: the whole gradient in it.
   std::optional<model::ParamBuffer> comm_scratch_;
   // Also the fp32 gradient scratch of the fp16 step, which leaves it zeroed.

@@ -161,10 +161,13 @@ void ZeroShard::all_gather_group(Tensor flat, const ZeroGroup& group) {
   // Several buckets: each gathers the same-offset slice of every partition, which is not one
   // contiguous range of the flat group, so it lands in a staging tensor first.
   for (const GatherShard& shard : shards) {
-    tensor::Buffer staging(
-        static_cast<std::size_t>(shard.numel * dp_size()) * tensor::dtype_size(flat.dtype()),
-        context().device());
-    const Tensor gathered = staging.as(flat.dtype(), tensor::Shape{shard.numel * dp_size()});
+    const std::size_t bytes =
+        static_cast<std::size_t>(shard.numel * dp_size()) * tensor::dtype_size(flat.dtype());
+    if (gather_staging_buffer_.bytes() < bytes) {
+      gather_staging_buffer_ = tensor::Buffer(bytes, context().device());
+    }
+    const Tensor gathered =
+        gather_staging_buffer_.as(flat.dtype(), tensor::Shape{shard.numel * dp_size()});
     data_parallel_->all_gather(flat.narrow(begin + shard.offset, shard.numel), gathered);
     for (std::int64_t r = 0; r < dp_size(); ++r) {
       ops::cast(context(), flat.narrow(group.partition_begin(r) + shard.offset, shard.numel),

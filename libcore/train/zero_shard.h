@@ -96,6 +96,8 @@ class ZeroShard {
   std::int64_t largest_group_ = 0;
   tensor::Buffer master_buffer_, exp_avg_buffer_, exp_avg_sq_buffer_, grads_buffer_;
   tensor::Buffer flat_buffer_, partition_fp32_buffer_;
+  // The bucketed all-gather's landing area, grown to the largest bucket on first use.
+  tensor::Buffer gather_staging_buffer_;
   tensor::Tensor master_, exp_avg_, exp_avg_sq_, grads_;
 };
 
