@@ -4,8 +4,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "base/error.h"
+#include "tensor/dtype.h"
 
 namespace mds::kernels::detail {
 
@@ -73,6 +75,60 @@ __device__ inline std::uint16_t float_to_fp16_bits(float value) {
 
 __device__ inline float fp16_bits_to_float(std::uint16_t bits) {
   return __half2float(__ushort_as_half(bits));
+}
+
+// The storage of an activation tensor: kernels templated on it load each element widened to fp32
+// (exact) and store fp32 results rounded once, so their arithmetic is the fp32 kernel's.
+enum class Storage { kF32, kBF16, kF16 };
+
+template <Storage kS>
+__device__ inline float load(const void* p, std::int64_t i) {
+  if constexpr (kS == Storage::kF32) {
+    return static_cast<const float*>(p)[i];
+  } else if constexpr (kS == Storage::kBF16) {
+    return bf16_bits_to_float(static_cast<const std::uint16_t*>(p)[i]);
+  } else {
+    return fp16_bits_to_float(static_cast<const std::uint16_t*>(p)[i]);
+  }
+}
+
+template <Storage kS>
+__device__ inline void store(void* p, std::int64_t i, float value) {
+  if constexpr (kS == Storage::kF32) {
+    static_cast<float*>(p)[i] = value;
+  } else if constexpr (kS == Storage::kBF16) {
+    static_cast<std::uint16_t*>(p)[i] = float_to_bf16_bits(value);
+  } else {
+    static_cast<std::uint16_t*>(p)[i] = float_to_fp16_bits(value);
+  }
+}
+
+// fp32, bf16 or fp16; anything else fails with one line naming the kernel.
+inline Storage storage_of(tensor::DType dtype, const char* kernel) {
+  switch (dtype) {
+    case tensor::DType::kFloat32:
+      return Storage::kF32;
+    case tensor::DType::kBFloat16:
+      return Storage::kBF16;
+    case tensor::DType::kFloat16:
+      return Storage::kF16;
+    default:
+      base::fail("kernels::", kernel, ": dtype ", tensor::dtype_name(dtype),
+                 " is not float32, bfloat16 or float16");
+  }
+}
+
+// Calls body(storage as a compile-time constant) for a launch templated on the storage.
+template <typename Body>
+void with_storage(tensor::DType dtype, const char* kernel, Body body) {
+  switch (storage_of(dtype, kernel)) {
+    case Storage::kF32:
+      return body(std::integral_constant<Storage, Storage::kF32>{});
+    case Storage::kBF16:
+      return body(std::integral_constant<Storage, Storage::kBF16>{});
+    case Storage::kF16:
+      return body(std::integral_constant<Storage, Storage::kF16>{});
+  }
 }
 
 }  // namespace mds::kernels::detail

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/dropout.h"
+#include "tensor/dtype.h"
 
 namespace mds::kernels {
 
@@ -19,5 +20,17 @@ void dropout_backward(float* dx, const float* dout, std::int64_t n,
 // dbias[c] += Σ_rows dout ⊙ mask · scale, rows in a fixed order (deterministic).
 void dropout_bias_grad(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols,
                        const ops::DropoutStream& stream, cudaStream_t cuda_stream);
+
+// The same with activations (out, x, residual, dx, dout) of `dtype` (kFloat32, kBFloat16 or
+// kFloat16): loads widened exactly, the fp32 arithmetic above, each output rounded once on
+// store. bias and dbias stay fp32.
+void dropout_forward(void* out, const void* x, const float* bias, const void* residual,
+                     tensor::DType dtype, std::int64_t n, std::int64_t cols,
+                     const ops::DropoutStream& stream, cudaStream_t cuda_stream);
+void dropout_backward(void* dx, const void* dout, tensor::DType dtype, std::int64_t n,
+                      const ops::DropoutStream& stream, bool accumulate, cudaStream_t cuda_stream);
+void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std::int64_t rows,
+                       std::int64_t cols, const ops::DropoutStream& stream,
+                       cudaStream_t cuda_stream);
 
 }  // namespace mds::kernels

@@ -11,6 +11,10 @@ namespace {
 
 using detail::grid_for;
 using detail::kThreads;
+using detail::load;
+using detail::Storage;
+using detail::storage_of;
+using detail::store;
 
 __device__ std::int64_t first_index() {
   return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -19,12 +23,16 @@ __device__ std::int64_t grid_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
-__global__ void add_kernel(float* out, const float* a, const float* b, std::int64_t n) {
-  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+template <Storage kS>
+__global__ void add_kernel(void* out, const void* a, const void* b, std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride())
+    store<kS>(out, i, load<kS>(a, i) + load<kS>(b, i));
 }
 
-__global__ void scale_kernel(float* out, const float* x, float factor, std::int64_t n) {
-  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = x[i] * factor;
+template <Storage kS>
+__global__ void scale_kernel(void* out, const void* x, float factor, std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride())
+    store<kS>(out, i, load<kS>(x, i) * factor);
 }
 
 __global__ void fill_kernel(float* out, float value, std::int64_t n) {
@@ -35,48 +43,10 @@ __global__ void fill16_kernel(std::uint16_t* out, std::uint16_t bits, std::int64
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = bits;
 }
 
-enum class Storage { kF32, kBF16, kF16 };
-
-template <Storage kS>
-__device__ float load(const void* p, std::int64_t i) {
-  if constexpr (kS == Storage::kF32) {
-    return static_cast<const float*>(p)[i];
-  } else if constexpr (kS == Storage::kBF16) {
-    return detail::bf16_bits_to_float(static_cast<const std::uint16_t*>(p)[i]);
-  } else {
-    return detail::fp16_bits_to_float(static_cast<const std::uint16_t*>(p)[i]);
-  }
-}
-
-template <Storage kS>
-__device__ void store(void* p, std::int64_t i, float value) {
-  if constexpr (kS == Storage::kF32) {
-    static_cast<float*>(p)[i] = value;
-  } else if constexpr (kS == Storage::kBF16) {
-    static_cast<std::uint16_t*>(p)[i] = detail::float_to_bf16_bits(value);
-  } else {
-    static_cast<std::uint16_t*>(p)[i] = detail::float_to_fp16_bits(value);
-  }
-}
-
 template <Storage kOut, Storage kIn>
 __global__ void cast_kernel(void* out, const void* x, std::int64_t n) {
   for (std::int64_t i = first_index(); i < n; i += grid_stride())
     store<kOut>(out, i, load<kIn>(x, i));
-}
-
-Storage storage_of(DType dtype, const char* what) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return Storage::kF32;
-    case DType::kBFloat16:
-      return Storage::kBF16;
-    case DType::kFloat16:
-      return Storage::kF16;
-    default:
-      base::fail("kernels::", what, ": dtype ", tensor::dtype_name(dtype),
-                 " is not float32, bfloat16 or float16");
-  }
 }
 
 // The host-side twin of float_to_*_bits, for fill's value.
@@ -102,16 +72,30 @@ void launch_cast(void* out, const void* x, Storage in, std::int64_t n, cudaStrea
 
 }  // namespace
 
+void add(void* out, const void* a, const void* b, DType dtype, std::int64_t n,
+         cudaStream_t stream) {
+  detail::with_storage(dtype, "add", [&](auto s) {
+    if (n <= 0) return;
+    add_kernel<decltype(s)::value><<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
+    check_launch("kernels::add");
+  });
+}
+
 void add(float* out, const float* a, const float* b, std::int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
-  check_launch("kernels::add");
+  add(out, a, b, DType::kFloat32, n, stream);
+}
+
+void scale(void* out, const void* x, float factor, DType dtype, std::int64_t n,
+           cudaStream_t stream) {
+  detail::with_storage(dtype, "scale", [&](auto s) {
+    if (n <= 0) return;
+    scale_kernel<decltype(s)::value><<<grid_for(n), kThreads, 0, stream>>>(out, x, factor, n);
+    check_launch("kernels::scale");
+  });
 }
 
 void scale(float* out, const float* x, float factor, std::int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, x, factor, n);
-  check_launch("kernels::scale");
+  scale(out, x, factor, DType::kFloat32, n, stream);
 }
 
 void fill(void* out, DType dtype, float value, std::int64_t n, cudaStream_t stream) {

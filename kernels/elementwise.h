@@ -11,6 +11,12 @@ namespace mds::kernels {
 
 void add(float* out, const float* a, const float* b, std::int64_t n, cudaStream_t stream);
 void scale(float* out, const float* x, float factor, std::int64_t n, cudaStream_t stream);
+// The same on activations of `dtype` (kFloat32, kBFloat16 or kFloat16, every pointer): inputs
+// widened exactly, the fp32 sum or product rounded once to dtype (bit-identical to the CPU).
+void add(void* out, const void* a, const void* b, tensor::DType dtype, std::int64_t n,
+         cudaStream_t stream);
+void scale(void* out, const void* x, float factor, tensor::DType dtype, std::int64_t n,
+           cudaStream_t stream);
 // dtype: kFloat32, kBFloat16 or kFloat16; value rounded to it as the CPU rounds.
 void fill(void* out, tensor::DType dtype, float value, std::int64_t n, cudaStream_t stream);
 // Between kFloat32, kBFloat16 and kFloat16 in any combination; equal dtypes copy (and may alias).

@@ -11,29 +11,36 @@ namespace mds::kernels {
 namespace {
 
 using detail::kThreads;
+using detail::load;
+using detail::Storage;
+using detail::store;
 
-__global__ void lookup_kernel(float* out, const std::int64_t* ids, const float* table,
+// out (and the backward's dout) are stored as kS: widened on load, rounded on store; tables fp32.
+template <Storage kS>
+__global__ void lookup_kernel(void* out, const std::int64_t* ids, const float* table,
                               std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
                               bool add) {
   const std::int64_t t = blockIdx.x;
   const std::int64_t local = ids[t] - vocab_start;
-  float* y = out + t * h;
+  const std::int64_t first = t * h;
   if (local < 0 || local >= rows) {
     if (add) return;
-    for (std::int64_t c = threadIdx.x; c < h; c += kThreads) y[c] = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < h; c += kThreads) store<kS>(out, first + c, 0.0f);
     return;
   }
   const float* row = table + local * h;
-  for (std::int64_t c = threadIdx.x; c < h; c += kThreads) y[c] = add ? y[c] + row[c] : row[c];
+  for (std::int64_t c = threadIdx.x; c < h; c += kThreads)
+    store<kS>(out, first + c, add ? load<kS>(out, first + c) + row[c] : row[c]);
 }
 
-__global__ void forward_kernel(float* out, const std::int64_t* tokens, const float* wte,
+template <Storage kS>
+__global__ void forward_kernel(void* out, const std::int64_t* tokens, const float* wte,
                                const std::int64_t* positions, const float* wpe, std::int64_t h) {
   const std::int64_t t = blockIdx.x;
   const float* word = wte + tokens[t] * h;
   const float* position = wpe + positions[t] * h;
-  float* y = out + t * h;
-  for (std::int64_t c = threadIdx.x; c < h; c += kThreads) y[c] = word[c] + position[c];
+  for (std::int64_t c = threadIdx.x; c < h; c += kThreads)
+    store<kS>(out, t * h + c, word[c] + position[c]);
 }
 
 // Sort keys: the local row, or `rows` (sorting after every real row) for ids of other shards.
@@ -50,7 +57,8 @@ __global__ void sort_keys_kernel(std::uint32_t* keys, std::uint32_t* tokens,
 // Block (p, y) is the owner of sorted position p's row if p starts that row's run of equal keys;
 // its threads take columns y·kThreads + threadIdx.x and add the run's tokens in sorted order,
 // which the stable sort leaves in token order. Other blocks return at once.
-__global__ void accumulate_kernel(float* dtable, const float* dout, const std::uint32_t* keys,
+template <Storage kS>
+__global__ void accumulate_kernel(float* dtable, const void* dout, const std::uint32_t* keys,
                                   const std::uint32_t* tokens, std::int64_t n, std::int64_t h,
                                   std::int64_t rows) {
   const std::int64_t p = blockIdx.x;
@@ -61,7 +69,7 @@ __global__ void accumulate_kernel(float* dtable, const float* dout, const std::u
   float* entry = dtable + static_cast<std::int64_t>(key) * h + c;
   float sum = *entry;
   for (std::int64_t q = p; q < n && keys[q] == key; ++q) {
-    sum += dout[static_cast<std::int64_t>(tokens[q]) * h + c];
+    sum += load<kS>(dout, static_cast<std::int64_t>(tokens[q]) * h + c);
   }
   *entry = sum;
 }
@@ -121,22 +129,40 @@ std::size_t workspace_bytes(std::int64_t n, std::int64_t rows) {
 
 }  // namespace
 
+void embedding_lookup(void* out, const std::int64_t* ids, const float* table, tensor::DType dtype,
+                      std::int64_t n, std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                      bool add, cudaStream_t stream) {
+  detail::with_storage(dtype, "embedding_lookup", [&](auto s) {
+    if (n <= 0 || h <= 0) return;
+    lookup_kernel<decltype(s)::value>
+        <<<detail::row_grid(n, "kernels::embedding_lookup"), kThreads, 0, stream>>>(
+            out, ids, table, h, rows, vocab_start, add);
+    check_launch("kernels::embedding_lookup");
+  });
+}
+
 void embedding_lookup(float* out, const std::int64_t* ids, const float* table, std::int64_t n,
                       std::int64_t h, std::int64_t rows, std::int64_t vocab_start, bool add,
                       cudaStream_t stream) {
-  if (n <= 0 || h <= 0) return;
-  lookup_kernel<<<detail::row_grid(n, "kernels::embedding_lookup"), kThreads, 0, stream>>>(
-      out, ids, table, h, rows, vocab_start, add);
-  check_launch("kernels::embedding_lookup");
+  embedding_lookup(out, ids, table, tensor::DType::kFloat32, n, h, rows, vocab_start, add, stream);
+}
+
+void embedding_forward(void* out, const std::int64_t* tokens, const float* wte,
+                       const std::int64_t* positions, const float* wpe, tensor::DType dtype,
+                       std::int64_t n, std::int64_t h, cudaStream_t stream) {
+  detail::with_storage(dtype, "embedding_forward", [&](auto s) {
+    if (n <= 0 || h <= 0) return;
+    forward_kernel<decltype(s)::value>
+        <<<detail::row_grid(n, "kernels::embedding_forward"), kThreads, 0, stream>>>(
+            out, tokens, wte, positions, wpe, h);
+    check_launch("kernels::embedding_forward");
+  });
 }
 
 void embedding_forward(float* out, const std::int64_t* tokens, const float* wte,
                        const std::int64_t* positions, const float* wpe, std::int64_t n,
                        std::int64_t h, cudaStream_t stream) {
-  if (n <= 0 || h <= 0) return;
-  forward_kernel<<<detail::row_grid(n, "kernels::embedding_forward"), kThreads, 0, stream>>>(
-      out, tokens, wte, positions, wpe, h);
-  check_launch("kernels::embedding_forward");
+  embedding_forward(out, tokens, wte, positions, wpe, tensor::DType::kFloat32, n, h, stream);
 }
 
 std::size_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t rows) {
@@ -145,9 +171,11 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t rows
   return workspace_bytes(n, rows);
 }
 
-void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,
-                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
-                        void* workspace, std::size_t bytes, cudaStream_t stream) {
+void embedding_backward(float* dtable, const void* dout, tensor::DType dout_dtype,
+                        const std::int64_t* ids, std::int64_t n, std::int64_t h, std::int64_t rows,
+                        std::int64_t vocab_start, void* workspace, std::size_t bytes,
+                        cudaStream_t stream) {
+  detail::storage_of(dout_dtype, "embedding_backward");  // refuses other dtypes before any work
   if (n <= 0 || h <= 0 || rows <= 0) return;
   check_sizes(n, rows);
   const std::size_t needed = workspace_bytes(n, rows);
@@ -169,9 +197,18 @@ void embedding_backward(float* dtable, const float* dout, const std::int64_t* id
   const dim3 grid(detail::row_grid(n, "kernels::embedding_backward"),
                   static_cast<unsigned>((h + kThreads - 1) / kThreads));
   if (grid.y > 65535) base::fail("cuda: kernels::embedding_backward: h = ", h, " is too wide");
-  accumulate_kernel<<<grid, kThreads, 0, stream>>>(dtable, dout, w.sorted_keys, w.sorted_tokens, n,
-                                                   h, rows);
+  detail::with_storage(dout_dtype, "embedding_backward", [&](auto s) {
+    accumulate_kernel<decltype(s)::value>
+        <<<grid, kThreads, 0, stream>>>(dtable, dout, w.sorted_keys, w.sorted_tokens, n, h, rows);
+  });
   check_launch("kernels::embedding_backward (accumulate)");
+}
+
+void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                        void* workspace, std::size_t bytes, cudaStream_t stream) {
+  embedding_backward(dtable, dout, tensor::DType::kFloat32, ids, n, h, rows, vocab_start, workspace,
+                     bytes, stream);
 }
 
 void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/gelu.h"
+#include "tensor/dtype.h"
 
 namespace mds::kernels {
 
@@ -23,5 +24,19 @@ void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, ops::GeluKind kind,
                         cudaStream_t stream);
+
+// The same with activations (out, x, dx, dout) of `dtype` (kFloat32, kBFloat16 or kFloat16):
+// loads widened exactly, the fp32 expressions above, each output rounded once on store. bias and
+// dbias stay fp32.
+void gelu_forward(void* out, const void* x, tensor::DType dtype, std::int64_t n, ops::GeluKind kind,
+                  cudaStream_t stream);
+void gelu_backward(void* dx, const void* dout, const void* x, tensor::DType dtype, std::int64_t n,
+                   ops::GeluKind kind, cudaStream_t stream);
+void bias_gelu_forward(void* out, const void* x, const float* bias, tensor::DType dtype,
+                       std::int64_t rows, std::int64_t cols, ops::GeluKind kind,
+                       cudaStream_t stream);
+void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const float* bias,
+                        tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                        ops::GeluKind kind, cudaStream_t stream);
 
 }  // namespace mds::kernels

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "tensor/dtype.h"
+
 namespace mds::kernels {
 
 // out = (x − mean)·rstd·weight + bias per row of [rows, cols]; mean and rstd [rows] are written.
@@ -23,5 +25,21 @@ void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* 
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                         const float* weight, const float* mean, const float* rstd,
                         std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+// The same with activations (out, x, residual, sum_out, dx, dout) of `dtype` (kFloat32, kBFloat16
+// or kFloat16): loads widened exactly, the fp32 statistics and arithmetic above, each output
+// rounded once on store. weight, bias, mean, rstd, dweight and dbias stay fp32. The residual
+// variant normalizes the rounded sum it wrote.
+void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const float* weight,
+                       const float* bias, tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                       float eps, cudaStream_t stream);
+void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rstd, const void* x,
+                                const void* residual, const float* weight, const float* bias,
+                                tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                                float eps, cudaStream_t stream);
+void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
+                        const float* weight, const float* mean, const float* rstd,
+                        tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                        cudaStream_t stream);
 
 }  // namespace mds::kernels

@@ -1,9 +1,11 @@
 #include "ops/dropout.h"
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/dropout.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/widened.h"
 #include "ops/cuda/backend.h"
 #include "ops/philox.h"
 
@@ -18,11 +20,6 @@ void check_p(const char* op, const DropoutStream& stream) {
   if (!(stream.p >= 0.0f && stream.p < 1.0f)) {
     base::fail("ops::", op, ": dropout probability must be in [0, 1), got ", stream.p);
   }
-}
-
-void check_like(const char* op, detail::Arg arg, const Tensor& like) {
-  detail::expect_dtype(op, arg, DType::kFloat32);
-  detail::expect_shape(op, arg, like.shape());
 }
 
 std::int64_t check_bias(const char* op, const Tensor& bias, const Tensor& x) {
@@ -44,16 +41,17 @@ void dropout_forward(const DeviceContext& ctx, Tensor out, Tensor x, const Dropo
   constexpr const char* kOp = "dropout_forward";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
   check_p(kOp, stream);
-  check_like(kOp, {"x", x}, x);
-  check_like(kOp, {"out", out}, x);
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
+  detail::expect_shape(kOp, {"out", out}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::dropout_forward(ctx, out.data<float>(), x.data<float>(), nullptr, nullptr, x.numel(), 1,
-                            stream);
+      cuda::dropout_forward(ctx, out.raw(), x.raw(), nullptr, nullptr, dtype, x.numel(), 1, stream);
     }
     return;
   }
-  cpu::dropout_forward(out.data<float>(), x.data<float>(), nullptr, nullptr, x.numel(), 1, stream);
+  const cpu::Fp32View vout(out, false), vx(x);
+  cpu::dropout_forward(vout.data(), vx.data(), nullptr, nullptr, x.numel(), 1, stream);
+  vout.store();
 }
 
 void dropout_backward(const DeviceContext& ctx, Tensor dx, Tensor dout,
@@ -61,16 +59,16 @@ void dropout_backward(const DeviceContext& ctx, Tensor dx, Tensor dout,
   constexpr const char* kOp = "dropout_backward";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"dx", dx}, {"dout", dout}});
   check_p(kOp, stream);
-  check_like(kOp, {"dout", dout}, dout);
-  check_like(kOp, {"dx", dx}, dout);
+  const DType dtype = detail::activation_dtype(kOp, {"dout", dout}, {{"dx", dx}});
+  detail::expect_shape(kOp, {"dx", dx}, dout.shape());
   if (on_device) {
-    if constexpr (detail::kCudaBuilt) {
-      cuda::dropout_backward(ctx, dx.data<float>(), dout.data<float>(), dout.numel(), stream,
-                             false);
-    }
+    if constexpr (detail::kCudaBuilt)
+      cuda::dropout_backward(ctx, dx.raw(), dout.raw(), dtype, dout.numel(), stream, false);
     return;
   }
-  cpu::dropout_backward(dx.data<float>(), dout.data<float>(), dout.numel(), stream, false);
+  const cpu::Fp32View vdx(dx, false), vdout(dout);
+  cpu::dropout_backward(vdx.data(), vdout.data(), dout.numel(), stream, false);
+  vdx.store();
 }
 
 void bias_dropout_add_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor bias,
@@ -80,18 +78,21 @@ void bias_dropout_add_forward(const DeviceContext& ctx, Tensor out, Tensor x, Te
       detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}, {"bias", bias}, {"residual", residual}});
   check_p(kOp, stream);
   check_bias(kOp, bias, x);
-  check_like(kOp, {"x", x}, x);
-  check_like(kOp, {"out", out}, x);
-  check_like(kOp, {"residual", residual}, x);
+  const DType dtype =
+      detail::activation_dtype(kOp, {"x", x}, {{"out", out}, {"residual", residual}});
+  detail::expect_shape(kOp, {"out", out}, x.shape());
+  detail::expect_shape(kOp, {"residual", residual}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::dropout_forward(ctx, out.data<float>(), x.data<float>(), bias.data<float>(),
-                            residual.data<float>(), x.numel(), bias.dim(0), stream);
+      cuda::dropout_forward(ctx, out.raw(), x.raw(), bias.data<float>(), residual.raw(), dtype,
+                            x.numel(), bias.dim(0), stream);
     }
     return;
   }
-  cpu::dropout_forward(out.data<float>(), x.data<float>(), bias.data<float>(),
-                       residual.data<float>(), x.numel(), bias.dim(0), stream);
+  const cpu::Fp32View vout(out, false), vx(x), vresidual(residual);
+  cpu::dropout_forward(vout.data(), vx.data(), bias.data<float>(), vresidual.data(), x.numel(),
+                       bias.dim(0), stream);
+  vout.store();
 }
 
 void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tensor dresidual,
@@ -100,34 +101,35 @@ void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias
   const bool on_device = detail::on_cuda(
       kOp, ctx, {{"dx", dx}, {"dbias", dbias}, {"dresidual", dresidual}, {"dout", dout}});
   check_p(kOp, stream);
-  check_like(kOp, {"dout", dout}, dout);
-  check_like(kOp, {"dx", dx}, dout);
+  const DType dtype =
+      detail::activation_dtype(kOp, {"dout", dout}, {{"dx", dx}, {"dresidual", dresidual}});
+  detail::expect_shape(kOp, {"dx", dx}, dout.shape());
   const bool has_bias = detail::given(dbias), has_residual = detail::given(dresidual);
   const std::int64_t rows = has_bias ? check_bias(kOp, dbias, dout) : 0;
-  if (has_residual) check_like(kOp, {"dresidual", dresidual}, dout);
+  if (has_residual) detail::expect_shape(kOp, {"dresidual", dresidual}, dout.shape());
   // The same three steps on either device: dbias from dout, dresidual += dout, then dx (which
   // may be dout's memory for the caller's next step, so it comes last).
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       if (has_bias) {
-        cuda::dropout_bias_grad(ctx, dbias.data<float>(), dout.data<float>(), rows, dbias.dim(0),
+        cuda::dropout_bias_grad(ctx, dbias.data<float>(), dout.raw(), dtype, rows, dbias.dim(0),
                                 stream);
       }
       if (has_residual) {
-        cuda::add(ctx, dresidual.data<float>(), dresidual.data<float>(), dout.data<float>(),
-                  dout.numel());
+        cuda::add(ctx, dresidual.raw(), dresidual.raw(), dout.raw(), dtype, dout.numel());
       }
-      cuda::dropout_backward(ctx, dx.data<float>(), dout.data<float>(), dout.numel(), stream, true);
+      cuda::dropout_backward(ctx, dx.raw(), dout.raw(), dtype, dout.numel(), stream, true);
     }
     return;
   }
+  const cpu::Fp32View vdx(dx), vdresidual(dresidual), vdout(dout);
   if (has_bias) {
-    cpu::dropout_bias_grad(dbias.data<float>(), dout.data<float>(), rows, dbias.dim(0), stream);
+    cpu::dropout_bias_grad(dbias.data<float>(), vdout.data(), rows, dbias.dim(0), stream);
   }
-  if (has_residual) {
-    cpu::add(dresidual.data<float>(), dresidual.data<float>(), dout.data<float>(), dout.numel());
-  }
-  cpu::dropout_backward(dx.data<float>(), dout.data<float>(), dout.numel(), stream, true);
+  if (has_residual) cpu::add(vdresidual.data(), vdresidual.data(), vdout.data(), dout.numel());
+  cpu::dropout_backward(vdx.data(), vdout.data(), dout.numel(), stream, true);
+  vdresidual.store();
+  vdx.store();
 }
 
 void dropout_forward(Tensor out, Tensor x, const DropoutStream& stream) {

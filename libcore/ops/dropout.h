@@ -22,7 +22,11 @@ struct DropoutStream {
 // Whether element `index` of the stream survives (the mask, for tests and other backends).
 bool dropout_keep(const DropoutStream& stream, std::uint64_t index);
 
-// out = x ⊙ mask / (1 − p) (fp32, equal shapes; out may alias x).
+// Activations (out, x, residual; dx, dout, dresidual) are fp32, bf16 or fp16, all of one dtype: a
+// 16-bit call widens its loads, computes as fp32 (the same masks) and rounds each output once.
+// bias and dbias are fp32.
+
+// out = x ⊙ mask / (1 − p) (equal shapes; out may alias x).
 void dropout_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                      const DropoutStream& stream);
 // dx = dout ⊙ mask / (1 − p). Writes (does not add) so that it can run in place (dx = dout).

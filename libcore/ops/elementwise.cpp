@@ -1,8 +1,10 @@
 #include "ops/elementwise.h"
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/widened.h"
 #include "ops/cuda/backend.h"
 
 namespace mds::ops {
@@ -25,31 +27,33 @@ void expect_half_or_float(const char* op, detail::Arg arg) {
 void add(const DeviceContext& ctx, Tensor out, Tensor a, Tensor b) {
   constexpr const char* kOp = "add";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"a", a}, {"b", b}});
-  for (const detail::Arg arg : {detail::Arg{"out", out}, {"a", a}, {"b", b}}) {
-    detail::expect_dtype(kOp, arg, DType::kFloat32);
+  const DType dtype = detail::activation_dtype(kOp, {"a", a}, {{"b", b}, {"out", out}});
+  for (const detail::Arg arg : {detail::Arg{"a", a}, {"b", b}}) {
     detail::expect_shape(kOp, arg, out.shape());
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt)
-      cuda::add(ctx, out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+      cuda::add(ctx, out.raw(), a.raw(), b.raw(), dtype, out.numel());
     return;
   }
-  cpu::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+  const cpu::Fp32View vout(out, false), va(a), vb(b);
+  cpu::add(vout.data(), va.data(), vb.data(), out.numel());
+  vout.store();
 }
 
 void scale(const DeviceContext& ctx, Tensor out, Tensor x, float factor) {
   constexpr const char* kOp = "scale";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
-  for (const detail::Arg arg : {detail::Arg{"out", out}, {"x", x}}) {
-    detail::expect_dtype(kOp, arg, DType::kFloat32);
-    detail::expect_shape(kOp, arg, out.shape());
-  }
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
+  detail::expect_shape(kOp, {"x", x}, out.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt)
-      cuda::scale(ctx, out.data<float>(), x.data<float>(), factor, out.numel());
+      cuda::scale(ctx, out.raw(), x.raw(), factor, dtype, out.numel());
     return;
   }
-  cpu::scale(out.data<float>(), x.data<float>(), factor, out.numel());
+  const cpu::Fp32View vout(out, false), vx(x);
+  cpu::scale(vout.data(), vx.data(), factor, out.numel());
+  vout.store();
 }
 
 void fill(const DeviceContext& ctx, Tensor out, float value) {

@@ -11,10 +11,11 @@
 
 namespace mds::ops {
 
-// out = a + b (fp32, equal shapes). The backward of a residual add is the identity: both inputs
+// out = a + b (equal shapes; fp32, bf16 or fp16, all three of one dtype: 16-bit inputs widened,
+// the fp32 sum rounded once). The backward of a residual add is the identity: both inputs
 // receive dout, which callers add with this same op.
 void add(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);
-// out = x · factor (fp32).
+// out = x · factor (fp32, bf16 or fp16, both of one dtype; the fp32 product rounded once).
 void scale(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x, float factor);
 // Every element of out (fp32, bf16 or fp16) = value, rounded to out's dtype.
 void fill(const DeviceContext& ctx, tensor::Tensor out, float value);

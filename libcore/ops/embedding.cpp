@@ -1,8 +1,10 @@
 #include "ops/embedding.h"
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/embedding.h"
+#include "ops/cpu/widened.h"
 #include "ops/cuda/backend.h"
 
 namespace mds::ops {
@@ -18,11 +20,12 @@ struct Table {
   std::int64_t n;  // tokens
 };
 
-// Checks table [rows, h], ids [...] int64 and a per-token tensor [..., h] of the ids' shape.
+// Checks table [rows, h] fp32, ids [...] int64 and a per-token activation [..., h] of the ids'
+// shape (fp32, bf16 or fp16).
 Table check(const char* op, const Tensor& table, const char* table_name, const Tensor& ids,
             const Tensor& tokens_h, const char* tokens_h_name) {
   detail::expect_dtype(op, {table_name, table}, DType::kFloat32);
-  detail::expect_dtype(op, {tokens_h_name, tokens_h}, DType::kFloat32);
+  detail::activation_dtype(op, {tokens_h_name, tokens_h}, {});
   detail::expect_dtype(op, {"ids", ids}, DType::kInt64);
   if (table.shape().rank() != 2) {
     base::fail("ops::", op, ": ", table_name, " must be [rows, h], got ",
@@ -57,14 +60,16 @@ void embedding_lookup(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor t
     // Device ids are not read on the host: their range is the caller's (GptModel checks the
     // micro-batch on the host before it copies it over).
     if constexpr (detail::kCudaBuilt) {
-      cuda::embedding_lookup(ctx, out.data<float>(), ids.data<std::int64_t>(), table.data<float>(),
-                             t.n, t.h, t.rows, vocab_start, false);
+      cuda::embedding_lookup(ctx, out.raw(), ids.data<std::int64_t>(), table.data<float>(),
+                             out.dtype(), t.n, t.h, t.rows, vocab_start, false);
     }
     return;
   }
   check_ids(kOp, ids, vocab_size);
-  cpu::embedding_lookup(out.data<float>(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
+  const cpu::Fp32View vout(out, false);
+  cpu::embedding_lookup(vout.data(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
                         t.rows, vocab_start, false);
+  vout.store();
 }
 
 void embedding_lookup_add(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor table) {
@@ -73,14 +78,16 @@ void embedding_lookup_add(const DeviceContext& ctx, Tensor out, Tensor ids, Tens
   const Table t = check(kOp, table, "table", ids, out, "out");
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::embedding_lookup(ctx, out.data<float>(), ids.data<std::int64_t>(), table.data<float>(),
-                             t.n, t.h, t.rows, 0, true);
+      cuda::embedding_lookup(ctx, out.raw(), ids.data<std::int64_t>(), table.data<float>(),
+                             out.dtype(), t.n, t.h, t.rows, 0, true);
     }
     return;
   }
   check_ids(kOp, ids, t.rows);
-  cpu::embedding_lookup(out.data<float>(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
+  const cpu::Fp32View vout(out);
+  cpu::embedding_lookup(vout.data(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
                         t.rows, 0, true);
+  vout.store();
 }
 
 void embedding_backward(const DeviceContext& ctx, Tensor dtable, Tensor dout, Tensor ids,
@@ -91,19 +98,41 @@ void embedding_backward(const DeviceContext& ctx, Tensor dtable, Tensor dout, Te
   const Table t = check(kOp, dtable, "dtable", ids, dout, "dout");
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::embedding_backward(ctx, dtable.data<float>(), dout.data<float>(),
+      cuda::embedding_backward(ctx, dtable.data<float>(), dout.raw(), dout.dtype(),
                                ids.data<std::int64_t>(), t.n, t.h, t.rows, vocab_start);
     }
     return;
   }
-  cpu::embedding_backward(dtable.data<float>(), dout.data<float>(), ids.data<std::int64_t>(), t.n,
-                          t.h, t.rows, vocab_start);
+  const cpu::Fp32View vdout(dout);
+  cpu::embedding_backward(dtable.data<float>(), vdout.data(), ids.data<std::int64_t>(), t.n, t.h,
+                          t.rows, vocab_start);
 }
 
 void embedding_forward(const DeviceContext& ctx, Tensor out, Tensor tokens, Tensor wte,
                        Tensor positions, Tensor wpe) {
-  embedding_lookup(ctx, out, tokens, wte);
-  embedding_lookup_add(ctx, out, positions, wpe);
+  constexpr const char* kOp = "embedding_forward";
+  const bool on_device = detail::on_cuda(
+      kOp, ctx,
+      {{"out", out}, {"tokens", tokens}, {"wte", wte}, {"positions", positions}, {"wpe", wpe}});
+  const Table words = check(kOp, wte, "wte", tokens, out, "out");
+  const Table places = check(kOp, wpe, "wpe", positions, out, "out");
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::embedding_forward(ctx, out.raw(), tokens.data<std::int64_t>(), wte.data<float>(),
+                              positions.data<std::int64_t>(), wpe.data<float>(), out.dtype(),
+                              words.n, words.h);
+    }
+    return;
+  }
+  check_ids(kOp, tokens, words.rows);
+  check_ids(kOp, positions, places.rows);
+  // Both lookups in fp32, one rounding of the sum for 16-bit out.
+  const cpu::Fp32View vout(out, false);
+  cpu::embedding_lookup(vout.data(), tokens.data<std::int64_t>(), wte.data<float>(), words.n,
+                        words.h, words.rows, 0, false);
+  cpu::embedding_lookup(vout.data(), positions.data<std::int64_t>(), wpe.data<float>(), places.n,
+                        places.h, places.rows, 0, true);
+  vout.store();
 }
 
 void embedding_lookup(Tensor out, Tensor ids, Tensor table, std::int64_t vocab_start,

@@ -1,8 +1,10 @@
 #include "ops/gelu.h"
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/gelu.h"
+#include "ops/cpu/widened.h"
 #include "ops/cuda/backend.h"
 
 namespace mds::ops {
@@ -13,32 +15,33 @@ using tensor::Tensor;
 void gelu_forward(const DeviceContext& ctx, Tensor out, Tensor x, GeluKind kind) {
   constexpr const char* kOp = "gelu_forward";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
-  detail::expect_dtype(kOp, {"x", x}, DType::kFloat32);
-  detail::expect_dtype(kOp, {"out", out}, DType::kFloat32);
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
   detail::expect_shape(kOp, {"out", out}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt)
-      cuda::gelu_forward(ctx, out.data<float>(), x.data<float>(), x.numel(), kind);
+      cuda::gelu_forward(ctx, out.raw(), x.raw(), dtype, x.numel(), kind);
     return;
   }
-  cpu::gelu_forward(out.data<float>(), x.data<float>(), x.numel(), kind);
+  const cpu::Fp32View vout(out, false), vx(x);
+  cpu::gelu_forward(vout.data(), vx.data(), x.numel(), kind);
+  vout.store();
 }
 
 void gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dout, Tensor x, GeluKind kind) {
   constexpr const char* kOp = "gelu_backward";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"dx", dx}, {"dout", dout}, {"x", x}});
-  for (const detail::Arg arg : {detail::Arg{"dx", dx}, {"dout", dout}, {"x", x}}) {
-    detail::expect_dtype(kOp, arg, DType::kFloat32);
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"dx", dx}, {"dout", dout}});
+  for (const detail::Arg arg : {detail::Arg{"dx", dx}, {"dout", dout}}) {
     detail::expect_shape(kOp, arg, x.shape());
   }
   if (on_device) {
-    if constexpr (detail::kCudaBuilt) {
-      cuda::gelu_backward(ctx, dx.data<float>(), dout.data<float>(), x.data<float>(), x.numel(),
-                          kind);
-    }
+    if constexpr (detail::kCudaBuilt)
+      cuda::gelu_backward(ctx, dx.raw(), dout.raw(), x.raw(), dtype, x.numel(), kind);
     return;
   }
-  cpu::gelu_backward(dx.data<float>(), dout.data<float>(), x.data<float>(), x.numel(), kind);
+  const cpu::Fp32View vdx(dx), vdout(dout), vx(x);
+  cpu::gelu_backward(vdx.data(), vdout.data(), vx.data(), x.numel(), kind);
+  vdx.store();
 }
 
 void bias_gelu_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor bias, GeluKind kind) {
@@ -48,19 +51,19 @@ void bias_gelu_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor bi
     base::fail("ops::", kOp, ": bias must be [F], got ", bias.shape().to_string());
   }
   const std::int64_t rows = detail::rows_with_last_dim(kOp, {"x", x}, bias.dim(0));
-  for (const detail::Arg arg : {detail::Arg{"out", out}, {"x", x}, {"bias", bias}}) {
-    detail::expect_dtype(kOp, arg, DType::kFloat32);
-  }
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
+  detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
   detail::expect_shape(kOp, {"out", out}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::bias_gelu_forward(ctx, out.data<float>(), x.data<float>(), bias.data<float>(), rows,
-                              bias.dim(0), kind);
+      cuda::bias_gelu_forward(ctx, out.raw(), x.raw(), bias.data<float>(), dtype, rows, bias.dim(0),
+                              kind);
     }
     return;
   }
-  cpu::bias_gelu_forward(out.data<float>(), x.data<float>(), bias.data<float>(), rows, bias.dim(0),
-                         kind);
+  const cpu::Fp32View vout(out, false), vx(x);
+  cpu::bias_gelu_forward(vout.data(), vx.data(), bias.data<float>(), rows, bias.dim(0), kind);
+  vout.store();
 }
 
 void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tensor dout, Tensor x,
@@ -72,25 +75,27 @@ void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tenso
     base::fail("ops::", kOp, ": bias must be [F], got ", bias.shape().to_string());
   }
   const std::int64_t rows = detail::rows_with_last_dim(kOp, {"x", x}, bias.dim(0));
-  for (const detail::Arg arg : {detail::Arg{"dx", dx}, {"dout", dout}, {"x", x}, {"bias", bias}}) {
-    detail::expect_dtype(kOp, arg, DType::kFloat32);
-  }
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"dx", dx}, {"dout", dout}});
+  detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
   detail::expect_shape(kOp, {"dx", dx}, x.shape());
   detail::expect_shape(kOp, {"dout", dout}, x.shape());
   float* dbias_ptr = nullptr;
   if (detail::given(dbias)) {
+    detail::expect_dtype(kOp, {"dbias", dbias}, DType::kFloat32);
     detail::expect_shape(kOp, {"dbias", dbias}, bias.shape());
     dbias_ptr = dbias.data<float>();
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::bias_gelu_backward(ctx, dx.data<float>(), dbias_ptr, dout.data<float>(),
-                               x.data<float>(), bias.data<float>(), rows, bias.dim(0), kind);
+      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(), bias.data<float>(),
+                               dtype, rows, bias.dim(0), kind);
     }
     return;
   }
-  cpu::bias_gelu_backward(dx.data<float>(), dbias_ptr, dout.data<float>(), x.data<float>(),
-                          bias.data<float>(), rows, bias.dim(0), kind);
+  const cpu::Fp32View vdx(dx), vdout(dout), vx(x);
+  cpu::bias_gelu_backward(vdx.data(), dbias_ptr, vdout.data(), vx.data(), bias.data<float>(), rows,
+                          bias.dim(0), kind);
+  vdx.store();
 }
 
 void gelu_forward(Tensor out, Tensor x, GeluKind kind) {

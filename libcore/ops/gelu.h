@@ -18,7 +18,10 @@ enum class GeluKind {
   kErf,
 };
 
-// out = gelu(x) elementwise; any shape, fp32.
+// Activations (out, x; dx, dout) are fp32, bf16 or fp16, all of x's dtype: a 16-bit call widens
+// its loads, computes as fp32 and rounds each output once. bias and dbias are fp32.
+
+// out = gelu(x) elementwise; any shape.
 void gelu_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                   GeluKind kind = GeluKind::kTanhFused);
 // dx += gelu'(x)·dout.

@@ -1,8 +1,10 @@
 #include "ops/layernorm.h"
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/layernorm.h"
+#include "ops/cpu/widened.h"
 #include "ops/cuda/backend.h"
 
 namespace mds::ops {
@@ -12,7 +14,8 @@ using tensor::Tensor;
 
 namespace {
 
-// Checks the arguments shared by forward and backward; returns the row count.
+// Checks the arguments shared by forward and backward (the fp32 parameters and statistics; x's
+// dtype is the caller's activation check); returns the row count.
 std::int64_t check_common(const char* op, const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd) {
   if (weight.shape().rank() != 1) {
@@ -20,8 +23,7 @@ std::int64_t check_common(const char* op, const Tensor& x, const Tensor& weight,
   }
   const std::int64_t cols = weight.dim(0);
   const std::int64_t rows = detail::rows_with_last_dim(op, {"x", x}, cols);
-  for (const detail::Arg arg :
-       {detail::Arg{"x", x}, {"weight", weight}, {"mean", mean}, {"rstd", rstd}}) {
+  for (const detail::Arg arg : {detail::Arg{"weight", weight}, {"mean", mean}, {"rstd", rstd}}) {
     detail::expect_dtype(op, arg, DType::kFloat32);
   }
   detail::expect_numel(op, {"mean", mean}, rows);
@@ -37,22 +39,24 @@ void layernorm_forward(const DeviceContext& ctx, Tensor out, Tensor mean, Tensor
   const bool on_device = detail::on_cuda(
       kOp, ctx,
       {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"x", x}, {"weight", weight}, {"bias", bias}});
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
   const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
   detail::expect_shape(kOp, {"out", out}, x.shape());
   detail::expect_shape(kOp, {"bias", bias}, weight.shape());
-  detail::expect_dtype(kOp, {"out", out}, DType::kFloat32);
   detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
   if (!(eps > 0.0f)) base::fail("ops::", kOp, ": eps must be positive, got ", eps);
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::layernorm_forward(ctx, out.data<float>(), mean.data<float>(), rstd.data<float>(),
-                              x.data<float>(), weight.data<float>(), bias.data<float>(), rows,
-                              weight.dim(0), eps);
+      cuda::layernorm_forward(ctx, out.raw(), mean.data<float>(), rstd.data<float>(), x.raw(),
+                              weight.data<float>(), bias.data<float>(), dtype, rows, weight.dim(0),
+                              eps);
     }
     return;
   }
-  cpu::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(), x.data<float>(),
+  const cpu::Fp32View vout(out, false), vx(x);
+  cpu::layernorm_forward(vout.data(), mean.data<float>(), rstd.data<float>(), vx.data(),
                          weight.data<float>(), bias.data<float>(), rows, weight.dim(0), eps);
+  vout.store();
 }
 
 void layernorm_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor dbias,
@@ -67,32 +71,35 @@ void layernorm_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Ten
                                           {"weight", weight},
                                           {"mean", mean},
                                           {"rstd", rstd}});
+  const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"dx", dx}, {"dout", dout}});
   const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
   detail::expect_shape(kOp, {"dx", dx}, x.shape());
   detail::expect_shape(kOp, {"dout", dout}, x.shape());
-  detail::expect_dtype(kOp, {"dx", dx}, DType::kFloat32);
-  detail::expect_dtype(kOp, {"dout", dout}, DType::kFloat32);
   float* dweight_ptr = nullptr;
   float* dbias_ptr = nullptr;
   if (detail::given(dweight)) {
+    detail::expect_dtype(kOp, {"dweight", dweight}, DType::kFloat32);
     detail::expect_shape(kOp, {"dweight", dweight}, weight.shape());
     dweight_ptr = dweight.data<float>();
   }
   if (detail::given(dbias)) {
+    detail::expect_dtype(kOp, {"dbias", dbias}, DType::kFloat32);
     detail::expect_shape(kOp, {"dbias", dbias}, weight.shape());
     dbias_ptr = dbias.data<float>();
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::layernorm_backward(ctx, dx.data<float>(), dweight_ptr, dbias_ptr, dout.data<float>(),
-                               x.data<float>(), weight.data<float>(), mean.data<float>(),
-                               rstd.data<float>(), rows, weight.dim(0));
+      cuda::layernorm_backward(ctx, dx.raw(), dweight_ptr, dbias_ptr, dout.raw(), x.raw(),
+                               weight.data<float>(), mean.data<float>(), rstd.data<float>(), dtype,
+                               rows, weight.dim(0));
     }
     return;
   }
-  cpu::layernorm_backward(dx.data<float>(), dweight_ptr, dbias_ptr, dout.data<float>(),
-                          x.data<float>(), weight.data<float>(), mean.data<float>(),
-                          rstd.data<float>(), rows, weight.dim(0));
+  const cpu::Fp32View vdx(dx), vdout(dout), vx(x);
+  cpu::layernorm_backward(vdx.data(), dweight_ptr, dbias_ptr, vdout.data(), vx.data(),
+                          weight.data<float>(), mean.data<float>(), rstd.data<float>(), rows,
+                          weight.dim(0));
+  vdx.store();
 }
 
 void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,

@@ -30,6 +30,8 @@
 #include "kernels/attention.h"
 #include "kernels/check.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
 #include "kernels/gemm.h"
@@ -42,10 +44,14 @@
 #include "ops/cpu/gelu.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/layernorm.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "tensor/tensor.h"
 
 namespace {
 
 using mds::kernels::check_cuda;
+using mds::tensor::DType;
 
 struct Options {
   std::int64_t batch = 8, seq = 1024, hidden = 768, heads = 12, vocab = 50304;
@@ -66,9 +72,10 @@ Options parse(int argc, char** argv) {
   app.add_option("--heads", o.heads, "attention heads")->check(CLI::PositiveNumber);
   app.add_option("--vocab", o.vocab, "(padded) vocabulary size")->check(CLI::PositiveNumber);
   app.add_option("--iters", o.iters, "timed calls per kernel")->check(CLI::PositiveNumber);
-  app.add_option("--only", o.only,
-                 "only this kernel family: embedding, layernorm, attention, gemm, gelu, "
-                 "cross_entropy or adam");
+  app.add_option(
+      "--only", o.only,
+      "only this kernel family: embedding, layernorm, attention, gemm, gelu, activations16, "
+      "cross_entropy or adam");
   flags.parse(argc, argv);
   if (o.hidden % o.heads != 0) {
     std::fprintf(stderr, "gpu_bench: error: --heads must divide --hidden\n");
@@ -438,7 +445,6 @@ bool bench_attention(const Options& o, const Peak& peak) {
 }
 
 bool bench_gemm(const Options& o, const Peak& peak) {
-  using mds::tensor::DType;
   mds::kernels::GemmContext context;
   const std::int64_t m = o.batch * o.seq, n = 4 * o.hidden, k = o.hidden;  // the MLP's fc1
   bool ok = true;
@@ -518,6 +524,106 @@ bool bench_adam(const Options& o, const Peak& peak) {
   return ok;
 }
 
+// bf16 activations (fp32 math inside, parameters fp32): validated against the host ops on bf16
+// tensors (their CPU twins; the one-ulp differences of LayerNorm and GeLU stay far below the
+// bound), then timed with 2-byte activation traffic.
+std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out;
+  for (const float x : v) out.push_back(mds::tensor::to_bfloat16(x).bits);
+  return out;
+}
+
+std::vector<float> widen_bf16(const std::vector<std::uint16_t>& v) {
+  std::vector<float> out;
+  for (const std::uint16_t b : v) out.push_back(mds::tensor::to_float(mds::tensor::BFloat16{b}));
+  return out;
+}
+
+mds::tensor::Tensor bf16_view(std::vector<std::uint16_t>& v, mds::tensor::Shape shape) {
+  return {v.data(), DType::kBFloat16, shape};
+}
+
+mds::tensor::Tensor f32_view(std::vector<float>& v, mds::tensor::Shape shape) {
+  return {v.data(), DType::kFloat32, shape};
+}
+
+bool bench_activations16(const Options& o, const Peak& peak) {
+  const std::int64_t cols = o.hidden, rows = o.batch * o.seq, ffn = 4 * o.hidden;
+  const auto kind = mds::ops::GeluKind::kTanhFused;
+  constexpr double kH = 2.0;  // bytes of a bf16 activation
+  bool ok = true;
+  {
+    const std::int64_t r = validation_rows(rows);
+    auto x = to_bf16_bits(random_floats(r * ffn, 40, -3.0f, 3.0f));
+    auto bias = random_floats(ffn, 41), w = random_floats(cols, 42), b = random_floats(cols, 43);
+    std::vector<std::uint16_t> ref(x.size()), ln_ref(static_cast<std::size_t>(r * cols));
+    std::vector<float> mean(static_cast<std::size_t>(r)), rstd(mean.size());
+    mds::ops::bias_gelu_forward(bf16_view(ref, {r, ffn}), bf16_view(x, {r, ffn}),
+                                f32_view(bias, {ffn}), kind);
+    std::vector<std::uint16_t> ln_x(x.begin(), x.begin() + r * cols);
+    mds::ops::layernorm_forward(bf16_view(ln_ref, {r, cols}), f32_view(mean, {r}),
+                                f32_view(rstd, {r}), bf16_view(ln_x, {r, cols}),
+                                f32_view(w, {cols}), f32_view(b, {cols}), 1e-5f);
+    Buffer<std::uint16_t> dx(x), dln_x(ln_x), out(x.size()), ln_out(ln_ref.size());
+    Buffer<float> dbias(bias), dw(w), db(b), dm(mean.size()), ds(mean.size());
+    mds::kernels::bias_gelu_forward(out.get(), dx.get(), dbias.get(), DType::kBFloat16, r, ffn,
+                                    kind, nullptr);
+    mds::kernels::layernorm_forward(ln_out.get(), dm.get(), ds.get(), dln_x.get(), dw.get(),
+                                    db.get(), DType::kBFloat16, r, cols, 1e-5f, nullptr);
+    ok &= validate("bias_gelu_forward bf16", widen_bf16(out.download()), widen_bf16(ref), 1e-3);
+    ok &=
+        validate("layernorm_forward bf16", widen_bf16(ln_out.download()), widen_bf16(ln_ref), 1e-3);
+  }
+  const auto n = static_cast<std::size_t>(rows * cols), nf = static_cast<std::size_t>(rows * ffn);
+  Buffer<std::uint16_t> x(to_bf16_bits(random_floats(rows * cols, 44))), res(x.download());
+  Buffer<std::uint16_t> sum(n), out(n), xf(to_bf16_bits(random_floats(rows * ffn, 45))), outf(nf);
+  Buffer<float> w(random_floats(cols, 46)), b(random_floats(cols, 47)), bf(random_floats(ffn, 48));
+  Buffer<float> mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
+  const auto dn = static_cast<double>(n), dnf = static_cast<double>(nf);
+  const auto bf16 = DType::kBFloat16;
+  report_bytes("layernorm_forward bf16",
+               time_ms(
+                   [&] {
+                     mds::kernels::layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(),
+                                                     w.get(), b.get(), bf16, rows, cols, 1e-5f,
+                                                     nullptr);
+                   },
+                   o.iters),
+               2.0 * kH * dn, peak);
+  report_bytes("residual_layernorm_forward bf16",
+               time_ms(
+                   [&] {
+                     mds::kernels::residual_layernorm_forward(
+                         sum.get(), out.get(), mean.get(), rstd.get(), x.get(), res.get(), w.get(),
+                         b.get(), bf16, rows, cols, 1e-5f, nullptr);
+                   },
+                   o.iters),
+               4.0 * kH * dn, peak);
+  report_bytes("bias_gelu_forward bf16",
+               time_ms(
+                   [&] {
+                     mds::kernels::bias_gelu_forward(outf.get(), xf.get(), bf.get(), bf16, rows,
+                                                     ffn, kind, nullptr);
+                   },
+                   o.iters),
+               2.0 * kH * dnf, peak);
+  const mds::ops::DropoutStream stream{0.1f, 1, 0};
+  report_bytes("bias_dropout_add bf16",
+               time_ms(
+                   [&] {
+                     mds::kernels::dropout_forward(out.get(), x.get(), b.get(), res.get(), bf16,
+                                                   rows * cols, cols, stream, nullptr);
+                   },
+                   o.iters),
+               3.0 * kH * dn, peak);
+  report_bytes(
+      "add bf16",
+      time_ms([&] { mds::kernels::add(sum.get(), x.get(), res.get(), bf16, rows * cols, nullptr); },
+              o.iters),
+      3.0 * kH * dn, peak);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -540,6 +646,7 @@ int main(int argc, char** argv) {
         {"attention", bench_attention},
         {"gemm", bench_gemm},
         {"gelu", bench_gelu},
+        {"activations16", bench_activations16},
         {"cross_entropy", bench_cross_entropy},
         {"adam", bench_adam}};
     bool ok = true;

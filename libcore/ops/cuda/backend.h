@@ -21,9 +21,14 @@ Resources* create_resources(int device_index);
 void destroy_resources(Resources* resources) noexcept;
 void synchronize(const DeviceContext& ctx);
 
+// Activation pointers are void* with their `dtype` (fp32, bf16 or fp16: 16-bit loads widened,
+// fp32 math, outputs rounded once); parameters, their gradients and statistics are fp32.
+
 // kernels/elementwise.h
-void add(const DeviceContext& ctx, float* out, const float* a, const float* b, std::int64_t n);
-void scale(const DeviceContext& ctx, float* out, const float* x, float factor, std::int64_t n);
+void add(const DeviceContext& ctx, void* out, const void* a, const void* b, tensor::DType dtype,
+         std::int64_t n);
+void scale(const DeviceContext& ctx, void* out, const void* x, float factor, tensor::DType dtype,
+           std::int64_t n);
 void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value, std::int64_t n);
 void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
           tensor::DType x_dtype, std::int64_t n);
@@ -41,23 +46,24 @@ void sums_of_squares(const DeviceContext& ctx, double* out, const float* x,
                      const SquaresSegment* segments, std::int64_t count);
 
 // kernels/gelu.h
-void gelu_forward(const DeviceContext& ctx, float* out, const float* x, std::int64_t n,
-                  GeluKind kind);
-void gelu_backward(const DeviceContext& ctx, float* dx, const float* dout, const float* x,
-                   std::int64_t n, GeluKind kind);
-void bias_gelu_forward(const DeviceContext& ctx, float* out, const float* x, const float* bias,
-                       std::int64_t rows, std::int64_t cols, GeluKind kind);
-void bias_gelu_backward(const DeviceContext& ctx, float* dx, float* dbias, const float* dout,
-                        const float* x, const float* bias, std::int64_t rows, std::int64_t cols,
-                        GeluKind kind);
+void gelu_forward(const DeviceContext& ctx, void* out, const void* x, tensor::DType dtype,
+                  std::int64_t n, GeluKind kind);
+void gelu_backward(const DeviceContext& ctx, void* dx, const void* dout, const void* x,
+                   tensor::DType dtype, std::int64_t n, GeluKind kind);
+void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,
+                       tensor::DType dtype, std::int64_t rows, std::int64_t cols, GeluKind kind);
+void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const void* dout,
+                        const void* x, const float* bias, tensor::DType dtype, std::int64_t rows,
+                        std::int64_t cols, GeluKind kind);
 
 // kernels/layernorm.h
-void layernorm_forward(const DeviceContext& ctx, float* out, float* mean, float* rstd,
-                       const float* x, const float* weight, const float* bias, std::int64_t rows,
-                       std::int64_t cols, float eps);
-void layernorm_backward(const DeviceContext& ctx, float* dx, float* dweight, float* dbias,
-                        const float* dout, const float* x, const float* weight, const float* mean,
-                        const float* rstd, std::int64_t rows, std::int64_t cols);
+void layernorm_forward(const DeviceContext& ctx, void* out, float* mean, float* rstd, const void* x,
+                       const float* weight, const float* bias, tensor::DType dtype,
+                       std::int64_t rows, std::int64_t cols, float eps);
+void layernorm_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
+                        const void* dout, const void* x, const float* weight, const float* mean,
+                        const float* rstd, tensor::DType dtype, std::int64_t rows,
+                        std::int64_t cols);
 
 // kernels/gemm.h (fp32, full fp32 math)
 void linear_forward(const DeviceContext& ctx, float* out, const float* x, const float* weight,
@@ -70,21 +76,25 @@ void batched_matmul(const DeviceContext& ctx, float* out, const float* a, const 
                     bool transpose_a, bool transpose_b, float alpha, float beta);
 
 // kernels/dropout.h
-void dropout_forward(const DeviceContext& ctx, float* out, const float* x, const float* bias,
-                     const float* residual, std::int64_t n, std::int64_t cols,
+void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,
+                     const void* residual, tensor::DType dtype, std::int64_t n, std::int64_t cols,
                      const DropoutStream& stream);
-void dropout_backward(const DeviceContext& ctx, float* dx, const float* dout, std::int64_t n,
-                      const DropoutStream& stream, bool accumulate);
-void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const float* dout, std::int64_t rows,
-                       std::int64_t cols, const DropoutStream& stream);
+void dropout_backward(const DeviceContext& ctx, void* dx, const void* dout, tensor::DType dtype,
+                      std::int64_t n, const DropoutStream& stream, bool accumulate);
+void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const void* dout,
+                       tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                       const DropoutStream& stream);
 
 // kernels/embedding.h (the backward's sort workspace is the context's scratch)
-void embedding_lookup(const DeviceContext& ctx, float* out, const std::int64_t* ids,
-                      const float* table, std::int64_t n, std::int64_t h, std::int64_t rows,
-                      std::int64_t vocab_start, bool add);
-void embedding_backward(const DeviceContext& ctx, float* dtable, const float* dout,
-                        const std::int64_t* ids, std::int64_t n, std::int64_t h, std::int64_t rows,
-                        std::int64_t vocab_start);
+void embedding_lookup(const DeviceContext& ctx, void* out, const std::int64_t* ids,
+                      const float* table, tensor::DType dtype, std::int64_t n, std::int64_t h,
+                      std::int64_t rows, std::int64_t vocab_start, bool add);
+void embedding_forward(const DeviceContext& ctx, void* out, const std::int64_t* tokens,
+                       const float* wte, const std::int64_t* positions, const float* wpe,
+                       tensor::DType dtype, std::int64_t n, std::int64_t h);
+void embedding_backward(const DeviceContext& ctx, float* dtable, const void* dout,
+                        tensor::DType dtype, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t h, std::int64_t rows, std::int64_t vocab_start);
 
 // kernels/cross_entropy.h
 void cross_entropy_row_max(const DeviceContext& ctx, float* max, const float* logits,

@@ -5,12 +5,14 @@
 
 namespace mds::ops::cuda {
 
-void add(const DeviceContext& ctx, float* out, const float* a, const float* b, std::int64_t n) {
-  kernels::add(out, a, b, n, stream_of(ctx));
+void add(const DeviceContext& ctx, void* out, const void* a, const void* b, tensor::DType dtype,
+         std::int64_t n) {
+  kernels::add(out, a, b, dtype, n, stream_of(ctx));
 }
 
-void scale(const DeviceContext& ctx, float* out, const float* x, float factor, std::int64_t n) {
-  kernels::scale(out, x, factor, n, stream_of(ctx));
+void scale(const DeviceContext& ctx, void* out, const void* x, float factor, tensor::DType dtype,
+           std::int64_t n) {
+  kernels::scale(out, x, factor, dtype, n, stream_of(ctx));
 }
 
 void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value, std::int64_t n) {
