@@ -70,6 +70,41 @@ __global__ void round_through_fp16_kernel(std::uint16_t* x, std::int64_t n, Half
   }
 }
 
+__device__ inline float load_as_float(const void* x, Half dtype, std::int64_t i) {
+  switch (dtype) {
+    case Half::kBf16:
+      return detail::bf16_bits_to_float(static_cast<const std::uint16_t*>(x)[i]);
+    case Half::kFp16:
+      return detail::fp16_bits_to_float(static_cast<const std::uint16_t*>(x)[i]);
+    case Half::kNone:
+      break;
+  }
+  return static_cast<const float*>(x)[i];
+}
+
+__device__ inline void store_rounded(void* x, Half dtype, std::int64_t i, float value) {
+  switch (dtype) {
+    case Half::kBf16:
+      static_cast<std::uint16_t*>(x)[i] = detail::float_to_bf16_bits(value);
+      return;
+    case Half::kFp16:
+      static_cast<std::uint16_t*>(x)[i] = detail::float_to_fp16_bits(value);
+      return;
+    case Half::kNone:
+      break;
+  }
+  static_cast<float*>(x)[i] = value;
+}
+
+// IEEE fp32 product and quotient (nvcc's defaults, no fast math): the host's bits.
+__global__ void scale_in_dtype_kernel(void* x, Half dtype, std::int64_t n, float operand,
+                                      bool divide) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = load_as_float(x, dtype, i);
+    store_rounded(x, dtype, i, divide ? __fdiv_rn(v, operand) : __fmul_rn(v, operand));
+  }
+}
+
 // ops/cpu/gradients.cpp's tests: the exponent bits all ones.
 __device__ inline bool non_finite(const void* x, Half dtype, std::int64_t i) {
   switch (dtype) {
@@ -146,6 +181,14 @@ void round_through(void* x, DType x_dtype, std::int64_t n, DType dtype, cudaStre
                                                                     n, half_of(dtype));
   }
   check_launch("kernels::round_through");
+}
+
+void scale_in_dtype(void* x, DType x_dtype, std::int64_t n, float operand, bool divide,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_in_dtype_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, half_of(x_dtype), n, operand,
+                                                              divide);
+  check_launch("kernels::scale_in_dtype");
 }
 
 void flag_inf_or_nan(int* flag, const void* x, DType dtype, std::int64_t n, cudaStream_t stream) {

@@ -20,6 +20,11 @@ void accumulate_rounded(void* accumulator, tensor::DType accumulator_dtype, cons
 void round_through(void* x, tensor::DType x_dtype, std::int64_t n, tensor::DType dtype,
                    cudaStream_t stream);
 
+// x[i] · operand, or x[i] / operand when `divide`, in fp32 and rounded back to x's dtype (fp32,
+// bf16 or fp16), in place, as ops/cpu/gradients.cpp.
+void scale_in_dtype(void* x, tensor::DType x_dtype, std::int64_t n, float operand, bool divide,
+                    cudaStream_t stream);
+
 // Sets *flag (one device int the caller zeroed) to 1 when an element of x (fp32, bf16 or fp16) is
 // inf or NaN; leaves it otherwise. Every writer stores the same value: no atomics needed.
 void flag_inf_or_nan(int* flag, const void* x, tensor::DType dtype, std::int64_t n,

@@ -28,6 +28,18 @@ void expect_rounding_dtype(const char* op, const char* role, DType dtype) {
                tensor::dtype_name(dtype));
 }
 
+void scale_or_divide(const char* op, const DeviceContext& ctx, Tensor x, float operand,
+                     bool divide) {
+  const bool on_device = detail::on_cuda(op, ctx, {{"x", x}});
+  expect(op, {"x", x}, is_float_or_half(x.dtype()), "fp32, bf16 or fp16");
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt)
+      cuda::scale_in_dtype(ctx, x.raw(), x.dtype(), x.numel(), operand, divide);
+    return;
+  }
+  cpu::scale_in_dtype(x.raw(), x.dtype(), x.numel(), operand, divide);
+}
+
 }  // namespace
 
 void accumulate_rounded(const DeviceContext& ctx, Tensor accumulator, Tensor micro,
@@ -63,6 +75,14 @@ void round_through(const DeviceContext& ctx, Tensor x, DType dtype) {
     return;
   }
   cpu::round_through(x.raw(), x.dtype(), x.numel(), dtype);
+}
+
+void scale_in_dtype(const DeviceContext& ctx, Tensor x, float factor) {
+  scale_or_divide("scale_in_dtype", ctx, x, factor, false);
+}
+
+void divide_in_dtype(const DeviceContext& ctx, Tensor x, float divisor) {
+  scale_or_divide("divide_in_dtype", ctx, x, divisor, true);
 }
 
 bool has_inf_or_nan(const DeviceContext& ctx, Tensor x) {

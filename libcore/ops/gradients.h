@@ -23,6 +23,13 @@ void accumulate_rounded(const DeviceContext& ctx, tensor::Tensor accumulator, te
 // Every element of `x` (fp32 or fp16) rounded to `dtype` (fp32, bf16 or fp16) and back.
 void round_through(const DeviceContext& ctx, tensor::Tensor x, tensor::DType dtype);
 
+// x[i] = R(x[i] · factor) and x[i] = R(x[i] / divisor): the product or quotient of x's value and
+// the fp32 operand taken in fp32, R rounding to x's dtype (fp32, bf16 or fp16; nearest even).
+// Torch's `mul_`/`div_` of a 16-bit tensor by a Python number: the data-parallel averaging of
+// gradients in their communication dtype (training.md §4.4, §4.5).
+void scale_in_dtype(const DeviceContext& ctx, tensor::Tensor x, float factor);
+void divide_in_dtype(const DeviceContext& ctx, tensor::Tensor x, float divisor);
+
 // Whether any element of `x` (fp32, bf16 or fp16) is inf or NaN. On a device: one kernel and one
 // wait for its flag.
 bool has_inf_or_nan(const DeviceContext& ctx, tensor::Tensor x);

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "base/error.h"
+#include "ops/attention.h"
 #include "tensor/device_memory.h"
 
 namespace mds::train {
@@ -33,30 +34,10 @@ DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int
   return flag;
 }
 
-namespace {
-
-// What keeps an optimizer to one process on a device: the part beyond fp32 at ZeRO stage 0 with
-// fp32 gradient communication, the one the device communicators serve on any grid (ZeRO's and
-// BF16_Optimizer's partitions and the 16-bit averaging have no device collectives yet).
-std::string single_process_part(const OptimizerOptions& optimizer) {
-  if (optimizer.precision != Precision::kFp32) {
-    return std::string(to_string(optimizer.precision)) + " mixed precision";
-  }
-  if (optimizer.zero_stage != 0) return "ZeRO stage " + std::to_string(optimizer.zero_stage);
-  if (optimizer.communication_dtype != tensor::DType::kFloat32) {
-    return "communication_data_type " +
-           std::string(tensor::dtype_name(optimizer.communication_dtype));
-  }
-  return "";
-}
-
-}  // namespace
-
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size) {
-  const std::string part = single_process_part(optimizer);
-  if (world_size != 1 && !part.empty()) {
-    return part + " trains on a device in one process only so far (" + std::to_string(world_size) +
-           " processes)";
+std::string cuda_unsupported_reason(std::int64_t head_dim) {
+  if (!ops::flash_attention_supports(head_dim)) {
+    return "head dim " + std::to_string(head_dim) +
+           " has no CUDA flash-attention kernel (8, 16, 32, 64, 96 or 128)";
   }
   return "";
 }

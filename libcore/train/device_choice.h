@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "tensor/tensor.h"
-#include "train/mixed_precision_optimizer.h"
 
 namespace mds::train {
 
@@ -28,11 +27,11 @@ DeviceFlag parse_device_flag(std::string_view text);
 // torch.cuda.set_device(local_rank % device_count)), `cuda:N` is N on every rank.
 DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int cuda_devices);
 
-// Why a run of `world_size` processes cannot train on CUDA devices yet, or "" when it can: fp32
-// with ZeRO stage 0 and fp32 gradient communication on any T × P × D grid (one device per rank,
-// the device communicators of dist/); every other optimizer (bf16, fp16, ZeRO stages 1 and 2,
-// other communication dtypes) in one process.
-std::string cuda_unsupported_reason(const OptimizerOptions& optimizer, std::int64_t world_size);
+// Why a run cannot train on CUDA devices, or "" when it can: a head dim (hidden size / attention
+// heads) without a flash-attention kernel. Every optimizer (fp32, bf16, fp16; ZeRO stages 0, 1,
+// 2; any communication dtype) trains on devices on any T × P × D grid, one device per rank, over
+// the device communicators of dist/.
+std::string cuda_unsupported_reason(std::int64_t head_dim);
 
 struct DeviceChoice {
   tensor::Device device;

@@ -10,15 +10,6 @@ namespace {
 
 using tensor::DType;
 
-void expect_cpu(const char* what, const tensor::Tensor& x) {
-  if (x.device().kind != tensor::DeviceKind::kCpu)
-    base::fail(what, ": only host tensors are supported");
-}
-
-void expect_dtype(const char* what, const tensor::Tensor& x, bool ok) {
-  if (!ok) base::fail(what, ": unsupported dtype ", tensor::dtype_name(x.dtype()));
-}
-
 bool is_grad_dtype(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 }
@@ -45,39 +36,20 @@ void round_through(const ops::DeviceContext& ctx, tensor::Tensor grads, DType dt
   ops::round_through(ctx, grads, dtype);
 }
 
-namespace {
-
-template <typename Op>
-void map_in_dtype(const char* what, tensor::Tensor x, Op op) {
-  expect_cpu(what, x);
-  expect_dtype(what, x, is_grad_dtype(x.dtype()));
-  const std::int64_t n = x.numel();
-  const DType dtype = x.dtype();
-  if (dtype == DType::kFloat32) {
-    float* v = x.data<float>();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) v[i] = op(v[i]);
-  } else if (dtype == DType::kBFloat16) {
-    tensor::BFloat16* v = x.data<tensor::BFloat16>();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) v[i] = tensor::to_bfloat16(op(tensor::to_float(v[i])));
-  } else {
-    tensor::Float16* v = x.data<tensor::Float16>();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) v[i] = tensor::to_float16(op(tensor::to_float(v[i])));
-  }
+void scale_in_dtype(tensor::Tensor x, double factor) {
+  train::scale_in_dtype(ops::DeviceContext{}, x, factor);
 }
 
-}  // namespace
-
-void scale_in_dtype(tensor::Tensor x, double factor) {
-  const float f = static_cast<float>(factor);
-  map_in_dtype("scale_in_dtype", x, [f](float v) { return v * f; });
+void scale_in_dtype(const ops::DeviceContext& ctx, tensor::Tensor x, double factor) {
+  ops::scale_in_dtype(ctx, x, static_cast<float>(factor));
 }
 
 void divide_in_dtype(tensor::Tensor x, double divisor) {
-  const float d = static_cast<float>(divisor);
-  map_in_dtype("divide_in_dtype", x, [d](float v) { return v / d; });
+  train::divide_in_dtype(ops::DeviceContext{}, x, divisor);
+}
+
+void divide_in_dtype(const ops::DeviceContext& ctx, tensor::Tensor x, double divisor) {
+  ops::divide_in_dtype(ctx, x, static_cast<float>(divisor));
 }
 
 bool has_inf_or_nan(tensor::Tensor x) {

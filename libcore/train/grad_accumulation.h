@@ -27,11 +27,13 @@ void round_through(tensor::Tensor grads, tensor::DType dtype);
 void round_through(const ops::DeviceContext& ctx, tensor::Tensor grads, tensor::DType dtype);
 
 // x = x · factor (mul_ by a Python float: the factor as fp32, the product in fp32, rounded to x's
-// dtype), and x = x / divisor (div_ by an int), on the host (several ranks only). x is fp32, bf16
-// or fp16: the DP averaging of gradients in their communication dtype (post- and pre-scaling,
-// training.md §4.4, §4.5).
+// dtype), and x = x / divisor (div_ by an int, the quotient in fp32). x is fp32, bf16 or fp16:
+// the DP averaging of gradients in their communication dtype (post- and pre-scaling, training.md
+// §4.4, §4.5). With a context on its device (ops::scale_in_dtype, bit-identical to the host).
 void scale_in_dtype(tensor::Tensor x, double factor);
+void scale_in_dtype(const ops::DeviceContext& ctx, tensor::Tensor x, double factor);
 void divide_in_dtype(tensor::Tensor x, double divisor);
+void divide_in_dtype(const ops::DeviceContext& ctx, tensor::Tensor x, double divisor);
 
 // Whether any element of `x` (fp32, bf16 or fp16) is inf or NaN.
 bool has_inf_or_nan(tensor::Tensor x);

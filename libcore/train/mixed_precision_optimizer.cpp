@@ -9,7 +9,6 @@
 #include "ops/adam.h"
 #include "ops/elementwise.h"
 #include "tensor/device_memory.h"
-#include "train/device_choice.h"
 #include "train/grad_accumulation.h"
 
 namespace mds::train {
@@ -77,19 +76,8 @@ OptimizerOptions validated(OptimizerOptions options) {
   return options;
 }
 
-tensor::Device device_of(const ops::DeviceContext* device, const OptimizerOptions& options,
-                         const dist::Communicator* data_parallel,
-                         const dist::Communicator* model_parallel) {
-  if (device == nullptr || !device->is_cuda()) return {};
-  const auto ranks = [](const dist::Communicator* group) -> std::int64_t {
-    return group != nullptr ? group->size() : 1;
-  };
-  const std::string reason =
-      cuda_unsupported_reason(options, ranks(data_parallel) * ranks(model_parallel));
-  if (!reason.empty()) {
-    base::fail("optimizer on ", tensor::device_name(device->device()), ": ", reason);
-  }
-  return device->device();
+tensor::Device device_of(const ops::DeviceContext* device) {
+  return device != nullptr ? device->device() : tensor::Device{};
 }
 
 }  // namespace
@@ -135,10 +123,8 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
       model_parallel_(model_parallel != nullptr && model_parallel->size() > 1 ? model_parallel
                                                                               : nullptr),
       device_(device),
-      params_(table, param_dtype(options_.precision),
-              device_of(device, options_, data_parallel, model_parallel)),
+      params_(table, param_dtype(options_.precision), device_of(device)),
       micro_grads_(table, DType::kFloat32, params_.flat().device()) {
-  // Only the state of one process below can be on a device (device_of checked it).
   const tensor::Device where = params_.flat().device();
   const DType accumulator = accumulator_dtype(options_.precision);
   if (options_.precision == Precision::kBf16 || is_zero()) {
@@ -164,7 +150,7 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
   }
   if (data_parallel_ != nullptr && options_.zero_stage == 0 &&
       options_.communication_dtype != accumulator) {
-    comm_scratch_.emplace(table, options_.communication_dtype);
+    comm_scratch_.emplace(table, options_.communication_dtype, where);
   }
 }
 
@@ -290,10 +276,11 @@ void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
   // owner, the others add zeros: exact), summed over the embedding group, then put back.
   const model::ParamSpec& spec = (*table_)[param];
   const DType dtype = partition_accumulator_.dtype();
-  tensor::Buffer whole_buffer(
-      static_cast<std::size_t>(spec.local_numel()) * tensor::dtype_size(dtype), tensor::Device{});
-  const tensor::Tensor whole = whole_buffer.as(dtype, tensor::Shape{spec.local_numel()});
-  ops::fill(whole, 0.0f);
+  const std::size_t bytes =
+      static_cast<std::size_t>(spec.local_numel()) * tensor::dtype_size(dtype);
+  if (tied_buffer_.bytes() < bytes) tied_buffer_ = tensor::Buffer(bytes, device());
+  const tensor::Tensor whole = tied_buffer_.as(dtype, tensor::Shape{spec.local_numel()});
+  ops::fill(context(), whole, 0.0f);
   const ZeroLayout& layout = shard_->layout();
   const auto for_each_fragment = [&](auto&& action) {
     for (std::size_t g = 0; g < layout.size(); ++g) {
@@ -304,12 +291,13 @@ void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
       }
     }
   };
+  const ops::DeviceContext& ctx = context();
   for_each_fragment(
-      [](tensor::Tensor partition, tensor::Tensor part) { ops::cast(part, partition); });
+      [&ctx](tensor::Tensor partition, tensor::Tensor part) { ops::cast(ctx, part, partition); });
   if (data_parallel_ != nullptr) data_parallel_->all_reduce(whole, dist::ReduceOp::kSum);
   embedding.all_reduce(whole, dist::ReduceOp::kSum);
   for_each_fragment(
-      [](tensor::Tensor partition, tensor::Tensor part) { ops::cast(partition, part); });
+      [&ctx](tensor::Tensor partition, tensor::Tensor part) { ops::cast(ctx, partition, part); });
 }
 
 StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
@@ -337,17 +325,12 @@ void MixedPrecisionOptimizer::all_reduce_gradients() {
     return;
   }
   const tensor::Tensor reduced = comm_scratch_ ? comm_scratch_->flat() : grads;
-  if (comm_scratch_) ops::cast(reduced, grads);
+  if (comm_scratch_) ops::cast(context(), reduced, grads);
   data_parallel_->all_reduce(reduced, dist::ReduceOp::kSum);
   // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D in the
   // communication dtype.
-  const double average = 1.0 / static_cast<double>(dp_size());
-  if (context().is_cuda()) {
-    ops::scale(context(), reduced, reduced, static_cast<float>(average));  // the same fp32 product
-  } else {
-    scale_in_dtype(reduced, average);
-  }
-  if (comm_scratch_) ops::cast(grads, reduced);
+  scale_in_dtype(context(), reduced, 1.0 / static_cast<double>(dp_size()));
+  if (comm_scratch_) ops::cast(context(), grads, reduced);
 }
 
 bool MixedPrecisionOptimizer::any_overflow(tensor::Tensor grads, bool partitioned_grads) const {

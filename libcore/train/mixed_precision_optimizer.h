@@ -12,11 +12,14 @@
 // `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
 // have been.
 //
-// On a CUDA device (a DeviceContext lent by the caller) every wrapper runs there when the
-// process is alone (no data- or model-parallel peers; ZeRO's partitions are then whole groups):
+// On a CUDA device (a DeviceContext lent by the caller) every wrapper runs there, on any grid:
 // weights (16-bit, and their fp32 compute copy), fp32 masters, gradients and Adam moments in
-// device buffers; accumulation with its roundings, the gradient norm, the overflow check,
-// clipping and AdamW as device ops, with the host's arithmetic. The checkpoint views (params(),
+// device buffers; accumulation with its roundings, the data-parallel averaging, the gradient
+// norm, the overflow check, clipping and AdamW as device ops, with the host's arithmetic. The
+// gradient collectives (all-reduce, ZeRO's reduce-scatter and all-gather, ReduceTiedGrads) then
+// take device tensors, so the groups must be ones made for the device
+// (dist::device_grid_communicators); the overflow flag and the norms' sums stay host scalars,
+// which those groups send over their host communicators. The checkpoint views (params(),
 // master(), exp_avg(), exp_avg_sq()) are then host copies: copy_state_to_host() fills them before
 // a save, and restore_from_checkpoint() takes what a load wrote into them back to the device.
 #pragma once
@@ -95,8 +98,7 @@ class MixedPrecisionOptimizer {
   // replica (the gradient norm's sums and the overflow flag are reduced over it). Buffers start
   // zeroed; call initialize() or load a checkpoint and call restore_from_checkpoint() before
   // the first step.
-  // `device` (null: the host) must outlive the optimizer too; on a CUDA device the options must
-  // be ones cuda_unsupported_reason() (train/device_choice.h) accepts.
+  // `device` (null: the host) must outlive the optimizer too.
   MixedPrecisionOptimizer(const model::ParamTable& table, OptimizerOptions options,
                           dist::Communicator* data_parallel = nullptr,
                           dist::Communicator* model_parallel = nullptr,
@@ -234,6 +236,8 @@ class MixedPrecisionOptimizer {
   // ZeRO's reduced gradient partitions (accumulator dtype): stage 2 adds every micro-batch here.
   tensor::Buffer partition_accumulator_buffer_;
   tensor::Tensor partition_accumulator_;
+  // Stage 2's ReduceTiedGrads: the tied parameter's whole gradient (allocated on first use).
+  tensor::Buffer tied_buffer_;
   // Stage 0 with a communication dtype other than the accumulator's: the whole gradient in it.
   std::optional<model::ParamBuffer> comm_scratch_;
   // Also the fp32 gradient scratch of the fp16 step, which leaves it zeroed.

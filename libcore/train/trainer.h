@@ -61,8 +61,9 @@ struct TrainerOptions {
   // Every rank of the job: decisions to stop are taken by all of them together. Not owned;
   // null for one process.
   dist::Communicator* world = nullptr;
-  // Where the model and the optimizer run (train/device_choice.h): the host, or one CUDA device
-  // for an fp32 ZeRO-0 run of one process.
+  // Where the model and the optimizer run (train/device_choice.h): the host, or this rank's CUDA
+  // device (any optimizer, any grid; the groups above must then take device tensors,
+  // dist::device_grid_communicators).
   tensor::Device device;
 };
 

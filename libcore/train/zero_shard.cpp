@@ -22,11 +22,6 @@ ZeroShard::ZeroShard(const model::ParamTable& table, dist::Communicator* data_pa
                                                                            : nullptr),
       device_(device),
       rank_(data_parallel != nullptr ? data_parallel->rank() : 0) {
-  if (context().is_cuda() && data_parallel_ != nullptr) {
-    base::fail("ZeroShard on ", tensor::device_name(context().device()), ": ",
-               data_parallel_->size(),
-               " data-parallel ranks are not supported on a device yet (one rank only)");
-  }
   for (const ZeroGroup& group : layout_.groups()) {
     largest_group_ = std::max(largest_group_, group.aligned_numel);
   }
@@ -91,7 +86,7 @@ void ZeroShard::reduce_scatter_into(Tensor grads_flat, DType comm_dtype, Tensor 
     to_flat_group(context(), grads_flat, layout_, g, flat);
     const Tensor own = flat.narrow(group.partition_begin(rank_), group.partition_numel);
     if (data_parallel_ != nullptr) {
-      divide_in_dtype(flat, static_cast<double>(dp_size()));
+      divide_in_dtype(context(), flat, static_cast<double>(dp_size()));
       data_parallel_->reduce_scatter(flat, own, dist::ReduceOp::kSum);
     }
     const Tensor widened =
@@ -166,13 +161,16 @@ void ZeroShard::all_gather_group(Tensor flat, const ZeroGroup& group) {
   // Several buckets: each gathers the same-offset slice of every partition, which is not one
   // contiguous range of the flat group, so it lands in a staging tensor first.
   for (const GatherShard& shard : shards) {
-    tensor::Buffer staging(
-        static_cast<std::size_t>(shard.numel * dp_size()) * tensor::dtype_size(flat.dtype()),
-        tensor::Device{});
-    const Tensor gathered = staging.as(flat.dtype(), tensor::Shape{shard.numel * dp_size()});
+    const std::size_t bytes =
+        static_cast<std::size_t>(shard.numel * dp_size()) * tensor::dtype_size(flat.dtype());
+    if (gather_staging_buffer_.bytes() < bytes) {
+      gather_staging_buffer_ = tensor::Buffer(bytes, context().device());
+    }
+    const Tensor gathered =
+        gather_staging_buffer_.as(flat.dtype(), tensor::Shape{shard.numel * dp_size()});
     data_parallel_->all_gather(flat.narrow(begin + shard.offset, shard.numel), gathered);
     for (std::int64_t r = 0; r < dp_size(); ++r) {
-      ops::cast(flat.narrow(group.partition_begin(r) + shard.offset, shard.numel),
+      ops::cast(context(), flat.narrow(group.partition_begin(r) + shard.offset, shard.numel),
                 gathered.narrow(r * shard.numel, shard.numel));
     }
   }

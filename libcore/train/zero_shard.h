@@ -7,8 +7,9 @@
 // partition_numel long (padding included, zero). That is the layout of the checkpoint's
 // single_partition_of_fp32_groups and base-optimizer state.
 //
-// With a CUDA DeviceContext the buffers live on its device and every pass below runs there; that
-// needs one data-parallel rank (the collectives are host-only), which the optimizer checks.
+// With a CUDA DeviceContext the buffers (the flat-group scratch and the all-gather staging too)
+// live on its device and every pass below runs there; the data-parallel group must then take
+// device tensors (dist::device_grid_communicators).
 #pragma once
 
 #include <cstddef>
@@ -95,6 +96,8 @@ class ZeroShard {
   std::int64_t largest_group_ = 0;
   tensor::Buffer master_buffer_, exp_avg_buffer_, exp_avg_sq_buffer_, grads_buffer_;
   tensor::Buffer flat_buffer_, partition_fp32_buffer_;
+  // The bucketed all-gather's landing area, grown to the largest bucket on first use.
+  tensor::Buffer gather_staging_buffer_;
   tensor::Tensor master_, exp_avg_, exp_avg_sq_, grads_;
 };
 

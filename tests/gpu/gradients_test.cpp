@@ -74,6 +74,25 @@ TEST(GpuGradients, RoundThroughIsBitIdenticalToCpu) {
   }
 }
 
+TEST(GpuGradients, ScaleAndDivideInDtypeAreBitIdenticalToCpu) {
+  for (const std::int64_t n : flat_sizes()) {
+    const auto un = static_cast<std::size_t>(n);
+    const auto values = random_floats(un, 63, -70000.0f, 70000.0f);
+    for (const DType dtype : kFloatDtypes) {
+      for (const bool divide : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << tensor::dtype_name(dtype) << (divide ? " / 3" : " * 1/3") << " n=" << n);
+        const float operand = divide ? 3.0f : 1.0f / 3.0f;
+        std::vector<std::uint8_t> cpu = as_bytes(values, dtype);
+        DeviceArray<std::uint8_t> dx(cpu);
+        ops::cpu::scale_in_dtype(cpu.data(), dtype, n, operand, divide);
+        kernels::scale_in_dtype(dx.get(), dtype, n, operand, divide, nullptr);
+        EXPECT_EQ(dx.download(), cpu);
+      }
+    }
+  }
+}
+
 TEST(GpuGradients, OverflowFlagMatchesCpu) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

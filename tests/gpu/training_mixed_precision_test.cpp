@@ -19,18 +19,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "base/error.h"
 #include "model/init.h"
 #include "ops/elementwise.h"
 #include "tests/gpu/tiny_gpt_training.h"
-#include "tests/unit/thread_communicator.h"
 #include "train/loss_scaler.h"
-#include "train/zero_shard.h"
 
 namespace mds {
 namespace {
@@ -222,19 +218,6 @@ TEST_F(MixedPrecisionTrainingOnDevice, Bf16IsDeterministicThroughHostViews) {
 
 TEST_F(MixedPrecisionTrainingOnDevice, Fp16IsDeterministicThroughHostViews) {
   expect_deterministic(fp16_adam());
-}
-
-// ZeroShard's device buffers serve one rank only (its collectives are host-only).
-TEST_F(MixedPrecisionTrainingOnDevice, ZeroShardOnADeviceRefusesSeveralRanks) {
-  test::ThreadCommunicator data_parallel("dp", std::make_shared<test::Mailboxes>(), 0, 2);
-  try {
-    train::ZeroShard shard(table_, &data_parallel, &device_);
-    FAIL() << "no error";
-  } catch (const base::Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "ZeroShard on cuda:0: 2 data-parallel ranks are not supported on a device yet (one "
-              "rank only)");
-  }
 }
 
 }  // namespace

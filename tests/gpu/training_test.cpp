@@ -23,7 +23,6 @@
 #include "ops/device_context.h"
 #include "tensor/device_memory.h"
 #include "tests/gpu/tiny_gpt_training.h"
-#include "tests/unit/thread_communicator.h"
 #include "train/mixed_precision_optimizer.h"
 
 namespace mds {
@@ -135,18 +134,6 @@ TEST_F(TrainingOnDevice, WhatTheDevicePathDoesNotDoYetFailsWithOneLine) {
                 "GptModel: output_hidden must be an fp32 [32, 2, 64] tensor on cuda:0 on pipeline "
                 "stage [0, 4), got float32 [32, 2, 64] on cpu");
     }
-  }
-  // bf16 with several ranks (a data-parallel group of two that is never talked to).
-  test::ThreadCommunicator data_parallel("dp", std::make_shared<test::Mailboxes>(), 0, 2);
-  train::OptimizerOptions bf16 = fp32_adam();
-  bf16.precision = train::Precision::kBf16;
-  try {
-    train::MixedPrecisionOptimizer optimizer(table_, bf16, &data_parallel, nullptr, &device_);
-    FAIL() << "no error";
-  } catch (const base::Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "optimizer on cuda:0: bf16 mixed precision trains on a device in one process only "
-              "so far (2 processes)");
   }
   // Host parameters given to a device model.
   const ModelOptions options = tiny_options();

@@ -145,36 +145,11 @@ TEST(DeviceChoice, ParsesTheFlag) {
   }
 }
 
+// Every optimizer trains on devices on any grid: only the model's attention can keep a run off.
 TEST(DeviceChoice, SaysWhatKeepsARunOffCuda) {
-  train::OptimizerOptions fp32;
-  EXPECT_EQ(train::cuda_unsupported_reason(fp32, 1), "");
-  EXPECT_EQ(train::cuda_unsupported_reason(fp32, 8), "");  // any grid
-  // The 16-bit wrappers and ZeRO stages 1 and 2 (whose partitions are whole groups with one rank)
-  // run on a device, with any communication dtype, in one process.
-  train::OptimizerOptions bf16 = fp32;
-  bf16.precision = train::Precision::kBf16;
-  bf16.communication_dtype = DType::kBFloat16;
-  EXPECT_EQ(train::cuda_unsupported_reason(bf16, 1), "");
-  EXPECT_EQ(train::cuda_unsupported_reason(bf16, 4),
-            "bf16 mixed precision trains on a device in one process only so far (4 processes)");
-  train::OptimizerOptions fp16 = fp32;
-  fp16.precision = train::Precision::kFp16;
-  fp16.loss_scaler = train::LossScaler::dynamic(train::LossScaleRule::kDynamicFp16Opt, {});
-  EXPECT_EQ(train::cuda_unsupported_reason(fp16, 1), "");
-  train::OptimizerOptions comm = fp32;
-  comm.communication_dtype = DType::kFloat16;
-  EXPECT_EQ(train::cuda_unsupported_reason(comm, 1), "");
-  EXPECT_EQ(train::cuda_unsupported_reason(comm, 2),
-            "communication_data_type float16 trains on a device in one process only so far (2 "
-            "processes)");
-  for (const int stage : {1, 2}) {
-    train::OptimizerOptions zero = fp32;
-    zero.zero_stage = stage;
-    EXPECT_EQ(train::cuda_unsupported_reason(zero, 1), "");
-    EXPECT_EQ(train::cuda_unsupported_reason(zero, 2),
-              "ZeRO stage " + std::to_string(stage) +
-                  " trains on a device in one process only so far (2 processes)");
-  }
+  EXPECT_EQ(train::cuda_unsupported_reason(24),
+            "head dim 24 has no CUDA flash-attention kernel (8, 16, 32, 64, 96 or 128)");
+  EXPECT_EQ(train::cuda_unsupported_reason(64).empty(), tensor::kCudaBuilt);
 }
 
 TEST(DeviceChoice, EachLocalRankTakesItsOwnDeviceUnlessOneIsNamed) {

@@ -127,6 +127,10 @@ std::vector<OpCase> every_op() {
          ops::round_through(c, f, tensor::DType::kBFloat16);
        },
        true},
+      {"scale_in_dtype",
+       [](const DeviceContext& c, Tensor f, Tensor) { ops::scale_in_dtype(c, f, 0.5f); }, true},
+      {"divide_in_dtype",
+       [](const DeviceContext& c, Tensor f, Tensor) { ops::divide_in_dtype(c, f, 2.0f); }, true},
       {"has_inf_or_nan",
        [](const DeviceContext& c, Tensor f, Tensor) { ops::has_inf_or_nan(c, f); }, true},
       {"sums_of_squares",

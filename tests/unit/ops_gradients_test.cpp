@@ -86,6 +86,39 @@ TEST(OpsGradients, RoundThroughEveryDtypePair) {
   }
 }
 
+// The data-parallel averaging: the fp32 product or quotient rounded once to x's dtype. The
+// quotient differs from the product by the reciprocal for some elements (D = 3).
+TEST(OpsGradients, ScaleAndDivideInDtypeRoundTheFp32Result) {
+  const auto values = random_floats(kN, 6, -70000.0f, 70000.0f);
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(tensor::dtype_name(dtype));
+    std::vector<float> x = values;
+    for (float& v : x) v = round_to(dtype, v / 4.0f);  // representable in dtype
+    std::vector<float> scaled(kN), divided(kN);
+    for (std::int64_t i = 0; i < kN; ++i) {
+      scaled[i] = round_to(dtype, x[i] * (1.0f / 3.0f));
+      divided[i] = round_to(dtype, x[i] / 3.0f);
+    }
+    std::vector<std::uint8_t> a(static_cast<std::size_t>(kN) * tensor::dtype_size(dtype)),
+        b(a.size());
+    const tensor::Tensor ta(a.data(), dtype, tensor::Shape{kN});
+    const tensor::Tensor tb(b.data(), dtype, tensor::Shape{kN});
+    cast(ta, view(x, {kN}));
+    cast(tb, view(x, {kN}));
+    train::scale_in_dtype(ta, 1.0 / 3.0);  // the optimizer's host entry points
+    divide_in_dtype(DeviceContext{}, tb, 3.0f);
+    std::vector<float> got_scaled(kN), got_divided(kN);
+    cast(view(got_scaled, {kN}), ta);
+    cast(view(got_divided, {kN}), tb);
+    EXPECT_EQ(got_scaled, scaled);
+    EXPECT_EQ(got_divided, divided);
+  }
+  std::vector<float> x = values;
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < kN; ++i) differ += x[i] / 3.0f != x[i] * (1.0f / 3.0f) ? 1 : 0;
+  EXPECT_GT(differ, 0);  // the two ops are not one
+}
+
 TEST(OpsGradients, OverflowCheckFindsEveryNonFiniteValue) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -151,6 +184,9 @@ TEST(OpsGradients, ArgumentChecksNameTheOp) {
   EXPECT_EQ(testing_support::one_line_error(
                 [&] { round_through(DeviceContext{}, view(b, {4}), DType::kFloat16); }),
             "ops::round_through: x must be fp32 or fp16, got bfloat16");
+  EXPECT_EQ(testing_support::one_line_error(
+                [&] { scale_in_dtype(DeviceContext{}, view(ids, {4}), 0.5f); }),
+            "ops::scale_in_dtype: x must be fp32, bf16 or fp16, got int64");
   EXPECT_EQ(
       testing_support::one_line_error([&] { has_inf_or_nan(DeviceContext{}, view(ids, {4})); }),
       "ops::has_inf_or_nan: x must be fp32, bf16 or fp16, got int64");

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "dist/communicator.h"
+#include "dist/reduce.h"
 
 namespace mds::test {
 
@@ -65,7 +66,8 @@ class ThreadCommunicator final : public dist::Communicator {
     }
     return {};
   }
-  // fp32 sums and maxima only, folded in rank order as the real communicators do.
+  // Sums and maxima folded in rank order as the real communicators do; 16-bit floats through
+  // dist::reduce_into (rounded at every step, as MpiCommunicator's).
   dist::Request all_reduce_async(tensor::Tensor data, dist::ReduceOp op) override {
     switch (data.dtype()) {
       case tensor::DType::kFloat32:
@@ -74,8 +76,11 @@ class ThreadCommunicator final : public dist::Communicator {
         return fold<double>(data, op);
       case tensor::DType::kInt64:
         return fold<std::int64_t>(data, op);
+      case tensor::DType::kBFloat16:
+      case tensor::DType::kFloat16:
+        return fold_16bit(data, op);
       default:
-        base::fail(name_, ": fp32, fp64 and int64 reductions only");
+        base::fail(name_, ": fp32, fp64, int64, bf16 and fp16 reductions only");
     }
   }
   dist::Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override {
@@ -139,6 +144,27 @@ class ThreadCommunicator final : public dist::Communicator {
       }
     }
     std::copy(result.begin(), result.end(), values.begin());
+    return {};
+  }
+
+  dist::Request fold_16bit(tensor::Tensor data, dist::ReduceOp op) {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) send_async(data, peer, kReduce);
+    }
+    const auto* bytes = static_cast<const unsigned char*>(data.raw());
+    const std::vector<unsigned char> own(bytes, bytes + data.bytes());
+    std::vector<unsigned char> result(own.size()), part(own.size());
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_)
+        recv_async(tensor::Tensor(part.data(), data.dtype(), data.shape()), peer, kReduce);
+      const std::vector<unsigned char>& x = peer == rank_ ? own : part;
+      if (peer == 0) {
+        result = x;
+      } else {
+        dist::reduce_into(data.dtype(), op, result.data(), x.data(), data.numel());
+      }
+    }
+    std::memcpy(data.raw(), result.data(), result.size());
     return {};
   }
 

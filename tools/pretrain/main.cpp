@@ -149,8 +149,7 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
 // this run: CUDA needs a device and a run the CUDA path implements (train/device_choice.h).
 // Each rank of a node takes its own device (train::parse_device_flag_for_rank).
-tensor::Device choose_device(const config::PretrainArgs& args,
-                             const train::OptimizerOptions& optimizer, int local_rank,
+tensor::Device choose_device(const config::PretrainArgs& args, int local_rank,
                              const base::Log& log) {
   std::string requested = args.device;
   if (!args.was_given("--device")) {
@@ -159,9 +158,9 @@ tensor::Device choose_device(const config::PretrainArgs& args,
     }
   }
   const int devices = tensor::cuda_device_count();
-  const train::DeviceChoice choice =
-      train::choose_device(train::parse_device_flag_for_rank(requested, local_rank, devices),
-                           devices, train::cuda_unsupported_reason(optimizer, args.world_size));
+  const train::DeviceChoice choice = train::choose_device(
+      train::parse_device_flag_for_rank(requested, local_rank, devices), devices,
+      train::cuda_unsupported_reason(args.hidden_size / args.num_attention_heads));
   if (!choice.note.empty()) log.note(choice.note);
   if (choice.device.kind == tensor::DeviceKind::kCuda) {
     log.info(" > training on " + tensor::device_name(choice.device) + " (" +
@@ -247,7 +246,7 @@ int run(int argc, char** argv, Processes& processes) {
     adam.eps = args.adam_eps;
     adam.weight_decay = args.weight_decay;
     options.optimizer = train::optimizer_options_from_config(ds_config, adam);
-    options.device = choose_device(args, options.optimizer, processes.launch.local_rank, log);
+    options.device = choose_device(args, processes.launch.local_rank, log);
     // Several ranks on devices: device tensors go over NCCL or through host MPI (--distributed-
     // backend); host tensors (losses, norms, flags) still over MPI.
     if (processes.world && options.device.kind == tensor::DeviceKind::kCuda) {

@@ -20,6 +20,30 @@ float round_to(DType dtype, float value) {
   }
 }
 
+template <typename T, typename Op>
+void map_elements(T* v, std::int64_t n, Op op) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) v[i] = op(v[i]);
+}
+
+template <typename Op>
+void map_in_dtype(void* x, DType dtype, std::int64_t n, Op op) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      map_elements(static_cast<tensor::BFloat16*>(x), n, [op](tensor::BFloat16 v) {
+        return tensor::to_bfloat16(op(tensor::to_float(v)));
+      });
+      break;
+    case DType::kFloat16:
+      map_elements(static_cast<tensor::Float16*>(x), n,
+                   [op](tensor::Float16 v) { return tensor::to_float16(op(tensor::to_float(v))); });
+      break;
+    default:
+      map_elements(static_cast<float*>(x), n, op);
+      break;
+  }
+}
+
 }  // namespace
 
 void accumulate_rounded(void* accumulator, DType accumulator_dtype, const float* micro,
@@ -46,6 +70,14 @@ void round_through(void* x, DType x_dtype, std::int64_t n, DType dtype) {
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i)
       v[i] = tensor::to_float16(round_to(dtype, tensor::to_float(v[i])));
+  }
+}
+
+void scale_in_dtype(void* x, DType x_dtype, std::int64_t n, float operand, bool divide) {
+  if (divide) {
+    map_in_dtype(x, x_dtype, n, [operand](float v) { return v / operand; });
+  } else {
+    map_in_dtype(x, x_dtype, n, [operand](float v) { return v * operand; });
   }
 }
 

@@ -39,6 +39,8 @@ void accumulate_rounded(const DeviceContext& ctx, void* accumulator,
                         tensor::DType grad_dtype);
 void round_through(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
                    tensor::DType dtype);
+void scale_in_dtype(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
+                    float operand, bool divide);
 bool has_inf_or_nan(const DeviceContext& ctx, const void* x, tensor::DType dtype, std::int64_t n);
 void sums_of_squares(const DeviceContext& ctx, double* out, const float* x,
                      const SquaresSegment* segments, std::int64_t count);

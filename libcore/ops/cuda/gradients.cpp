@@ -16,6 +16,11 @@ void round_through(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std
   kernels::round_through(x, x_dtype, n, dtype, stream_of(ctx));
 }
 
+void scale_in_dtype(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
+                    float operand, bool divide) {
+  kernels::scale_in_dtype(x, x_dtype, n, operand, divide, stream_of(ctx));
+}
+
 bool has_inf_or_nan(const DeviceContext& ctx, const void* x, tensor::DType dtype, std::int64_t n) {
   return kernels::has_inf_or_nan(x, dtype, n, stream_of(ctx));
 }
