@@ -28,33 +28,7 @@ model=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
   { cat "$WORK/pretrain.log"; fail "pretrain"; }
 model+=(--load "$WORK/ckpt")
 
-# LAMBADA lines: bundled passages cut to 12 words (mostly wrong), and prompts completed with the
-# host's greedy next token (mostly right), so that the count says something.
-head -c 3000 "$MDS_DATA/eval/wikitext-2-test.txt" > "$WORK/wiki.txt"
-python3 - "$MDS_DATA/eval/lambada_test.jsonl" "$WORK" <<'PY'
-import json, sys
-lines = [json.loads(line)["text"].split() for line in open(sys.argv[1])][:16]
-with open(f"{sys.argv[2]}/lambada-real.jsonl", "w") as out:
-    for words in lines[:8]:
-        out.write(json.dumps({"text": " ".join(words[-12:])}) + "\n")
-for i, words in enumerate(lines[8:]):
-    with open(f"{sys.argv[2]}/prompt-{i}.txt", "w") as prompt:  # no newline: the model sees none
-        prompt.write(" ".join(words[-7:-1]))
-PY
-for i in 0 1 2 3 4 5 6 7; do
-  "$MDS_BIN/generate" "${model[@]}" --device cpu --greedy --out-seq-length 1 \
-    --sample-input-file "$WORK/prompt-$i.txt" > "$WORK/completion-$i.txt" 2> /dev/null ||
-    fail "greedy completion of prompt $i"
-done
-python3 - "$WORK" > "$WORK/lambada.jsonl" <<'PY'
-import json, pathlib, sys
-work = pathlib.Path(sys.argv[1])
-print((work / "lambada-real.jsonl").read_text(), end="")
-for i in range(8):
-    record = (work / f"completion-{i}.txt").read_text()
-    completion = record[record.index("\n\nMegatron-LM:") + 14:-1]
-    print(json.dumps({"text": (work / f"prompt-{i}.txt").read_text() + completion}))
-PY
+make_inference_eval_files 8
 printf 'First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n' \
   > "$WORK/verses.txt"
 

@@ -15,33 +15,7 @@ write_ds_config "$WORK/ds.json" fp32 0
   --train-iters 6 --save "$WORK/ckpt" --save-interval 6 > /dev/null 2>&1 || fail "pretrain"
 model=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32
        --max-position-embeddings 32 "${gpt2_flags[@]}" --load "$WORK/ckpt")
-head -c 3000 "$MDS_DATA/eval/wikitext-2-test.txt" > "$WORK/wiki.txt"
-# LAMBADA lines: bundled passages cut to 12 words (mostly wrong), and prompts completed with the
-# CPU's greedy next token (mostly right), so that the count says something.
-python3 - "$MDS_DATA/eval/lambada_test.jsonl" "$WORK" <<'PY'
-import json, sys
-lines = [json.loads(line)["text"].split() for line in open(sys.argv[1])][:24]
-with open(f"{sys.argv[2]}/lambada-real.jsonl", "w") as out:
-    for words in lines[:16]:
-        out.write(json.dumps({"text": " ".join(words[-12:])}) + "\n")
-for i, words in enumerate(lines[16:]):
-    with open(f"{sys.argv[2]}/prompt-{i}.txt", "w") as prompt:  # no newline: the model sees none
-        prompt.write(" ".join(words[-7:-1]))
-PY
-for i in 0 1 2 3 4 5 6 7; do
-  "$MDS_BIN/generate" "${model[@]}" --device cpu --greedy --out-seq-length 1 \
-    --sample-input-file "$WORK/prompt-$i.txt" > "$WORK/completion-$i.txt" 2> /dev/null ||
-    fail "greedy completion of prompt $i"
-done
-python3 - "$WORK" > "$WORK/lambada.jsonl" <<'PY'
-import json, pathlib, sys
-work = pathlib.Path(sys.argv[1])
-print((work / "lambada-real.jsonl").read_text(), end="")
-for i in range(8):
-    record = (work / f"completion-{i}.txt").read_text()
-    completion = record[record.index("\n\nMegatron-LM:") + 14:-1]
-    print(json.dumps({"text": (work / f"prompt-{i}.txt").read_text() + completion}))
-PY
+make_inference_eval_files 16
 printf 'The king said\nTo be, or not to be\nA horse, a horse\nWhat light through yonder\n' \
   > "$WORK/prompts.txt"
 
