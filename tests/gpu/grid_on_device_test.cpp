@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../unit/random_micro_batch.h"
 #include "../unit/thread_communicator.h"
 #include "dist/host_staged_communicator.h"
 #include "model/gpt_model.h"
@@ -57,28 +58,9 @@ ModelOptions tiny_options() {
   return o;
 }
 
-struct BatchData {
-  std::vector<std::int64_t> tokens, labels, positions;
-  std::vector<float> mask;
-  Shape shape;
-
-  BatchData(const ModelOptions& o, std::uint32_t seed)
-      : shape{o.micro_batch_size, o.config.seq_length} {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<std::int64_t> id(0, o.config.padded_vocab_size - 1);
-    for (std::int64_t i = 0; i < shape.numel(); ++i) {
-      tokens.push_back(id(gen));
-      labels.push_back(id(gen));
-      positions.push_back(i % o.config.seq_length);
-      mask.push_back(i % 5 == 1 ? 0.0f : 1.0f);
-    }
-  }
-  model::MicroBatch view() {
-    return {Tensor(tokens.data(), DType::kInt64, shape),
-            Tensor(labels.data(), DType::kInt64, shape),
-            Tensor(mask.data(), DType::kFloat32, shape),
-            Tensor(positions.data(), DType::kInt64, shape)};
-  }
+// Holes in the loss mask at i mod 5 == 1.
+struct BatchData : test::RandomMicroBatch {
+  BatchData(const ModelOptions& o, std::uint32_t seed) : RandomMicroBatch(o, seed, 5, 1) {}
 };
 
 DropoutContext dropout_for(std::int64_t mb) {

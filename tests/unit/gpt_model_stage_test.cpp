@@ -21,6 +21,7 @@
 #include "model/param_buffer.h"
 #include "model/param_table.h"
 #include "model/pipeline_partition.h"
+#include "random_micro_batch.h"
 #include "train/pipeline_schedule.h"
 
 namespace mds::model {
@@ -47,36 +48,9 @@ ModelOptions stage_options() {
 }
 
 // Host data of one micro-batch.
-struct BatchData {
-  std::vector<std::int64_t> tokens, labels, positions;
-  std::vector<float> mask;
-
-  BatchData(const ModelOptions& o, std::uint32_t seed) {
-    const std::int64_t b = o.micro_batch_size, s = o.config.seq_length;
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<std::int64_t> id(0, o.config.padded_vocab_size - 1);
-    for (std::int64_t i = 0; i < b * s; ++i) {
-      tokens.push_back(id(gen));
-      labels.push_back(id(gen));
-      positions.push_back(i % s);
-      mask.push_back(i % 7 == 2 ? 0.0f : 1.0f);
-    }
-  }
-  // Only the fields a stage reads: tokens and positions for the embedding, labels and the mask
-  // for the head.
-  MicroBatch view(const ModelOptions& o, bool inputs, bool targets) {
-    const Shape shape{o.micro_batch_size, o.config.seq_length};
-    MicroBatch batch;
-    if (inputs) {
-      batch.tokens = Tensor(tokens.data(), DType::kInt64, shape);
-      batch.position_ids = Tensor(positions.data(), DType::kInt64, shape);
-    }
-    if (targets) {
-      batch.labels = Tensor(labels.data(), DType::kInt64, shape);
-      batch.loss_mask = Tensor(mask.data(), DType::kFloat32, shape);
-    }
-    return batch;
-  }
+// Holes in the loss mask at i mod 7 == 2.
+struct BatchData : test::RandomMicroBatch {
+  BatchData(const ModelOptions& o, std::uint32_t seed) : RandomMicroBatch(o, seed, 7, 2) {}
 };
 
 DropoutContext dropout_for(std::int64_t micro_batch) {
@@ -101,7 +75,7 @@ struct Reference {
     }
     GptModel model(o, *table);
     for (std::size_t m = 0; m < batches.size(); ++m) {
-      loss += model.forward_backward(*params, *grads, batches[m].view(o, true, true),
+      loss += model.forward_backward(*params, *grads, batches[m].view(true, true),
                                      dropout_for(static_cast<std::int64_t>(m)), loss_scale);
     }
   }
@@ -211,7 +185,7 @@ bool run_pipeline(const ModelOptions& whole, const std::vector<std::int64_t>& pa
           case InstructionKind::kForwardPass: {
             if (micro_batch < 0) micro_batch = in.micro_batch;
             const MicroBatch batch = batches[static_cast<std::size_t>(in.micro_batch)].view(
-                whole, model.owns_embedding(), model.owns_head());
+                model.owns_embedding(), model.owns_head());
             const Tensor input = model.owns_embedding() ? Tensor{} : model.stage_input(buffer);
             const Tensor output =
                 model.owns_head() ? Tensor{}
@@ -369,31 +343,31 @@ TEST(GptModelStage, RejectsMisuse) {
   const Tensor h(hidden.data(), DType::kFloat32, Shape{16, 2, 32});
 
   EXPECT_NE(error_of([&] {
-              head.forward_backward(params, grads, data.view(o, true, true), {}, 1);
+              head.forward_backward(params, grads, data.view(true, true), {}, 1);
             }).find("runs the whole model"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              head.forward_stage(0, params, data.view(o, true, true), {}, {}, {});
+              head.forward_stage(0, params, data.view(true, true), {}, {}, {});
             }).find("input_hidden must be an fp32 [16, 2, 32] tensor on cpu"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              head.forward_stage(0, params, data.view(o, true, true), {}, h, h);
+              head.forward_stage(0, params, data.view(true, true), {}, h, h);
             }).find("output_hidden must be empty"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              head.forward_stage(2, params, data.view(o, true, true), {}, h, {});
+              head.forward_stage(2, params, data.view(true, true), {}, h, {});
             }).find("pipe buffer 2 is outside [0, 2)"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              head.forward_stage(0, params, data.view(o, true, false), {}, h, {});
+              head.forward_stage(0, params, data.view(true, false), {}, h, {});
             }).find("MicroBatch.labels"),
             std::string::npos);
   EXPECT_NE(
       error_of([&] { head.backward_stage(1, params, grads, {}, h, 1); }).find("holds no forward"),
       std::string::npos);
   // The buffers share the head: a second forward before the first backward cannot be undone.
-  head.forward_stage(0, params, data.view(o, false, true), {}, h, {});
-  head.forward_stage(1, params, data.view(o, false, true), {}, h, {});
+  head.forward_stage(0, params, data.view(false, true), {}, h, {});
+  head.forward_stage(1, params, data.view(false, true), {}, h, {});
   EXPECT_NE(error_of([&] { head.backward_stage(0, params, grads, {}, h, 1); }).find("1F1B"),
             std::string::npos);
   head.backward_stage(1, params, grads, {}, h, 1);
@@ -401,11 +375,11 @@ TEST(GptModelStage, RejectsMisuse) {
       error_of([&] { head.backward_stage(1, params, grads, {}, h, 1); }).find("holds no forward"),
       std::string::npos);
   EXPECT_NE(error_of([&] {
-              embed.forward_stage(0, first_params, data.view(o, true, false), {}, h, h);
+              embed.forward_stage(0, first_params, data.view(true, false), {}, h, h);
             }).find("input_hidden must be empty"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              embed.forward_loss(first_params, data.view(o, true, true), {});
+              embed.forward_loss(first_params, data.view(true, true), {});
             }).find("runs the whole model"),
             std::string::npos);
 
