@@ -43,11 +43,9 @@ using tensor::Shape;
 
 constexpr tensor::Device kCuda0{tensor::DeviceKind::kCuda, 0};
 
-#define EXPECT_FP32_CLOSE(ctx, t, bound) MDS_EXPECT_CLOSE((t).download(ctx), (t).host, bound)
-
 template <typename T>
 class Activations16OnDevice : public ::testing::Test {};
-using HalfTypes = ::testing::Types<tensor::BFloat16, tensor::Float16>;
+using gpu_test::HalfTypes;
 TYPED_TEST_SUITE(Activations16OnDevice, HalfTypes);
 
 TYPED_TEST(Activations16OnDevice, AddAndScaleAreBitIdentical) {

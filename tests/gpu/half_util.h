@@ -18,6 +18,12 @@
 
 namespace mds::gpu_test {
 
+// The 16-bit storage types the typed tests run over.
+using HalfTypes = ::testing::Types<tensor::BFloat16, tensor::Float16>;
+
+// An fp32 Mirrored tensor's device values against its host values.
+#define EXPECT_FP32_CLOSE(ctx, t, bound) MDS_EXPECT_CLOSE((t).download(ctx), (t).host, bound)
+
 template <typename T>
 std::vector<T> halves(std::size_t n, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
   std::vector<T> v;

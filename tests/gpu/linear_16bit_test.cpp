@@ -51,11 +51,9 @@ std::size_t count(std::int64_t rows, std::int64_t cols) {
   return static_cast<std::size_t>(rows * cols);
 }
 
-#define EXPECT_FP32_CLOSE(ctx, t, bound) MDS_EXPECT_CLOSE((t).download(ctx), (t).host, bound)
-
 template <typename T>
 class Linear16OnDevice : public ::testing::Test {};
-using HalfTypes = ::testing::Types<tensor::BFloat16, tensor::Float16>;
+using gpu_test::HalfTypes;
 TYPED_TEST_SUITE(Linear16OnDevice, HalfTypes);
 
 TYPED_TEST(Linear16OnDevice, ForwardWithAndWithoutBias) {
