@@ -10,15 +10,17 @@ bool attention_head_dim_supported(std::int64_t hn) {
   return kernels::attention_head_dim_supported(hn);
 }
 
-void attention_forward(const DeviceContext& ctx, float* context, float* lse, const float* qkv,
-                       cpu::AttentionDims d, float coeff, const DropoutStream& dropout) {
-  kernels::attention_forward(context, lse, qkv, d, coeff, dropout, stream_of(ctx));
+void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
+                       tensor::DType dtype, cpu::AttentionDims d, float coeff,
+                       const DropoutStream& dropout) {
+  kernels::attention_forward(context, lse, qkv, dtype, d, coeff, dropout, stream_of(ctx));
 }
 
-void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcontext,
-                        const float* context, const float* lse, const float* qkv,
+void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
+                        const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout) {
-  kernels::attention_backward(dqkv, dcontext, context, lse, qkv, d, coeff, dropout, stream_of(ctx));
+  kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
+                              stream_of(ctx));
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {

@@ -120,10 +120,11 @@ void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const flo
 
 // kernels/attention.h
 bool attention_head_dim_supported(std::int64_t hn);
-void attention_forward(const DeviceContext& ctx, float* context, float* lse, const float* qkv,
-                       cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
-void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcontext,
-                        const float* context, const float* lse, const float* qkv,
+void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
+                       tensor::DType dtype, cpu::AttentionDims d, float coeff,
+                       const DropoutStream& dropout);
+void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
+                        const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
 
 // kernels/decode_attention.h
