@@ -160,4 +160,18 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
   check_launch("kernels::attention_backward (dq)");
 }
 
+void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
+                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream) {
+  attention_forward(static_cast<void*>(ctx), lse, static_cast<const void*>(qkv),
+                    tensor::DType::kFloat32, d, coeff, dropout, stream);
+}
+
+void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
+                        const float* qkv, ops::cpu::AttentionDims d, float coeff,
+                        const ops::DropoutStream& dropout, cudaStream_t stream) {
+  attention_backward(static_cast<void*>(dqkv), static_cast<const void*>(dctx),
+                     static_cast<const void*>(ctx), lse, static_cast<const void*>(qkv),
+                     tensor::DType::kFloat32, d, coeff, dropout, stream);
+}
+
 }  // namespace mds::kernels

@@ -46,4 +46,11 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
 
+// The fp32 instances, for callers holding float pointers.
+void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
+                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
+void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
+                        const float* qkv, ops::cpu::AttentionDims d, float coeff,
+                        const ops::DropoutStream& dropout, cudaStream_t stream);
+
 }  // namespace mds::kernels
