@@ -3,15 +3,16 @@
 
 #include "base/error.h"
 #include "kernels/attention.h"
+#include "kernels/attention_io_cuda.cuh"
 #include "kernels/attention_kernels.cuh"
 #include "kernels/check.h"
-#include "kernels/device_common.cuh"
 
 namespace mds::kernels {
 
 namespace {
 
 using namespace attention_detail;
+using attention_io::with_io;
 
 // Shared memory of each kernel: `tiles` row tiles of kTile × (hn + 1) floats plus `pair_tiles`
 // [kTile][kPairLd] tiles plus `rows` per-row floats.
@@ -48,30 +49,6 @@ void with_head_dim(std::int64_t hn, const char* op, Body body) {
       base::fail("cuda: kernels::", op, ": head dim ", hn,
                  " has no kernel (8, 16, 32, 64, 96 or 128)");
   }
-}
-
-// 16-bit storage (kBF16 or kF16) of the activations, through device_common.cuh's conversions.
-template <detail::Storage kS>
-struct Bits16Io {
-  using Elem = std::uint16_t;
-  __device__ static float load(const Elem* p, std::int64_t i) { return detail::load<kS>(p, i); }
-  __device__ static void store(Elem* p, std::int64_t i, float value) {
-    detail::store<kS>(p, i, value);
-  }
-};
-
-// Calls body(Io) with the kernels' storage policy for `dtype`: Fp32Io for fp32 (the fp32 kernels
-// as they were), Bits16Io for bf16 and fp16.
-template <typename Body>
-void with_io(tensor::DType dtype, const char* op, Body body) {
-  detail::with_storage(dtype, op, [&](auto s) {
-    constexpr detail::Storage kS = decltype(s)::value;
-    if constexpr (kS == detail::Storage::kF32) {
-      body(Fp32Io{});
-    } else {
-      body(Bits16Io<kS>{});
-    }
-  });
 }
 
 struct Launch {

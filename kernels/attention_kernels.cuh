@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_io.cuh"
 #include "kernels/philox.cuh"
 
 namespace mds::kernels::attention_detail {
@@ -53,16 +54,8 @@ struct Geometry {
 template <int kHn>
 constexpr int kRowLd = kHn + 1;
 
-// The storage of the activations q, k, v, ctx, dctx and dqkv: the kernels are templated on an
-// `Io` giving the element type, loads widened exactly to fp32 and stores rounded once; lse, the
-// shared tiles and all the math stay fp32. Fp32Io is plain float access (the fp32 kernels);
-// attention.cu adds the 16-bit ones (device_common.cuh's conversions), the CPU emulation test
-// their host twins.
-struct Fp32Io {
-  using Elem = float;
-  __device__ static float load(const float* p, std::int64_t i) { return p[i]; }
-  __device__ static void store(float* p, std::int64_t i, float value) { p[i] = value; }
-};
+// The storage of the activations q, k, v, ctx, dctx and dqkv: attention_io.cuh's policies.
+using attention_io::Fp32Io;
 
 __device__ inline float warp_sum(float value) {
   // A butterfly: every lane ends with the same bits (each step adds the same two values).

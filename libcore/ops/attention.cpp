@@ -96,12 +96,7 @@ cpu::DecodeAttentionDims decode_dims(const char* op, const Tensor& keys, const T
                "] to match keys ", keys.shape().to_string(), ", got ", qkv.shape().to_string());
   }
   detail::expect_shape(op, {"values", values}, keys.shape());
-  const DType dtype =
-      detail::activation_dtype(op, {"qkv", qkv}, {{"keys", keys}, {"values", values}});
-  if (cuda && dtype != DType::kFloat32) {
-    base::fail("ops::", op, ": ", tensor::dtype_name(dtype),
-               " tensors run on the host only (the CUDA decode-attention kernels are float32)");
-  }
+  detail::activation_dtype(op, {"qkv", qkv}, {{"keys", keys}, {"values", values}});
   const std::int64_t count = qkv.dim(1);
   if (past < 0 || past + count > capacity) {
     base::fail("ops::", op, ": positions [", past, ", ", past + count, ") do not fit the cache of ",
@@ -280,7 +275,8 @@ void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcon
 }
 
 // The decode attention's cache and activations share one dtype; on the host a 16-bit call widens
-// them (the whole cache, a copy per call) and rounds what it writes once.
+// them (the whole cache, a copy per call) and rounds what it writes once, on a device the kernels
+// widen their loads.
 void kv_cache_append(const DeviceContext& ctx, Tensor keys, Tensor values, Tensor qkv,
                      std::int64_t past) {
   constexpr const char* kOp = "kv_cache_append";
@@ -288,7 +284,7 @@ void kv_cache_append(const DeviceContext& ctx, Tensor keys, Tensor values, Tenso
   const cpu::DecodeAttentionDims d = decode_dims(kOp, keys, values, qkv, past, cuda);
   if (cuda) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::kv_cache_append(ctx, keys.data<float>(), values.data<float>(), qkv.data<float>(), d);
+      cuda::kv_cache_append(ctx, keys.raw(), values.raw(), qkv.raw(), qkv.dtype(), d);
     }
     return;
   }
@@ -309,8 +305,8 @@ void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor q
   check_coeff(kOp, coeff);
   if (cuda) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::decode_attention_forward(ctx, context.data<float>(), qkv.data<float>(),
-                                     keys.data<float>(), values.data<float>(), d, coeff);
+      cuda::decode_attention_forward(ctx, context.raw(), qkv.raw(), keys.raw(), values.raw(),
+                                     qkv.dtype(), d, coeff);
     }
     return;
   }

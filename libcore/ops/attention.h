@@ -26,7 +26,7 @@
 // bfloat16 or float16, one dtype per call (ops/activation_dtype.h); probs, dprobs, dropped and lse
 // are float32. A 16-bit call computes in fp32: on the host the fp32 function runs on widened
 // copies and each output is rounded once (ops/cpu/widened.h); on a device the flash kernels widen
-// their loads and round each store once. The CUDA decode attention is float32 only.
+// their loads and round each store once.
 #pragma once
 #include <cstdint>
 

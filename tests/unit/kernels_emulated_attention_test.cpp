@@ -22,11 +22,16 @@ float smem[simt::kSharedFloats];
 #include "ops/attention.h"
 #include "ops/cpu/attention.h"
 #include "tensor/tensor.h"
+#include "tests/unit/emulated_storage.h"
 
 namespace mds {
 namespace {
 
 namespace ad = kernels::attention_detail;
+using emulated::bits;
+using emulated::count_beyond_one_ulp;
+using emulated::HostBits16Io;
+using emulated::widened;
 
 struct Case {
   std::int64_t s, b, np, hn;
@@ -209,35 +214,10 @@ TEST(KernelsEmulatedAttention, DropoutMatchesCpuMasks) {
 // ---- 16-bit storage --------------------------------------------------------------------------
 
 template <typename T>
-T narrow(float value) {
-  if constexpr (std::is_same_v<T, tensor::BFloat16>) {
-    return tensor::to_bfloat16(value);
-  } else {
-    return tensor::to_float16(value);
-  }
-}
-
-// The host twin of kernels/attention.cu's Bits16Io: device_common.cuh's conversions are
-// tensor::to_bfloat16's and round-to-nearest-even fp16 (tensor::to_float16's).
-template <typename T>
-struct HostBits16Io {
-  using Elem = T;
-  static float load(const T* p, std::int64_t i) { return tensor::to_float(p[i]); }
-  static void store(T* p, std::int64_t i, float value) { p[i] = narrow<T>(value); }
-};
-
-template <typename T>
 std::vector<T> random_halves(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::vector<T> v;
-  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(narrow<T>(x));
+  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(ops_test::narrow<T>(x));
   return v;
-}
-
-template <typename T>
-std::vector<float> widened(const std::vector<T>& v) {
-  std::vector<float> out;
-  for (const T x : v) out.push_back(tensor::to_float(x));
-  return out;
 }
 
 template <typename T>
@@ -278,42 +258,6 @@ Results16<T> run_kernels16(const Case& c, const std::vector<T>& qkv, const std::
       },
       poison_shared);
   return r;
-}
-
-// Sign-magnitude bits to a monotonic integer: neighbours differ by one.
-int ordered(std::uint16_t b) {
-  return (b & 0x8000) != 0 ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b);
-}
-
-// The elements of got[first + k·stride + [0, width)] more than one ulp of T from want, and
-// farther than 1e-4·rms(want) where want is near zero (tests/gpu/activations_16bit_test.cpp's
-// rule).
-template <typename T>
-std::size_t count_beyond_one_ulp(const std::vector<T>& got, const std::vector<T>& want,
-                                 std::size_t first, std::size_t width, std::size_t stride) {
-  double sq = 0.0;
-  for (const T x : want) sq += static_cast<double>(tensor::to_float(x)) * tensor::to_float(x);
-  const double floor = 1e-4 * std::sqrt(sq / static_cast<double>(want.size() + 1));
-  std::size_t beyond = 0;
-  for (std::size_t base = first; base < got.size(); base += stride) {
-    for (std::size_t i = base; i < base + width; ++i) {
-      const float g = tensor::to_float(got[i]), w = tensor::to_float(want[i]);
-      if (!std::isfinite(g)) {
-        ++beyond;
-      } else if (std::abs(ordered(got[i].bits) - ordered(want[i].bits)) > 1 &&
-                 std::fabs(static_cast<double>(g) - w) > floor) {
-        ++beyond;
-      }
-    }
-  }
-  return beyond;
-}
-
-template <typename T>
-std::vector<std::uint16_t> bits(const std::vector<T>& v) {
-  std::vector<std::uint16_t> out;
-  for (const T x : v) out.push_back(x.bits);
-  return out;
 }
 
 template <typename T>

@@ -27,15 +27,15 @@ bool decode_attention_head_dim_supported(std::int64_t hn) {
   return kernels::decode_attention_head_dim_supported(hn);
 }
 
-void kv_cache_append(const DeviceContext& ctx, float* keys, float* values, const float* qkv,
-                     cpu::DecodeAttentionDims d) {
-  kernels::kv_cache_append(keys, values, qkv, d, stream_of(ctx));
+void kv_cache_append(const DeviceContext& ctx, void* keys, void* values, const void* qkv,
+                     tensor::DType dtype, cpu::DecodeAttentionDims d) {
+  kernels::kv_cache_append(keys, values, qkv, dtype, d, stream_of(ctx));
 }
 
-void decode_attention_forward(const DeviceContext& ctx, float* context, const float* qkv,
-                              const float* keys, const float* values, cpu::DecodeAttentionDims d,
-                              float coeff) {
-  kernels::decode_attention_forward(context, qkv, keys, values, d, coeff, stream_of(ctx));
+void decode_attention_forward(const DeviceContext& ctx, void* context, const void* qkv,
+                              const void* keys, const void* values, tensor::DType dtype,
+                              cpu::DecodeAttentionDims d, float coeff) {
+  kernels::decode_attention_forward(context, qkv, keys, values, dtype, d, coeff, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda

@@ -129,11 +129,11 @@ void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dconte
 
 // kernels/decode_attention.h
 bool decode_attention_head_dim_supported(std::int64_t hn);
-void kv_cache_append(const DeviceContext& ctx, float* keys, float* values, const float* qkv,
-                     cpu::DecodeAttentionDims d);
-void decode_attention_forward(const DeviceContext& ctx, float* context, const float* qkv,
-                              const float* keys, const float* values, cpu::DecodeAttentionDims d,
-                              float coeff);
+void kv_cache_append(const DeviceContext& ctx, void* keys, void* values, const void* qkv,
+                     tensor::DType dtype, cpu::DecodeAttentionDims d);
+void decode_attention_forward(const DeviceContext& ctx, void* context, const void* qkv,
+                              const void* keys, const void* values, tensor::DType dtype,
+                              cpu::DecodeAttentionDims d, float coeff);
 
 // kernels/adam.h
 void adamw_step(const DeviceContext& ctx, float* params, const float* grads, float* exp_avg,
