@@ -10,7 +10,8 @@
 // the definition in double on the widened qkv. dq and dk: the kernels' delta = dctx·ctx reads the
 // 16-bit ctx, the host's softmax backward sums p·dp in fp32, and the difference survives the
 // cancellation in dp − delta: bounded in norm by 2u (u the unit roundoff; under the CPU emulation,
-// tests/unit/kernels_emulated_attention_test.cpp, it measured below u).
+// tests/unit/kernels_emulated_attention_test.cpp, it measured below u). The decode attention over
+// a 16-bit cache: the cache bit for bit, the context within one ulp as ctx.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -190,8 +191,39 @@ void expect_one_line_failure(const std::function<void()>& call, const std::strin
   }
 }
 
-// The dtype rule on a device: one dtype for qkv, context, dcontext and dqkv; lse stays fp32; the
-// CUDA decode attention is fp32 only.
+// The decode attention over a 16-bit cache on a device against the host's: a prefill of 257
+// positions (several keys per thread), then one, then three; the cache bit for bit (the append
+// copies), the context within one 16-bit ulp (fp32 math, another summation order).
+TYPED_TEST(Attention16OnDevice, DecodeAttentionMatchesHost16BitDecode) {
+  using T = TypeParam;
+  const DeviceContext ctx(kCuda0), host;
+  for (const std::int64_t hn : {std::int64_t{8}, std::int64_t{64}, std::int64_t{128}}) {
+    const std::int64_t b = 2, np = 2, capacity = 270;
+    const Shape cache_shape{b, np, capacity, hn};
+    const auto cache_n = static_cast<std::size_t>(cache_shape.numel());
+    Mirrored<T> keys(ctx, halves<T>(cache_n, 40, -2.0f, 2.0f), cache_shape);
+    Mirrored<T> values(ctx, halves<T>(cache_n, 41, -2.0f, 2.0f), cache_shape);
+    std::int64_t past = 0;
+    for (const std::int64_t count : {std::int64_t{257}, std::int64_t{1}, std::int64_t{3}}) {
+      const std::string what = "hn=" + std::to_string(hn) + " past=" + std::to_string(past);
+      const Shape qkv_shape{b, count, np * 3 * hn}, ctx_shape{b, count, np * hn};
+      const auto ctx_n = static_cast<std::size_t>(ctx_shape.numel());
+      Mirrored<T> qkv(ctx, halves<T>(static_cast<std::size_t>(qkv_shape.numel()), 42, -2.0f, 2.0f),
+                      qkv_shape);
+      Mirrored<T> context(ctx, std::vector<T>(ctx_n, T{0xFFFF}), ctx_shape);
+      ops::kv_cache_append(host, keys.h, values.h, qkv.h, past);
+      ops::decode_attention_forward(host, context.h, qkv.h, keys.h, values.h, past, 1.0f);
+      ops::kv_cache_append(ctx, keys.d, values.d, qkv.d, past);
+      ops::decode_attention_forward(ctx, context.d, qkv.d, keys.d, values.d, past, 1.0f);
+      EXPECT_EQ(widened(keys.download(ctx)), widened(keys.host)) << what;
+      EXPECT_EQ(widened(values.download(ctx)), widened(values.host)) << what;
+      expect_one_ulp(context.download(ctx), context.host, 0, ctx_n, ctx_n, "decode " + what);
+      past += count;
+    }
+  }
+}
+
+// The dtype rule on a device: one dtype for the activations; lse stays fp32.
 TEST(Attention16OnDevice, DtypeMixesFailWithOneLine) {
   const DeviceContext ctx(kCuda0);
   const Shape qkv_shape{2, 1, 24}, ctx_shape{2, 1, 8}, lse_shape{1, 1, 2};
@@ -208,11 +240,11 @@ TEST(Attention16OnDevice, DtypeMixesFailWithOneLine) {
       "ops::flash_attention_forward: lse must be float32, got bfloat16");
 
   const Shape cache_shape{1, 1, 4, 8}, step_shape{1, 1, 24};
-  Mirrored<tensor::BFloat16> keys(ctx, std::vector<tensor::BFloat16>(32), cache_shape);
+  Mirrored<float> keys(ctx, std::vector<float>(32), cache_shape);
   Mirrored<tensor::BFloat16> values(ctx, std::vector<tensor::BFloat16>(32), cache_shape);
   Mirrored<tensor::BFloat16> step(ctx, halves<tensor::BFloat16>(24, 2, -1.0f, 1.0f), step_shape);
   expect_one_line_failure([&] { ops::kv_cache_append(ctx, keys.d, values.d, step.d, 0); },
-                          "ops::kv_cache_append: bfloat16 tensors run on the host only");
+                          "ops::kv_cache_append: keys must have qkv's dtype bfloat16, got float32");
 }
 
 }  // namespace
