@@ -46,7 +46,7 @@ struct Dropout {
 // Strides of one slice's views, and the dropout.
 struct Geometry {
   std::int64_t s;
-  std::int64_t qkv_ld;  // floats from one token to the next in qkv: b·np·3·hn
+  std::int64_t qkv_ld;  // elements from one token to the next in qkv: b·np·3·hn
   std::int64_t ctx_ld;  // in ctx: b·np·hn
   Dropout dropout = {};
 };
