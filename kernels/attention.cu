@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "kernels/attention.h"
+#include "kernels/attention_io_cuda.cuh"
 #include "kernels/attention_kernels.cuh"
 #include "kernels/check.h"
 
@@ -11,6 +12,7 @@ namespace mds::kernels {
 namespace {
 
 using namespace attention_detail;
+using attention_io::with_io;
 
 // Shared memory of each kernel: `tiles` row tiles of kTile × (hn + 1) floats plus `pair_tiles`
 // [kTile][kPairLd] tiles plus `rows` per-row floats.
@@ -88,38 +90,65 @@ bool attention_head_dim_supported(std::int64_t hn) {
   return hn == 8 || hn == 16 || hn == 32 || hn == 64 || hn == 96 || hn == 128;
 }
 
-void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
-                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream) {
+void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
+                       ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
+                       cudaStream_t stream) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, "attention_forward");
-  with_head_dim(d.hn, "attention_forward", [&](auto hn) {
-    constexpr int kHn = decltype(hn)::value;
-    const std::size_t bytes = shared_bytes(kHn, 3, 1, 2);
-    allow_shared(forward_kernel<kHn>, bytes, "kernels::attention_forward (shared memory)");
-    forward_kernel<kHn>
-        <<<at.grid, kThreads, bytes, stream>>>(ctx, lse, qkv, at.geometry, at.alpha, coeff);
+  with_io(dtype, "attention_forward", [&](auto io) {
+    using Io = decltype(io);
+    using Elem = typename Io::Elem;
+    with_head_dim(d.hn, "attention_forward", [&](auto hn) {
+      constexpr int kHn = decltype(hn)::value;
+      const std::size_t bytes = shared_bytes(kHn, 3, 1, 2);
+      allow_shared(forward_kernel<kHn, Io>, bytes, "kernels::attention_forward (shared memory)");
+      forward_kernel<kHn, Io><<<at.grid, kThreads, bytes, stream>>>(static_cast<Elem*>(ctx), lse,
+                                                                    static_cast<const Elem*>(qkv),
+                                                                    at.geometry, at.alpha, coeff);
+    });
   });
   check_launch("kernels::attention_forward");
+}
+
+void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                        const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
+                        float coeff, const ops::DropoutStream& dropout, cudaStream_t stream) {
+  if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
+  const Launch at = launch_of(d, coeff, dropout, "attention_backward");
+  with_io(dtype, "attention_backward", [&](auto io) {
+    using Io = decltype(io);
+    using Elem = typename Io::Elem;
+    auto* dqkv_e = static_cast<Elem*>(dqkv);
+    const auto *dctx_e = static_cast<const Elem*>(dctx), *ctx_e = static_cast<const Elem*>(ctx),
+               *qkv_e = static_cast<const Elem*>(qkv);
+    with_head_dim(d.hn, "attention_backward", [&](auto hn) {
+      constexpr int kHn = decltype(hn)::value;
+      const std::size_t dkdv_bytes = shared_bytes(kHn, 4, 2, 0);
+      allow_shared(dkdv_kernel<kHn, Io>, dkdv_bytes, "kernels::attention_backward (shared memory)");
+      dkdv_kernel<kHn, Io><<<at.grid, kThreads, dkdv_bytes, stream>>>(
+          dqkv_e, dctx_e, ctx_e, lse, qkv_e, at.geometry, at.alpha, coeff);
+      check_launch("kernels::attention_backward (dk, dv)");
+      const std::size_t dq_bytes = shared_bytes(kHn, 4, 1, 0);
+      allow_shared(dq_kernel<kHn, Io>, dq_bytes, "kernels::attention_backward (shared memory)");
+      dq_kernel<kHn, Io><<<at.grid, kThreads, dq_bytes, stream>>>(dqkv_e, dctx_e, ctx_e, lse, qkv_e,
+                                                                  at.geometry, at.alpha, coeff);
+    });
+  });
+  check_launch("kernels::attention_backward (dq)");
+}
+
+void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
+                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream) {
+  attention_forward(static_cast<void*>(ctx), lse, static_cast<const void*>(qkv),
+                    tensor::DType::kFloat32, d, coeff, dropout, stream);
 }
 
 void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
                         const float* qkv, ops::cpu::AttentionDims d, float coeff,
                         const ops::DropoutStream& dropout, cudaStream_t stream) {
-  if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, dropout, "attention_backward");
-  with_head_dim(d.hn, "attention_backward", [&](auto hn) {
-    constexpr int kHn = decltype(hn)::value;
-    const std::size_t dkdv_bytes = shared_bytes(kHn, 4, 2, 0);
-    allow_shared(dkdv_kernel<kHn>, dkdv_bytes, "kernels::attention_backward (shared memory)");
-    dkdv_kernel<kHn><<<at.grid, kThreads, dkdv_bytes, stream>>>(dqkv, dctx, ctx, lse, qkv,
-                                                                at.geometry, at.alpha, coeff);
-    check_launch("kernels::attention_backward (dk, dv)");
-    const std::size_t dq_bytes = shared_bytes(kHn, 4, 1, 0);
-    allow_shared(dq_kernel<kHn>, dq_bytes, "kernels::attention_backward (shared memory)");
-    dq_kernel<kHn><<<at.grid, kThreads, dq_bytes, stream>>>(dqkv, dctx, ctx, lse, qkv, at.geometry,
-                                                            at.alpha, coeff);
-  });
-  check_launch("kernels::attention_backward (dq)");
+  attention_backward(static_cast<void*>(dqkv), static_cast<const void*>(dctx),
+                     static_cast<const void*>(ctx), lse, static_cast<const void*>(qkv),
+                     tensor::DType::kFloat32, d, coeff, dropout, stream);
 }
 
 }  // namespace mds::kernels

@@ -9,7 +9,10 @@
 //
 // No [s, s] matrix is stored: the forward walks the keys tile by tile with an online softmax and
 // keeps, per query row, lse = m + log(Σ exp(z − m)) in the coeff·S domain; the backward recomputes
-// the probabilities exp(z − lse) from it. Everything is fp32 with fp32 accumulation. Fully
+// the probabilities exp(z − lse) from it. The math is fp32 with fp32 accumulation; the
+// activations qkv, ctx, dctx and dqkv are fp32, bf16 or fp16 (`dtype`, one for all of them: loads
+// widened exactly, each store rounded once, `dqkv +=` widened, added in fp32 and rounded once),
+// lse is always fp32. Fully
 // deterministic: no atomics; dk/dv and dq come from two kernels each owning its outputs (the key
 // tile's rows, the query tile's rows), summing in a fixed order.
 //
@@ -22,6 +25,7 @@
 
 #include "ops/cpu/attention.h"
 #include "ops/dropout.h"
+#include "tensor/dtype.h"
 
 namespace mds::kernels {
 
@@ -31,12 +35,20 @@ bool attention_head_dim_supported(std::int64_t hn);
 // dropout.p > 0 pair (i, j) of slice (batch, head) keeps the mask the CPU draws for it: element
 // (sh·s + i)·s + j of the stream, sh = batch·d.stream_heads + d.first_head + head (stream_heads 0
 // means np). p = 0: no dropout (d.first_head and d.stream_heads unused).
-void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
-                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
+void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
+                       ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
+                       cudaStream_t stream);
 
 // dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
 // dropout). Each element of dqkv is read and written by one thread once. dqkv must not alias the
 // inputs.
+void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                        const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
+                        float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
+
+// The fp32 instances, for callers holding float pointers.
+void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,
+                       float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
 void attention_backward(float* dqkv, const float* dctx, const float* ctx, const float* lse,
                         const float* qkv, ops::cpu::AttentionDims d, float coeff,
                         const ops::DropoutStream& dropout, cudaStream_t stream);

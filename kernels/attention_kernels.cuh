@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_io.cuh"
 #include "kernels/philox.cuh"
 
 namespace mds::kernels::attention_detail {
@@ -45,13 +46,16 @@ struct Dropout {
 // Strides of one slice's views, and the dropout.
 struct Geometry {
   std::int64_t s;
-  std::int64_t qkv_ld;  // floats from one token to the next in qkv: b·np·3·hn
+  std::int64_t qkv_ld;  // elements from one token to the next in qkv: b·np·3·hn
   std::int64_t ctx_ld;  // in ctx: b·np·hn
   Dropout dropout = {};
 };
 
 template <int kHn>
 constexpr int kRowLd = kHn + 1;
+
+// The storage of the activations q, k, v, ctx, dctx and dqkv: attention_io.cuh's policies.
+using attention_io::Fp32Io;
 
 __device__ inline float warp_sum(float value) {
   // A butterfly: every lane ends with the same bits (each step adds the same two values).
@@ -67,13 +71,13 @@ __device__ inline float warp_max(float value) {
 
 // Copies rows [first, first + kTile) of a strided [s, kHn] view into a shared tile; rows past
 // the end become zeros, so that a zero probability times them stays zero (not 0·NaN).
-template <int kHn>
-__device__ void load_tile(float* tile, const float* src, std::int64_t ld, std::int64_t first,
-                          std::int64_t s) {
+template <int kHn, typename Io>
+__device__ void load_tile(float* tile, const typename Io::Elem* src, std::int64_t ld,
+                          std::int64_t first, std::int64_t s) {
   for (int e = threadIdx.x; e < kTile * kHn; e += kThreads) {
     const int r = e / kHn, d = e % kHn;
     const std::int64_t row = first + r;
-    tile[r * kRowLd<kHn> + d] = row < s ? src[row * ld + d] : 0.0f;
+    tile[r * kRowLd<kHn> + d] = row < s ? Io::load(src, row * ld + d) : 0.0f;
   }
 }
 
@@ -113,9 +117,10 @@ __device__ std::int64_t qkv_offset(std::int64_t bh) {
 
 // ---- forward --------------------------------------------------------------------------------
 
-template <int kHn>
+template <int kHn, typename Io = Fp32Io>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(float* ctx, float* lse, const float* qkv, Geometry g, float alpha, float coeff) {
+    forward_kernel(typename Io::Elem* ctx, float* lse, const typename Io::Elem* qkv, Geometry g,
+                   float alpha, float coeff) {
   extern __shared__ float smem[];
   constexpr int kLd = kRowLd<kHn>;
   float* q_s = smem;
@@ -129,8 +134,8 @@ __global__ void __launch_bounds__(kThreads)
   // The last query tiles see the most keys: start them first.
   const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float* q = qkv + qkv_offset<kHn>(bh);
-  load_tile<kHn>(q_s, q, g.qkv_ld, i0, g.s);
+  const typename Io::Elem* q = qkv + qkv_offset<kHn>(bh);
+  load_tile<kHn, Io>(q_s, q, g.qkv_ld, i0, g.s);
 
   // Pair layout state: running max and sum of the warp's rows (equal in every lane).
   float m[kRowsPerWarp], l[kRowsPerWarp];
@@ -147,8 +152,8 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t last_row = (i0 + kTile < g.s ? i0 + kTile : g.s) - 1;
   for (std::int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
     __syncthreads();  // the previous tile's k_s, v_s and p_s are no longer read
-    load_tile<kHn>(k_s, q + kHn, g.qkv_ld, j0, g.s);
-    load_tile<kHn>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
+    load_tile<kHn, Io>(k_s, q + kHn, g.qkv_ld, j0, g.s);
+    load_tile<kHn, Io>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -196,9 +201,9 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t row = i0 + out_row;
   if (row >= g.s) return;
   const float sum = sum_s[out_row];
-  float* out = ctx + row * g.ctx_ld + bh * kHn;
+  typename Io::Elem* out = ctx + row * g.ctx_ld + bh * kHn;
 #pragma unroll
-  for (int c = 0; c < kHn / kColGroups; ++c) out[out_col + kColGroups * c] = acc[c] / sum;
+  for (int c = 0; c < kHn / kColGroups; ++c) Io::store(out, out_col + kColGroups * c, acc[c] / sum);
 }
 
 // ---- backward -------------------------------------------------------------------------------
@@ -241,10 +246,10 @@ __device__ void pair_gradients(float* p_s, float* g_s, const float* q_s, const f
 }
 
 // The pair layout's per-row lse and delta = dctx·ctx for the query tile at i0 (do_s loaded).
-template <int kHn>
+template <int kHn, typename Io>
 __device__ void row_statistics(float* row_lse, float* row_delta, const float* do_s,
-                               const float* ctx, const float* lse, std::int64_t bh, std::int64_t i0,
-                               const Geometry& g) {
+                               const typename Io::Elem* ctx, const float* lse, std::int64_t bh,
+                               std::int64_t i0, const Geometry& g) {
   constexpr int kLd = kRowLd<kHn>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -254,9 +259,9 @@ __device__ void row_statistics(float* row_lse, float* row_delta, const float* do
     row_lse[r] = 0.0f;
     row_delta[r] = 0.0f;
     if (row >= g.s) continue;  // the whole warp
-    const float* o = ctx + row * g.ctx_ld + bh * kHn;
+    const typename Io::Elem* o = ctx + row * g.ctx_ld + bh * kHn;
     float partial = 0.0f;
-    for (int d = lane; d < kHn; d += 32) partial += do_s[i * kLd + d] * o[d];
+    for (int d = lane; d < kHn; d += 32) partial += do_s[i * kLd + d] * Io::load(o, d);
     row_delta[r] = warp_sum(partial);
     row_lse[r] = lse[bh * g.s + row];
   }
@@ -264,10 +269,11 @@ __device__ void row_statistics(float* row_lse, float* row_delta, const float* do
 
 // dk and dv of one key tile: block (bh, key tile) walks the query tiles from its own diagonal
 // to the end; thread t owns key row t / 8 of both accumulators.
-template <int kHn>
+template <int kHn, typename Io = Fp32Io>
 __global__ void __launch_bounds__(kThreads)
-    dkdv_kernel(float* dqkv, const float* dctx, const float* ctx, const float* lse,
-                const float* qkv, Geometry g, float alpha, float coeff) {
+    dkdv_kernel(typename Io::Elem* dqkv, const typename Io::Elem* dctx,
+                const typename Io::Elem* ctx, const float* lse, const typename Io::Elem* qkv,
+                Geometry g, float alpha, float coeff) {
   extern __shared__ float smem[];
   constexpr int kLd = kRowLd<kHn>;
   float* k_s = smem;
@@ -279,10 +285,10 @@ __global__ void __launch_bounds__(kThreads)
 
   const std::int64_t bh = blockIdx.x;
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
-  const float* q = qkv + qkv_offset<kHn>(bh);
-  const float* dout = dctx + bh * kHn;
-  load_tile<kHn>(k_s, q + kHn, g.qkv_ld, j0, g.s);
-  load_tile<kHn>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
+  const typename Io::Elem* q = qkv + qkv_offset<kHn>(bh);
+  const typename Io::Elem* dout = dctx + bh * kHn;
+  load_tile<kHn, Io>(k_s, q + kHn, g.qkv_ld, j0, g.s);
+  load_tile<kHn, Io>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
 
   const int own_row = threadIdx.x / kColGroups, own_col = threadIdx.x % kColGroups;
   float dk[kHn / kColGroups], dv[kHn / kColGroups];
@@ -291,10 +297,10 @@ __global__ void __launch_bounds__(kThreads)
 
   for (std::int64_t i0 = j0; i0 < g.s; i0 += kTile) {
     __syncthreads();  // q_s, do_s, p_s, g_s of the previous query tile are no longer read
-    load_tile<kHn>(q_s, q, g.qkv_ld, i0, g.s);
-    load_tile<kHn>(do_s, dout, g.ctx_ld, i0, g.s);
+    load_tile<kHn, Io>(q_s, q, g.qkv_ld, i0, g.s);
+    load_tile<kHn, Io>(do_s, dout, g.ctx_ld, i0, g.s);
     __syncthreads();
-    row_statistics<kHn>(row_lse, row_delta, do_s, ctx, lse, bh, i0, g);
+    row_statistics<kHn, Io>(row_lse, row_delta, do_s, ctx, lse, bh, i0, g);
     pair_gradients<kHn>(p_s, g_s, q_s, k_s, v_s, do_s, row_lse, row_delta, bh, i0, j0, g, alpha,
                         coeff);
     __syncthreads();
@@ -312,21 +318,23 @@ __global__ void __launch_bounds__(kThreads)
   }
   const std::int64_t key = j0 + own_row;
   if (key >= g.s) return;
-  float* out = dqkv + key * g.qkv_ld + qkv_offset<kHn>(bh);
+  // dqkv += …: the stored value widened, the sum in fp32, rounded once.
+  typename Io::Elem* out = dqkv + key * g.qkv_ld + qkv_offset<kHn>(bh);
 #pragma unroll
   for (int c = 0; c < kHn / kColGroups; ++c) {
     const int d = own_col + kColGroups * c;
-    out[kHn + d] = out[kHn + d] + alpha * dk[c];
-    out[2 * kHn + d] = out[2 * kHn + d] + dv[c];
+    Io::store(out, kHn + d, Io::load(out, kHn + d) + alpha * dk[c]);
+    Io::store(out, 2 * kHn + d, Io::load(out, 2 * kHn + d) + dv[c]);
   }
 }
 
 // dq of one query tile: block (bh, query tile) walks the key tiles up to its diagonal; thread t
 // owns query row t / 8 of the accumulator.
-template <int kHn>
+template <int kHn, typename Io = Fp32Io>
 __global__ void __launch_bounds__(kThreads)
-    dq_kernel(float* dqkv, const float* dctx, const float* ctx, const float* lse, const float* qkv,
-              Geometry g, float alpha, float coeff) {
+    dq_kernel(typename Io::Elem* dqkv, const typename Io::Elem* dctx, const typename Io::Elem* ctx,
+              const float* lse, const typename Io::Elem* qkv, Geometry g, float alpha,
+              float coeff) {
   extern __shared__ float smem[];
   constexpr int kLd = kRowLd<kHn>;
   float* q_s = smem;
@@ -337,12 +345,12 @@ __global__ void __launch_bounds__(kThreads)
 
   const std::int64_t bh = blockIdx.x;
   const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kTile;
-  const float* q = qkv + qkv_offset<kHn>(bh);
-  load_tile<kHn>(q_s, q, g.qkv_ld, i0, g.s);
-  load_tile<kHn>(do_s, dctx + bh * kHn, g.ctx_ld, i0, g.s);
+  const typename Io::Elem* q = qkv + qkv_offset<kHn>(bh);
+  load_tile<kHn, Io>(q_s, q, g.qkv_ld, i0, g.s);
+  load_tile<kHn, Io>(do_s, dctx + bh * kHn, g.ctx_ld, i0, g.s);
   __syncthreads();
   float row_lse[kRowsPerWarp], row_delta[kRowsPerWarp];
-  row_statistics<kHn>(row_lse, row_delta, do_s, ctx, lse, bh, i0, g);
+  row_statistics<kHn, Io>(row_lse, row_delta, do_s, ctx, lse, bh, i0, g);
 
   const int own_row = threadIdx.x / kColGroups, own_col = threadIdx.x % kColGroups;
   float dq[kHn / kColGroups];
@@ -350,8 +358,8 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t last_row = (i0 + kTile < g.s ? i0 + kTile : g.s) - 1;
   for (std::int64_t j0 = 0; j0 <= last_row; j0 += kTile) {
     __syncthreads();  // k_s, v_s, g_s of the previous key tile are no longer read
-    load_tile<kHn>(k_s, q + kHn, g.qkv_ld, j0, g.s);
-    load_tile<kHn>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
+    load_tile<kHn, Io>(k_s, q + kHn, g.qkv_ld, j0, g.s);
+    load_tile<kHn, Io>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
     __syncthreads();
     pair_gradients<kHn>(nullptr, g_s, q_s, k_s, v_s, do_s, row_lse, row_delta, bh, i0, j0, g, alpha,
                         coeff);
@@ -367,11 +375,11 @@ __global__ void __launch_bounds__(kThreads)
   }
   const std::int64_t row = i0 + own_row;
   if (row >= g.s) return;
-  float* out = dqkv + row * g.qkv_ld + qkv_offset<kHn>(bh);
+  typename Io::Elem* out = dqkv + row * g.qkv_ld + qkv_offset<kHn>(bh);
 #pragma unroll
   for (int c = 0; c < kHn / kColGroups; ++c) {
     const int d = own_col + kColGroups * c;
-    out[d] = out[d] + alpha * dq[c];
+    Io::store(out, d, Io::load(out, d) + alpha * dq[c]);
   }
 }
 

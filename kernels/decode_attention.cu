@@ -2,6 +2,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "kernels/attention_io_cuda.cuh"
 #include "kernels/check.h"
 #include "kernels/decode_attention.h"
 #include "kernels/decode_attention_kernels.cuh"
@@ -40,17 +41,35 @@ bool decode_attention_head_dim_supported(std::int64_t hn) {
   return hn == 8 || hn == 16 || hn == 32 || hn == 64 || hn == 96 || hn == 128;
 }
 
+void kv_cache_append(void* keys, void* values, const void* qkv, tensor::DType dtype,
+                     ops::cpu::DecodeAttentionDims d, cudaStream_t stream) {
+  const std::int64_t n = d.b * d.count * d.np * d.hn;
+  attention_io::with_io(dtype, "kv_cache_append", [&](auto io) {
+    using Elem = typename decltype(io)::Elem;
+    if (n <= 0) return;
+    append_kernel<Elem><<<detail::grid_for(n), kThreads, 0, stream>>>(
+        static_cast<Elem*>(keys), static_cast<Elem*>(values), static_cast<const Elem*>(qkv),
+        {d.count, d.np, d.past, d.capacity}, d.hn, n);
+    check_launch("kernels::kv_cache_append");
+  });
+}
+
 void kv_cache_append(float* keys, float* values, const float* qkv, ops::cpu::DecodeAttentionDims d,
                      cudaStream_t stream) {
-  const std::int64_t n = d.b * d.count * d.np * d.hn;
-  if (n <= 0) return;
-  append_kernel<<<detail::grid_for(n), kThreads, 0, stream>>>(
-      keys, values, qkv, {d.count, d.np, d.past, d.capacity}, d.hn, n);
-  check_launch("kernels::kv_cache_append");
+  kv_cache_append(static_cast<void*>(keys), static_cast<void*>(values),
+                  static_cast<const void*>(qkv), tensor::DType::kFloat32, d, stream);
 }
 
 void decode_attention_forward(float* ctx, const float* qkv, const float* keys, const float* values,
                               ops::cpu::DecodeAttentionDims d, float coeff, cudaStream_t stream) {
+  decode_attention_forward(static_cast<void*>(ctx), static_cast<const void*>(qkv),
+                           static_cast<const void*>(keys), static_cast<const void*>(values),
+                           tensor::DType::kFloat32, d, coeff, stream);
+}
+
+void decode_attention_forward(void* ctx, const void* qkv, const void* keys, const void* values,
+                              tensor::DType dtype, ops::cpu::DecodeAttentionDims d, float coeff,
+                              cudaStream_t stream) {
   if (d.b <= 0 || d.np <= 0 || d.count <= 0) return;
   const std::int64_t slices = d.b * d.np;
   if (slices > 0x7FFFFFFF || d.count > 65535) {
@@ -63,17 +82,23 @@ void decode_attention_forward(float* ctx, const float* qkv, const float* keys, c
   // As ops/cpu/decode_attention.cpp.
   const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d.hn)) * coeff));
   const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(d.count));
-  with_head_dim(d.hn, [&](auto hn) {
-    constexpr int kHn = decltype(hn)::value;
-    const std::size_t bytes =
-        sizeof(float) * static_cast<std::size_t>(shared_floats<kHn>(d.past + d.count));
-    // Past 48 KiB (about 12000 positions) the kernel must opt in; beyond the device's limit this
-    // fails with CUDA's message.
-    check_cuda(cudaFuncSetAttribute(decode_kernel<kHn>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(bytes)),
-               "kernels::decode_attention_forward (shared memory)");
-    decode_kernel<kHn><<<grid, kThreads, bytes, stream>>>(
-        ctx, qkv, keys, values, {d.count, d.np, d.past, d.capacity}, alpha, coeff);
+  attention_io::with_io(dtype, "decode_attention_forward", [&](auto io) {
+    using Io = decltype(io);
+    using Elem = typename Io::Elem;
+    with_head_dim(d.hn, [&](auto hn) {
+      constexpr int kHn = decltype(hn)::value;
+      const std::size_t bytes =
+          sizeof(float) * static_cast<std::size_t>(shared_floats<kHn>(d.past + d.count));
+      // Past 48 KiB (about 12000 positions) the kernel must opt in; beyond the device's limit
+      // this fails with CUDA's message.
+      check_cuda(
+          cudaFuncSetAttribute(decode_kernel<kHn, Io>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)),
+          "kernels::decode_attention_forward (shared memory)");
+      decode_kernel<kHn, Io><<<grid, kThreads, bytes, stream>>>(
+          static_cast<Elem*>(ctx), static_cast<const Elem*>(qkv), static_cast<const Elem*>(keys),
+          static_cast<const Elem*>(values), {d.count, d.np, d.past, d.capacity}, alpha, coeff);
+    });
   });
   check_launch("kernels::decode_attention_forward");
 }

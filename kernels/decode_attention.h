@@ -12,6 +12,9 @@
 // the visible positions into 256/hn contiguous chunks whose weighted value sums are added in chunk
 // order. No atomics: deterministic. No [s, s] matrix: one score row per block.
 //
+// Activations (qkv, keys, values, ctx) fp32, bf16 or fp16, one dtype for all (`dtype`): loads
+// widened exactly, ctx rounded once on store, the math fp32; the append copies bits.
+//
 // Device pointers, work queued on `stream`. Head dims with a kernel: 8, 16, 32, 64, 96, 128.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -19,6 +22,7 @@
 #include <cstdint>
 
 #include "ops/cpu/decode_attention.h"
+#include "tensor/dtype.h"
 
 namespace mds::kernels {
 
@@ -32,5 +36,12 @@ void kv_cache_append(float* keys, float* values, const float* qkv, ops::cpu::Dec
 // the keys and values (kv_cache_append first).
 void decode_attention_forward(float* ctx, const float* qkv, const float* keys, const float* values,
                               ops::cpu::DecodeAttentionDims d, float coeff, cudaStream_t stream);
+
+// The same with activations of `dtype`.
+void kv_cache_append(void* keys, void* values, const void* qkv, tensor::DType dtype,
+                     ops::cpu::DecodeAttentionDims d, cudaStream_t stream);
+void decode_attention_forward(void* ctx, const void* qkv, const void* keys, const void* values,
+                              tensor::DType dtype, ops::cpu::DecodeAttentionDims d, float coeff,
+                              cudaStream_t stream);
 
 }  // namespace mds::kernels

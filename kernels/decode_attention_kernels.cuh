@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_io.cuh"
+
 namespace mds::kernels::decode_detail {
 
 constexpr int kThreads = 256;
@@ -45,9 +47,11 @@ __device__ inline float block_reduce(float value, float* scratch, bool take_max)
 }
 
 // keys/values [b, np, capacity, hn] at positions [past, past + count) ← the k and v parts of
-// qkv [b, count, np·3·hn]; a grid-stride loop over the n = b·count·np·hn elements. Static: the
-// emulation test compiles its own copy of this (non-template) kernel next to the library's.
-static __global__ void append_kernel(float* keys, float* values, const float* qkv, Geometry g,
+// qkv [b, count, np·3·hn]; a grid-stride loop over the n = b·count·np·hn elements, copying
+// elements of any storage bit for bit. Static: the emulation test compiles its own copy of this
+// kernel next to the library's.
+template <typename Elem>
+static __global__ void append_kernel(Elem* keys, Elem* values, const Elem* qkv, Geometry g,
                                      std::int64_t hn, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; idx < n;
@@ -55,7 +59,7 @@ static __global__ void append_kernel(float* keys, float* values, const float* qk
     const std::int64_t e = idx % hn, token_head = idx / hn;
     const std::int64_t head = token_head % g.np, token = token_head / g.np;
     const std::int64_t row = token / g.count, i = token % g.count;
-    const float* from = qkv + token * g.np * 3 * hn + head * 3 * hn;
+    const Elem* from = qkv + token * g.np * 3 * hn + head * 3 * hn;
     const std::int64_t to = ((row * g.np + head) * g.capacity + g.past + i) * hn + e;
     keys[to] = from[hn + e];
     values[to] = from[2 * hn + e];
@@ -65,10 +69,12 @@ static __global__ void append_kernel(float* keys, float* values, const float* qk
 // One block per (row, head) slice (grid x) and new position (grid y): the scores of the visible
 // keys in shared memory, each dot product summed over the head dim in order (the CPU's order);
 // the block's max and sum; then kChunks contiguous chunks of positions summed side by side and
-// added in chunk order.
-template <int kHn>
+// added in chunk order. Activations (qkv, the cache, ctx) in the storage of `Io`
+// (attention_io.cuh): loads widened, ctx rounded once; the math fp32.
+template <int kHn, typename Io = attention_io::Fp32Io>
 __global__ void __launch_bounds__(kThreads)
-    decode_kernel(float* ctx, const float* qkv, const float* keys, const float* values, Geometry g,
+    decode_kernel(typename Io::Elem* ctx, const typename Io::Elem* qkv,
+                  const typename Io::Elem* keys, const typename Io::Elem* values, Geometry g,
                   float alpha, float coeff) {
   extern __shared__ float smem[];
   float* q = smem;
@@ -78,17 +84,17 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t slice = blockIdx.x, i = blockIdx.y;
   const std::int64_t row = slice / g.np, head = slice % g.np;
   const std::int64_t token = row * g.count + i;
-  const float* k = keys + slice * g.capacity * kHn;
-  const float* v = values + slice * g.capacity * kHn;
+  const typename Io::Elem* k = keys + slice * g.capacity * kHn;
+  const typename Io::Elem* v = values + slice * g.capacity * kHn;
   const int t = static_cast<int>(threadIdx.x);
-  if (t < kHn) q[t] = qkv[token * g.np * 3 * kHn + head * 3 * kHn + t];
+  if (t < kHn) q[t] = Io::load(qkv, token * g.np * 3 * kHn + head * 3 * kHn + t);
   __syncthreads();
 
   const std::int64_t visible = g.past + i + 1;  // the causal mask
   float local_max = -INFINITY;
   for (std::int64_t j = t; j < visible; j += kThreads) {
     float dot = 0.0f;
-    for (int e = 0; e < kHn; ++e) dot += q[e] * k[j * kHn + e];
+    for (int e = 0; e < kHn; ++e) dot += q[e] * Io::load(k, j * kHn + e);
     const float z = (alpha * dot) * coeff;
     scores[j] = z;
     local_max = z > local_max ? z : local_max;
@@ -109,14 +115,14 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t begin = chunk * per;
     const std::int64_t end = begin + per < visible ? begin + per : visible;
     float acc = 0.0f;
-    for (std::int64_t j = begin; j < end; ++j) acc += (scores[j] * inv) * v[j * kHn + e];
+    for (std::int64_t j = begin; j < end; ++j) acc += (scores[j] * inv) * Io::load(v, j * kHn + e);
     partial[chunk * kHn + e] = acc;
   }
   __syncthreads();
   if (t < kHn) {
     float out = 0.0f;
     for (int c = 0; c < kChunks<kHn>; ++c) out += partial[c * kHn + t];
-    ctx[token * g.np * kHn + head * kHn + t] = out;
+    Io::store(ctx, token * g.np * kHn + head * kHn + t, out);
   }
 }
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/decode_attention.h"
+#include "ops/cpu/widened.h"
 #include "ops/cuda/backend.h"
 
 namespace mds::ops {
@@ -16,7 +18,8 @@ using tensor::Tensor;
 
 namespace {
 
-// Dimensions from probs [b, np, s, s] and qkv [s, b, np·3·hn], checked against each other.
+// Dimensions from probs [b, np, s, s] and qkv [s, b, np·3·hn], checked against each other; probs
+// is fp32 (qkv's dtype is the activation rule's, checked by each op).
 cpu::AttentionDims dims_of(const char* op, const Tensor& probs, const Tensor& qkv) {
   if (probs.shape().rank() != 4 || probs.dim(2) != probs.dim(3)) {
     base::fail("ops::", op, ": probs must be [b, np, s, s], got ", probs.shape().to_string());
@@ -29,7 +32,6 @@ cpu::AttentionDims dims_of(const char* op, const Tensor& probs, const Tensor& qk
                qkv.shape().to_string());
   }
   detail::expect_dtype(op, {"probs", probs}, DType::kFloat32);
-  detail::expect_dtype(op, {"qkv", qkv}, DType::kFloat32);
   return {s, b, np, qkv.dim(2) / (3 * np)};
 }
 
@@ -73,7 +75,6 @@ cpu::AttentionDims flash_dims(const char* op, const Tensor& lse, const Tensor& q
                "*3*hn] to match lse ", lse.shape().to_string(), ", got ", qkv.shape().to_string());
   }
   detail::expect_dtype(op, {"lse", lse}, DType::kFloat32);
-  detail::expect_dtype(op, {"qkv", qkv}, DType::kFloat32);
   const cpu::AttentionDims d = with_heads(op, {s, b, np, qkv.dim(2) / (3 * np)}, heads);
   if (!flash_attention_supports(d.hn)) {
     base::fail("ops::", op, ": head dim ", d.hn,
@@ -94,9 +95,8 @@ cpu::DecodeAttentionDims decode_dims(const char* op, const Tensor& keys, const T
     base::fail("ops::", op, ": qkv must be [b, count, np*3*hn] = [", b, ", count, ", np * 3 * hn,
                "] to match keys ", keys.shape().to_string(), ", got ", qkv.shape().to_string());
   }
-  check_float(op, {"keys", keys}, keys.shape());
-  check_float(op, {"values", values}, keys.shape());
-  detail::expect_dtype(op, {"qkv", qkv}, DType::kFloat32);
+  detail::expect_shape(op, {"values", values}, keys.shape());
+  detail::activation_dtype(op, {"qkv", qkv}, {{"keys", keys}, {"values", values}});
   const std::int64_t count = qkv.dim(1);
   if (past < 0 || past + count > capacity) {
     base::fail("ops::", op, ": positions [", past, ", ", past + count, ") do not fit the cache of ",
@@ -120,20 +120,28 @@ float query_key_layer_scaling_coeff(int layer_number, bool apply_query_key_layer
   return apply_query_key_layer_scaling ? static_cast<float>(std::max(1, layer_number)) : 1.0f;
 }
 
+// On the host the activations (qkv, ctx, dctx, dqkv) may be bf16 or fp16: each is widened into an
+// fp32 copy (ops/cpu/widened.h), the fp32 function runs, and each output is rounded once; the
+// probabilities and their gradients stay fp32.
 void attention_probs_forward(Tensor probs, Tensor qkv, float coeff) {
   constexpr const char* kOp = "attention_probs_forward";
   detail::require_cpu(kOp, {{"probs", probs}, {"qkv", qkv}});
   const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  detail::activation_dtype(kOp, {"qkv", qkv}, {});
   check_coeff(kOp, coeff);
-  cpu::attention_probs_forward(probs.data<float>(), qkv.data<float>(), d, coeff);
+  const cpu::Fp32View vqkv(qkv);
+  cpu::attention_probs_forward(probs.data<float>(), vqkv.data(), d, coeff);
 }
 
 void attention_context_forward(Tensor ctx, Tensor probs, Tensor qkv) {
   constexpr const char* kOp = "attention_context_forward";
   detail::require_cpu(kOp, {{"ctx", ctx}, {"probs", probs}, {"qkv", qkv}});
   const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
-  check_float(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
-  cpu::attention_context_forward(ctx.data<float>(), probs.data<float>(), qkv.data<float>(), d);
+  detail::activation_dtype(kOp, {"qkv", qkv}, {{"ctx", ctx}});
+  detail::expect_shape(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
+  const cpu::Fp32View vctx(ctx, false), vqkv(qkv);
+  cpu::attention_context_forward(vctx.data(), probs.data<float>(), vqkv.data(), d);
+  vctx.store();
 }
 
 void attention_context_backward(Tensor dprobs, Tensor dqkv, Tensor dctx, Tensor probs, Tensor qkv) {
@@ -141,22 +149,28 @@ void attention_context_backward(Tensor dprobs, Tensor dqkv, Tensor dctx, Tensor 
   detail::require_cpu(
       kOp, {{"dprobs", dprobs}, {"dqkv", dqkv}, {"dctx", dctx}, {"probs", probs}, {"qkv", qkv}});
   const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  detail::activation_dtype(kOp, {"qkv", qkv}, {{"dqkv", dqkv}, {"dctx", dctx}});
   check_float(kOp, {"dprobs", dprobs}, probs.shape());
-  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
-  check_float(kOp, {"dctx", dctx}, {d.s, d.b, d.np * d.hn});
-  cpu::attention_context_backward(dprobs.data<float>(), dqkv.data<float>(), dctx.data<float>(),
-                                  probs.data<float>(), qkv.data<float>(), d);
+  detail::expect_shape(kOp, {"dqkv", dqkv}, qkv.shape());
+  detail::expect_shape(kOp, {"dctx", dctx}, {d.s, d.b, d.np * d.hn});
+  const cpu::Fp32View vdqkv(dqkv), vdctx(dctx), vqkv(qkv);
+  cpu::attention_context_backward(dprobs.data<float>(), vdqkv.data(), vdctx.data(),
+                                  probs.data<float>(), vqkv.data(), d);
+  vdqkv.store();
 }
 
 void attention_probs_backward(Tensor dqkv, Tensor dprobs, Tensor probs, Tensor qkv, float coeff) {
   constexpr const char* kOp = "attention_probs_backward";
   detail::require_cpu(kOp, {{"dqkv", dqkv}, {"dprobs", dprobs}, {"probs", probs}, {"qkv", qkv}});
   const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
+  detail::activation_dtype(kOp, {"qkv", qkv}, {{"dqkv", dqkv}});
   check_coeff(kOp, coeff);
   check_float(kOp, {"dprobs", dprobs}, probs.shape());
-  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
-  cpu::attention_probs_backward(dqkv.data<float>(), dprobs.data<float>(), probs.data<float>(),
-                                qkv.data<float>(), d, coeff);
+  detail::expect_shape(kOp, {"dqkv", dqkv}, qkv.shape());
+  const cpu::Fp32View vdqkv(dqkv), vqkv(qkv);
+  cpu::attention_probs_backward(vdqkv.data(), dprobs.data<float>(), probs.data<float>(),
+                                vqkv.data(), d, coeff);
+  vdqkv.store();
 }
 
 void attention_context_forward_with_dropout(Tensor ctx, Tensor dropped, Tensor probs, Tensor qkv,
@@ -164,11 +178,14 @@ void attention_context_forward_with_dropout(Tensor ctx, Tensor dropped, Tensor p
   constexpr const char* kOp = "attention_context_forward_with_dropout";
   detail::require_cpu(kOp, {{"ctx", ctx}, {"dropped", dropped}, {"probs", probs}, {"qkv", qkv}});
   const cpu::AttentionDims d = with_heads(kOp, dims_of(kOp, probs, qkv), heads);
-  check_float(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
+  detail::activation_dtype(kOp, {"qkv", qkv}, {{"ctx", ctx}});
+  detail::expect_shape(kOp, {"ctx", ctx}, {d.s, d.b, d.np * d.hn});
   check_float(kOp, {"dropped", dropped}, probs.shape());
   check_dropout(kOp, stream);
-  cpu::attention_context_forward_with_dropout(ctx.data<float>(), dropped.data<float>(),
-                                              probs.data<float>(), qkv.data<float>(), d, stream);
+  const cpu::Fp32View vctx(ctx, false), vqkv(qkv);
+  cpu::attention_context_forward_with_dropout(vctx.data(), dropped.data<float>(),
+                                              probs.data<float>(), vqkv.data(), d, stream);
+  vctx.store();
 }
 
 void attention_context_backward_with_dropout(Tensor dprobs, Tensor dqkv, Tensor dropped,
@@ -182,14 +199,17 @@ void attention_context_backward_with_dropout(Tensor dprobs, Tensor dqkv, Tensor 
                             {"probs", probs},
                             {"qkv", qkv}});
   const cpu::AttentionDims d = with_heads(kOp, dims_of(kOp, probs, qkv), heads);
+  detail::activation_dtype(kOp, {"qkv", qkv}, {{"dqkv", dqkv}, {"dctx", dctx}});
   check_float(kOp, {"dprobs", dprobs}, probs.shape());
   check_float(kOp, {"dropped", dropped}, probs.shape());
-  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
-  check_float(kOp, {"dctx", dctx}, {d.s, d.b, d.np * d.hn});
+  detail::expect_shape(kOp, {"dqkv", dqkv}, qkv.shape());
+  detail::expect_shape(kOp, {"dctx", dctx}, {d.s, d.b, d.np * d.hn});
   check_dropout(kOp, stream);
-  cpu::attention_context_backward_with_dropout(dprobs.data<float>(), dqkv.data<float>(),
-                                               dropped.data<float>(), dctx.data<float>(),
-                                               probs.data<float>(), qkv.data<float>(), d, stream);
+  const cpu::Fp32View vdqkv(dqkv), vdctx(dctx), vqkv(qkv);
+  cpu::attention_context_backward_with_dropout(dprobs.data<float>(), vdqkv.data(),
+                                               dropped.data<float>(), vdctx.data(),
+                                               probs.data<float>(), vqkv.data(), d, stream);
+  vdqkv.store();
 }
 
 void attention_forward(Tensor ctx, Tensor probs, Tensor qkv, float coeff) {
@@ -215,12 +235,13 @@ void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor ls
     flash_on_host(kOp);
   }
   const cpu::AttentionDims d = flash_dims(kOp, lse, qkv, heads);
-  check_float(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
+  const DType dtype = detail::activation_dtype(kOp, {"qkv", qkv}, {{"context", context}});
+  detail::expect_shape(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
   check_coeff(kOp, coeff);
   check_dropout(kOp, dropout);
   if constexpr (detail::kCudaBuilt) {
-    cuda::attention_forward(ctx, context.data<float>(), lse.data<float>(), qkv.data<float>(), d,
-                            coeff, dropout);
+    cuda::attention_forward(ctx, context.raw(), lse.data<float>(), qkv.raw(), dtype, d, coeff,
+                            dropout);
   }
 }
 
@@ -237,20 +258,25 @@ void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcon
     flash_on_host(kOp);
   }
   const cpu::AttentionDims d = flash_dims(kOp, lse, qkv, heads);
-  check_float(kOp, {"dqkv", dqkv}, qkv.shape());
-  check_float(kOp, {"dcontext", dcontext}, {d.s, d.b, d.np * d.hn});
-  check_float(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
+  const DType dtype = detail::activation_dtype(
+      kOp, {"qkv", qkv}, {{"dqkv", dqkv}, {"dcontext", dcontext}, {"context", context}});
+  detail::expect_shape(kOp, {"dqkv", dqkv}, qkv.shape());
+  detail::expect_shape(kOp, {"dcontext", dcontext}, {d.s, d.b, d.np * d.hn});
+  detail::expect_shape(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
   check_coeff(kOp, coeff);
   check_dropout(kOp, dropout);
   if (dqkv.raw() == qkv.raw() || dqkv.raw() == dcontext.raw() || dqkv.raw() == context.raw()) {
     base::fail("ops::", kOp, ": dqkv must not alias the inputs");
   }
   if constexpr (detail::kCudaBuilt) {
-    cuda::attention_backward(ctx, dqkv.data<float>(), dcontext.data<float>(), context.data<float>(),
-                             lse.data<float>(), qkv.data<float>(), d, coeff, dropout);
+    cuda::attention_backward(ctx, dqkv.raw(), dcontext.raw(), context.raw(), lse.data<float>(),
+                             qkv.raw(), dtype, d, coeff, dropout);
   }
 }
 
+// The decode attention's cache and activations share one dtype; on the host a 16-bit call widens
+// them (the whole cache, a copy per call) and rounds what it writes once, on a device the kernels
+// widen their loads.
 void kv_cache_append(const DeviceContext& ctx, Tensor keys, Tensor values, Tensor qkv,
                      std::int64_t past) {
   constexpr const char* kOp = "kv_cache_append";
@@ -258,11 +284,14 @@ void kv_cache_append(const DeviceContext& ctx, Tensor keys, Tensor values, Tenso
   const cpu::DecodeAttentionDims d = decode_dims(kOp, keys, values, qkv, past, cuda);
   if (cuda) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::kv_cache_append(ctx, keys.data<float>(), values.data<float>(), qkv.data<float>(), d);
+      cuda::kv_cache_append(ctx, keys.raw(), values.raw(), qkv.raw(), qkv.dtype(), d);
     }
     return;
   }
-  cpu::kv_cache_append(keys.data<float>(), values.data<float>(), qkv.data<float>(), d);
+  const cpu::Fp32View vkeys(keys), vvalues(values), vqkv(qkv);
+  cpu::kv_cache_append(vkeys.data(), vvalues.data(), vqkv.data(), d);
+  vkeys.store();
+  vvalues.store();
 }
 
 void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor qkv, Tensor keys,
@@ -271,17 +300,20 @@ void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor q
   const bool cuda = detail::on_cuda(
       kOp, ctx, {{"context", context}, {"qkv", qkv}, {"keys", keys}, {"values", values}});
   const cpu::DecodeAttentionDims d = decode_dims(kOp, keys, values, qkv, past, cuda);
-  check_float(kOp, {"context", context}, {d.b, d.count, d.np * d.hn});
+  detail::activation_dtype(kOp, {"qkv", qkv}, {{"context", context}});
+  detail::expect_shape(kOp, {"context", context}, {d.b, d.count, d.np * d.hn});
   check_coeff(kOp, coeff);
   if (cuda) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::decode_attention_forward(ctx, context.data<float>(), qkv.data<float>(),
-                                     keys.data<float>(), values.data<float>(), d, coeff);
+      cuda::decode_attention_forward(ctx, context.raw(), qkv.raw(), keys.raw(), values.raw(),
+                                     qkv.dtype(), d, coeff);
     }
     return;
   }
-  cpu::decode_attention_forward(context.data<float>(), qkv.data<float>(), keys.data<float>(),
-                                values.data<float>(), d, coeff);
+  const cpu::Fp32View vcontext(context, false), vqkv(qkv), vkeys(keys), vvalues(values);
+  cpu::decode_attention_forward(vcontext.data(), vqkv.data(), vkeys.data(), vvalues.data(), d,
+                                coeff);
+  vcontext.store();
 }
 
 bool decode_attention_supports_cuda(std::int64_t hn) {

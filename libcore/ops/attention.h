@@ -21,6 +21,12 @@
 // Two implementations: on the host the halves below keep the probabilities (host tensors only);
 // on a CUDA device flash_attention_forward/backward at the end never store them. Inference with a
 // key/value cache uses the decode attention at the end of this file, on the host or a device.
+//
+// Dtypes: qkv, ctx, dctx and dqkv (and the decode attention's cache and context) are float32,
+// bfloat16 or float16, one dtype per call (ops/activation_dtype.h); probs, dprobs, dropped and lse
+// are float32. A 16-bit call computes in fp32: on the host the fp32 function runs on widened
+// copies and each output is rounded once (ops/cpu/widened.h); on a device the flash kernels widen
+// their loads and round each store once.
 #pragma once
 #include <cstdint>
 

@@ -4,7 +4,8 @@
 // count = 1, more than 256 visible positions (several keys per thread) and every head dim; the
 // shared memory is poisoned with NaN before each block and the unwritten cache slots hold NaN, so
 // a read of what nobody wrote shows. Checks indexing, the causal mask, the chunked value sums and
-// the barriers where there is no GPU; says nothing about the launch code or real scheduling.
+// the barriers where there is no GPU; says nothing about the launch code or real scheduling. The
+// bf16/fp16 instances run against the host's 16-bit decode attention (ops/attention.h).
 #include "tests/unit/simt_emulation.h"
 
 namespace mds::kernels::decode_detail {
@@ -16,10 +17,13 @@ float smem[simt::kSharedFloats];
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/decode_attention_kernels.cuh"
+#include "ops/attention.h"
 #include "ops/cpu/decode_attention.h"
+#include "tests/unit/emulated_storage.h"
 
 namespace mds {
 namespace {
@@ -42,17 +46,18 @@ std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-template <int kHn>
-void run_decode(float* ctx, const float* qkv, const float* keys, const float* values,
-                const ops::cpu::DecodeAttentionDims& d, float coeff) {
+template <int kHn, typename Io = kernels::attention_io::Fp32Io>
+void run_decode(typename Io::Elem* ctx, const typename Io::Elem* qkv, const typename Io::Elem* keys,
+                const typename Io::Elem* values, const ops::cpu::DecodeAttentionDims& d,
+                float coeff) {
   const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(kHn)) * coeff));
   ASSERT_LE(dd::shared_floats<kHn>(d.past + d.count),
             static_cast<std::int64_t>(simt::kSharedFloats));
   simt::launch(
       static_cast<unsigned>(d.b * d.np), static_cast<unsigned>(d.count),
       [&] {
-        dd::decode_kernel<kHn>(ctx, qkv, keys, values, {d.count, d.np, d.past, d.capacity}, alpha,
-                               coeff);
+        dd::decode_kernel<kHn, Io>(ctx, qkv, keys, values, {d.count, d.np, d.past, d.capacity},
+                                   alpha, coeff);
       },
       [] {
         for (float& x : dd::smem) x = NAN;
@@ -129,6 +134,63 @@ TEST(KernelsEmulatedDecodeAttention, MatchesTheCpuTwin) {
     decode(again.data(), qkv.data(), keys.data(), values.data(), d, c.coeff);
     EXPECT_EQ(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)), 0);
   }
+}
+
+// The 16-bit instances: the append copies the 16-bit k and v bit for bit, the attention (fp32
+// math on the same widened values, another summation order) is within one 16-bit ulp of the
+// host's 16-bit decode attention (the fp32 op on widened inputs, rounded once), or within
+// 1e-4·rms where that is near zero.
+template <int kHn, typename T>
+void check_16bit(const Case& c) {
+  SCOPED_TRACE(testing::Message() << (std::is_same_v<T, tensor::BFloat16> ? "bf16" : "fp16")
+                                  << " L=" << c.past << " count=" << c.count << " b=" << c.b
+                                  << " np=" << c.np << " hn=" << kHn);
+  const ops::cpu::DecodeAttentionDims d{c.b, c.count, c.np, kHn, c.past, c.past + c.count + 2};
+  const auto narrowed = [](const std::vector<float>& v) {
+    std::vector<T> out;
+    for (const float x : v) out.push_back(ops_test::narrow<T>(x));
+    return out;
+  };
+  std::vector<T> qkv =
+      narrowed(random_floats(static_cast<std::size_t>(c.b * c.count * c.np * 3 * kHn), 6));
+  std::vector<T> keys =
+      narrowed(random_floats(static_cast<std::size_t>(c.b * c.np * d.capacity * kHn), 7));
+  std::vector<T> values = narrowed(random_floats(keys.size(), 8));
+  std::vector<T> want_keys = keys, want_values = values;
+  std::vector<T> want(static_cast<std::size_t>(c.b * c.count * c.np * kHn));
+  const tensor::Shape cache_shape{c.b, c.np, d.capacity, kHn},
+      qkv_shape{c.b, c.count, c.np * 3 * kHn};
+  const auto t = [](std::vector<T>& v, const tensor::Shape& shape) {
+    return tensor::Tensor(v.data(), tensor::dtype_of<T>(), shape);
+  };
+  const ops::DeviceContext host;
+  ops::kv_cache_append(host, t(want_keys, cache_shape), t(want_values, cache_shape),
+                       t(qkv, qkv_shape), c.past);
+  ops::decode_attention_forward(host, t(want, {c.b, c.count, c.np * kHn}), t(qkv, qkv_shape),
+                                t(want_keys, cache_shape), t(want_values, cache_shape), c.past,
+                                c.coeff);
+
+  const std::int64_t n = c.b * c.count * c.np * kHn;
+  simt::launch(
+      2, 1,
+      [&] {
+        dd::append_kernel(keys.data(), values.data(), qkv.data(),
+                          {d.count, d.np, d.past, d.capacity}, kHn, n);
+      },
+      [] {});
+  EXPECT_EQ(emulated::bits(keys), emulated::bits(want_keys));
+  EXPECT_EQ(emulated::bits(values), emulated::bits(want_values));
+  std::vector<T> got(want.size(), T{0xFFFF});
+  run_decode<kHn, emulated::HostBits16Io<T>>(got.data(), qkv.data(), keys.data(), values.data(), d,
+                                             c.coeff);
+  EXPECT_EQ(emulated::count_beyond_one_ulp(got, want, 0, got.size(), got.size()), 0u);
+}
+
+TEST(KernelsEmulatedDecodeAttention, SixteenBitStorageMatchesHost16BitDecode) {
+  check_16bit<8, tensor::BFloat16>({0, 1, 1, 1, 8, 1.0f});
+  check_16bit<64, tensor::BFloat16>({300, 2, 1, 2, 64, 1.0f});
+  check_16bit<16, tensor::Float16>({12, 4, 2, 2, 16, 2.0f});
+  check_16bit<64, tensor::Float16>({33, 1, 1, 1, 64, 1.0f});
 }
 
 }  // namespace

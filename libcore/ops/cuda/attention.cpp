@@ -10,30 +10,32 @@ bool attention_head_dim_supported(std::int64_t hn) {
   return kernels::attention_head_dim_supported(hn);
 }
 
-void attention_forward(const DeviceContext& ctx, float* context, float* lse, const float* qkv,
-                       cpu::AttentionDims d, float coeff, const DropoutStream& dropout) {
-  kernels::attention_forward(context, lse, qkv, d, coeff, dropout, stream_of(ctx));
+void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
+                       tensor::DType dtype, cpu::AttentionDims d, float coeff,
+                       const DropoutStream& dropout) {
+  kernels::attention_forward(context, lse, qkv, dtype, d, coeff, dropout, stream_of(ctx));
 }
 
-void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcontext,
-                        const float* context, const float* lse, const float* qkv,
+void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
+                        const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout) {
-  kernels::attention_backward(dqkv, dcontext, context, lse, qkv, d, coeff, dropout, stream_of(ctx));
+  kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
+                              stream_of(ctx));
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {
   return kernels::decode_attention_head_dim_supported(hn);
 }
 
-void kv_cache_append(const DeviceContext& ctx, float* keys, float* values, const float* qkv,
-                     cpu::DecodeAttentionDims d) {
-  kernels::kv_cache_append(keys, values, qkv, d, stream_of(ctx));
+void kv_cache_append(const DeviceContext& ctx, void* keys, void* values, const void* qkv,
+                     tensor::DType dtype, cpu::DecodeAttentionDims d) {
+  kernels::kv_cache_append(keys, values, qkv, dtype, d, stream_of(ctx));
 }
 
-void decode_attention_forward(const DeviceContext& ctx, float* context, const float* qkv,
-                              const float* keys, const float* values, cpu::DecodeAttentionDims d,
-                              float coeff) {
-  kernels::decode_attention_forward(context, qkv, keys, values, d, coeff, stream_of(ctx));
+void decode_attention_forward(const DeviceContext& ctx, void* context, const void* qkv,
+                              const void* keys, const void* values, tensor::DType dtype,
+                              cpu::DecodeAttentionDims d, float coeff) {
+  kernels::decode_attention_forward(context, qkv, keys, values, dtype, d, coeff, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda

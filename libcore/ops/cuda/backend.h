@@ -124,19 +124,20 @@ void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const flo
 
 // kernels/attention.h
 bool attention_head_dim_supported(std::int64_t hn);
-void attention_forward(const DeviceContext& ctx, float* context, float* lse, const float* qkv,
-                       cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
-void attention_backward(const DeviceContext& ctx, float* dqkv, const float* dcontext,
-                        const float* context, const float* lse, const float* qkv,
+void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
+                       tensor::DType dtype, cpu::AttentionDims d, float coeff,
+                       const DropoutStream& dropout);
+void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
+                        const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
 
 // kernels/decode_attention.h
 bool decode_attention_head_dim_supported(std::int64_t hn);
-void kv_cache_append(const DeviceContext& ctx, float* keys, float* values, const float* qkv,
-                     cpu::DecodeAttentionDims d);
-void decode_attention_forward(const DeviceContext& ctx, float* context, const float* qkv,
-                              const float* keys, const float* values, cpu::DecodeAttentionDims d,
-                              float coeff);
+void kv_cache_append(const DeviceContext& ctx, void* keys, void* values, const void* qkv,
+                     tensor::DType dtype, cpu::DecodeAttentionDims d);
+void decode_attention_forward(const DeviceContext& ctx, void* context, const void* qkv,
+                              const void* keys, const void* values, tensor::DType dtype,
+                              cpu::DecodeAttentionDims d, float coeff);
 
 // kernels/adam.h
 void adamw_step(const DeviceContext& ctx, float* params, const float* grads, float* exp_avg,
