@@ -26,11 +26,14 @@
 #include "ops/attention.h"
 #include "tests/gpu/device_tensors.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/half_util.h"
 
 namespace mds {
 namespace {
 
+using gpu_test::halves;
 using gpu_test::Mirrored;
+using gpu_test::ordered;
 using gpu_test::random_floats;
 using ops::DeviceContext;
 using tensor::Shape;
@@ -51,30 +54,10 @@ const Case kCases[] = {
     {129, 1, 1, 128, 1.0f}, {70, 2, 2, 64, 1.0f, 0.1f}, {97, 1, 2, 16, 2.0f, 0.5f, {1, 4}}};
 
 template <typename T>
-T narrow(float value) {
-  if constexpr (std::is_same_v<T, tensor::BFloat16>) {
-    return tensor::to_bfloat16(value);
-  } else {
-    return tensor::to_float16(value);
-  }
-}
-
-template <typename T>
-std::vector<T> halves(std::size_t n, std::uint32_t seed, float lo, float hi) {
-  std::vector<T> v;
-  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(narrow<T>(x));
-  return v;
-}
-
-template <typename T>
 std::vector<float> widened(const std::vector<T>& v) {
   std::vector<float> out;
   for (const T x : v) out.push_back(tensor::to_float(x));
   return out;
-}
-
-int ordered(std::uint16_t b) {
-  return (b & 0x8000) != 0 ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b);
 }
 
 // Elements [first + k·stride, first + k·stride + width) of got and want: at most one ulp of T

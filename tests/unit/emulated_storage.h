@@ -7,6 +7,7 @@
 
 #include "ops_16bit_util.h"
 #include "tensor/dtype.h"
+#include "tensor/round_to.h"
 
 namespace mds::emulated {
 
@@ -16,7 +17,7 @@ template <typename T>
 struct HostBits16Io {
   using Elem = T;
   static float load(const T* p, std::int64_t i) { return tensor::to_float(p[i]); }
-  static void store(T* p, std::int64_t i, float value) { p[i] = ops_test::narrow<T>(value); }
+  static void store(T* p, std::int64_t i, float value) { p[i] = tensor::round_to<T>(value); }
 };
 
 template <typename T>

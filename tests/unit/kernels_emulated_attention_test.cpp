@@ -216,7 +216,7 @@ TEST(KernelsEmulatedAttention, DropoutMatchesCpuMasks) {
 template <typename T>
 std::vector<T> random_halves(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::vector<T> v;
-  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(ops_test::narrow<T>(x));
+  for (const float x : random_floats(n, seed, lo, hi)) v.push_back(tensor::round_to<T>(x));
   return v;
 }
 

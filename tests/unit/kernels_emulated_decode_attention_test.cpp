@@ -148,7 +148,7 @@ void check_16bit(const Case& c) {
   const ops::cpu::DecodeAttentionDims d{c.b, c.count, c.np, kHn, c.past, c.past + c.count + 2};
   const auto narrowed = [](const std::vector<float>& v) {
     std::vector<T> out;
-    for (const float x : v) out.push_back(ops_test::narrow<T>(x));
+    for (const float x : v) out.push_back(tensor::round_to<T>(x));
     return out;
   };
   std::vector<T> qkv =
