@@ -6,11 +6,13 @@
 #include "kernels/attention_io_cuda.cuh"
 #include "kernels/attention_kernels.cuh"
 #include "kernels/check.h"
+#include "kernels/head_dim_dispatch.cuh"
 
 namespace mds::kernels {
 
 namespace {
 
+using detail::with_head_dim;
 using namespace attention_detail;
 using attention_io::with_io;
 
@@ -28,27 +30,6 @@ void allow_shared(Kernel kernel, std::size_t bytes, const char* what) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(bytes)),
              what);
-}
-
-template <typename Body>
-void with_head_dim(std::int64_t hn, const char* op, Body body) {
-  switch (hn) {
-    case 8:
-      return body(std::integral_constant<int, 8>{});
-    case 16:
-      return body(std::integral_constant<int, 16>{});
-    case 32:
-      return body(std::integral_constant<int, 32>{});
-    case 64:
-      return body(std::integral_constant<int, 64>{});
-    case 96:
-      return body(std::integral_constant<int, 96>{});
-    case 128:
-      return body(std::integral_constant<int, 128>{});
-    default:
-      base::fail("cuda: kernels::", op, ": head dim ", hn,
-                 " has no kernel (8, 16, 32, 64, 96 or 128)");
-  }
 }
 
 struct Launch {

@@ -7,33 +7,14 @@
 #include "kernels/decode_attention.h"
 #include "kernels/decode_attention_kernels.cuh"
 #include "kernels/device_common.cuh"
+#include "kernels/head_dim_dispatch.cuh"
 
 namespace mds::kernels {
 
 namespace {
 
+using detail::with_head_dim;
 using namespace decode_detail;
-
-template <typename Body>
-void with_head_dim(std::int64_t hn, Body body) {
-  switch (hn) {
-    case 8:
-      return body(std::integral_constant<int, 8>{});
-    case 16:
-      return body(std::integral_constant<int, 16>{});
-    case 32:
-      return body(std::integral_constant<int, 32>{});
-    case 64:
-      return body(std::integral_constant<int, 64>{});
-    case 96:
-      return body(std::integral_constant<int, 96>{});
-    case 128:
-      return body(std::integral_constant<int, 128>{});
-    default:
-      base::fail("cuda: kernels::decode_attention_forward: head dim ", hn,
-                 " has no kernel (8, 16, 32, 64, 96 or 128)");
-  }
-}
 
 }  // namespace
 
@@ -85,7 +66,7 @@ void decode_attention_forward(void* ctx, const void* qkv, const void* keys, cons
   attention_io::with_io(dtype, "decode_attention_forward", [&](auto io) {
     using Io = decltype(io);
     using Elem = typename Io::Elem;
-    with_head_dim(d.hn, [&](auto hn) {
+    with_head_dim(d.hn, "decode_attention_forward", [&](auto hn) {
       constexpr int kHn = decltype(hn)::value;
       const std::size_t bytes =
           sizeof(float) * static_cast<std::size_t>(shared_floats<kHn>(d.past + d.count));
