@@ -14,6 +14,7 @@
 #include "model/gpt_model.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "model/pipeline_partition.h"
 #include "ops/elementwise.h"
 
 namespace mds::model {
@@ -172,6 +173,85 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GptModel16Bit,
                            return std::string(
                                param_info.param.dtype == DType::kBFloat16 ? "BFloat16" : "Float16");
                          });
+
+// One pipeline stage of the 16-bit model with its own 16-bit and fp32 parameter buffers copied
+// from the whole model's.
+struct HalfStage {
+  ModelOptions options;
+  ParamTable table;
+  ParamBuffer half, compute, grads;
+  GptModel model;
+
+  HalfStage(const ModelOptions& whole, const std::vector<std::int64_t>& parts, std::int64_t stage,
+            const Bench& bench)
+      : options(staged(whole, parts, stage)),
+        table(ParamTable::build(options.config)),
+        half(table, bench.half().dtype()),
+        compute(table, DType::kFloat32),
+        grads(table, DType::kFloat32),
+        model(options, table) {
+    for (std::size_t p = 0; p < table.size(); ++p) {
+      const std::size_t from = bench.table().index_of(table[p].layer, table[p].name);
+      ops::cast(half.view(p), bench.half().view(from));
+      ops::cast(compute.view(p), bench.compute().view(from));
+    }
+  }
+  static ModelOptions staged(ModelOptions o, const std::vector<std::int64_t>& parts,
+                             std::int64_t stage) {
+    set_stage_specs(o.config, parts, stage);
+    return o;
+  }
+  ModelParams params() const { return {compute, half}; }
+};
+
+// Two stages passing their bf16 stage tensors as they are (the forward) and an fp32 gradient
+// (the backward, cast at both ends) compute what the whole bf16 model computes: the same ops on
+// the same 16-bit values, so losses and every gradient but the tied word embedding's are
+// bit-identical; that one is summed from the two stages' replicas in another order (1e-6).
+TEST(GptModel16BitStages, TwoStagesMatchTheWholeModel) {
+  Bench bench(DType::kBFloat16);
+  const ModelOptions whole = tiny_options(DType::kBFloat16);
+  const DropoutContext dropout{1234, 3, 0, true};
+  const Result reference = bench.run(whole, dropout);
+  const std::vector<std::int64_t> parts =
+      pipeline_partition(whole.config, true, 2, "type:transformer");
+  HalfStage first(whole, parts, 0, bench), last(whole, parts, 1, bench);
+  const MicroBatch batch = bench.batch();
+  first.model.forward_stage(0, first.params(), batch, dropout, {}, first.model.stage_output(0));
+  ops::cast(last.model.stage_input(0), first.model.stage_output(0));
+  const float loss =
+      last.model.forward_stage(0, last.params(), batch, dropout, last.model.stage_input(0), {});
+  std::vector<float> grad(static_cast<std::size_t>(first.model.stage_output(0).numel()));
+  const Tensor grad_tensor(grad.data(), DType::kFloat32, first.model.stage_output(0).shape());
+  last.model.backward_stage(0, last.params(), last.grads, {}, grad_tensor, 4.0f);
+  first.model.backward_stage(0, first.params(), first.grads, grad_tensor, {}, 4.0f);
+  EXPECT_EQ(loss, reference.loss);
+
+  const std::size_t word =
+      bench.table().index_of(GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+  std::vector<float> word_grad(static_cast<std::size_t>(bench.table()[word].local_numel()), 0.0f);
+  std::size_t compared = 0;
+  for (const HalfStage* stage : {&first, &last}) {
+    for (std::size_t p = 0; p < stage->table.size(); ++p) {
+      const ParamSpec& spec = stage->table[p];
+      const auto got = stage->grads.view(p).host_span<float>();
+      if (spec.layer == GptConfig::kEmbeddingSpec && spec.name == "word_embeddings.weight") {
+        for (std::size_t i = 0; i < got.size(); ++i) word_grad[i] += got[i];
+        continue;
+      }
+      if (spec.tied_replica) continue;  // the last stage's unused position embedding
+      const ParamSpec& ref = bench.table()[bench.table().index_of(spec.layer, spec.name)];
+      const float* want = reference.grads.data() + ref.offset;
+      ++compared;
+      EXPECT_EQ(std::memcmp(got.data(), want, got.size() * sizeof(float)), 0) << spec.engine_name();
+    }
+  }
+  EXPECT_EQ(compared, bench.table().size() - 1);  // all but the word embedding
+  const float* want_word = reference.grads.data() + bench.table()[word].offset;
+  for (std::size_t i = 0; i < word_grad.size(); ++i) {
+    ASSERT_NEAR(word_grad[i], want_word[i], 1e-6 + 1e-6 * std::abs(want_word[i])) << i;
+  }
+}
 
 TEST(GptModel16BitPlan, ActivationsTakeTheDtypeAndStatisticsStayFp32) {
   const ModelOptions o = tiny_options(DType::kBFloat16);
