@@ -90,7 +90,9 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options);
 // position in the chunk, so memory grows with the number of chunks instead of layers.
 //
 // The arena lives on `device`; what the attention keeps depends on it (LayerActivations), so a
-// CUDA plan has no [b, n, s, s] tensor at all.
+// CUDA plan has no [b, n, s, s] tensor at all. Activations, stage tensors and the workspace's
+// activation gradients take options.activation_dtype; statistics, probabilities, lse, logits and
+// losses are fp32 (with 16-bit activations the head adds a 16-bit copy of the logits).
 class Activations {
  public:
   // Fails with the bytes needed when the arena cannot be allocated.

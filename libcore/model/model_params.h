@@ -13,7 +13,7 @@ namespace mds::model {
 // come from `fp32` (the compute copy, the 16-bit params widened), because those ops take fp32
 // parameters. Gradients are one fp32 buffer, passed the same way.
 struct ModelParams {
-  // NOLINTNEXTLINE(google-explicit-constructor): every fp32 call site passes a ParamBuffer
+  // Implicit: every fp32 call site passes a ParamBuffer.
   ModelParams(const ParamBuffer& all) : fp32(&all), linear(&all) {}
   ModelParams(const ParamBuffer& fp32_params, const ParamBuffer& linear_params)
       : fp32(&fp32_params), linear(&linear_params) {}
