@@ -67,26 +67,32 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   const auto fp32 = [&](Tensor& t, const std::string& name, Shape shape) {
     visit(t, name, DType::kFloat32, shape);
   };
+  // Activations and their gradients take the options' dtype; statistics, probabilities, lse,
+  // logits and losses stay fp32.
+  const auto act = [&](Tensor& t, const std::string& name, Shape shape) {
+    visit(t, name, options.activation_dtype, shape);
+  };
+  const bool half = options.activation_dtype != DType::kFloat32;
   const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s}, rows{b, n, s};
   const Shape qkv{s, b, 3 * attention}, context{s, b, attention};
 
   const auto layer_set = [&](LayerActivations& a, const std::string& p) {
-    fp32(a.ln1, p + "ln1", hidden);
+    act(a.ln1, p + "ln1", hidden);
     fp32(a.ln1_mean, p + "ln1_mean", tokens);
     fp32(a.ln1_rstd, p + "ln1_rstd", tokens);
-    fp32(a.qkv, p + "qkv", qkv);
+    act(a.qkv, p + "qkv", qkv);
     if (flash_attention) {
       fp32(a.lse, p + "lse", rows);
     } else {
       fp32(a.probs, p + "probs", probs);
     }
-    fp32(a.context, p + "context", context);
-    fp32(a.attention_out, p + "attention_out", hidden);
-    fp32(a.ln2, p + "ln2", hidden);
+    act(a.context, p + "context", context);
+    act(a.attention_out, p + "attention_out", hidden);
+    act(a.ln2, p + "ln2", hidden);
     fp32(a.ln2_mean, p + "ln2_mean", tokens);
     fp32(a.ln2_rstd, p + "ln2_rstd", tokens);
-    fp32(a.fc, p + "fc", ffn);
-    fp32(a.gelu, p + "gelu", ffn);
+    act(a.fc, p + "fc", ffn);
+    act(a.gelu, p + "gelu", ffn);
   };
 
   // A recomputed chunk of k layers uses shared sets 0..k-1 and shared inputs for positions
@@ -103,8 +109,7 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   std::vector<Tensor> shared_inputs(
       static_cast<std::size_t>(std::max<std::int64_t>(shared_count, 1)));
   for (std::int64_t j = 1; j < shared_count; ++j) {
-    fp32(shared_inputs[static_cast<std::size_t>(j)], "recompute_input." + std::to_string(j),
-         hidden);
+    act(shared_inputs[static_cast<std::size_t>(j)], "recompute_input." + std::to_string(j), hidden);
   }
   for (std::int64_t j = 0; j < shared_count; ++j) {
     layer_set(v.sets[static_cast<std::size_t>(j)], "recompute." + std::to_string(j) + ".");
@@ -112,10 +117,11 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
 
   HeadActivations head;
   if (owns_head) {
-    fp32(head.ln, "head.ln", hidden);
+    act(head.ln, "head.ln", hidden);
     fp32(head.ln_mean, "head.ln_mean", tokens);
     fp32(head.ln_rstd, "head.ln_rstd", tokens);
     fp32(head.logits, "head.logits", Shape{s, b, vocab});
+    if (half) act(head.logits_half, "head.logits_half", Shape{s, b, vocab});
     fp32(head.max, "head.max", tokens);
     fp32(head.target_logit, "head.target_logit", tokens);
     fp32(head.sum_exp, "head.sum_exp", tokens);
@@ -146,7 +152,7 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
         if (chunk.recompute && position > 0) {
           buffer.hidden[local] = shared_inputs[static_cast<std::size_t>(position)];
         } else {
-          fp32(buffer.hidden[local], prefix + "input", hidden);
+          act(buffer.hidden[local], prefix + "input", hidden);
         }
         if (chunk.recompute) {
           buffer.set_of_layer[local] = static_cast<std::size_t>(position);
@@ -156,19 +162,19 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
         }
       }
     }
-    fp32(buffer.hidden.back(), tag + "output", hidden);
+    act(buffer.hidden.back(), tag + "output", hidden);
     buffer.head = head;
     buffer.head.input = buffer.hidden.back();
   }
 
   Workspace& w = v.workspace;
-  fp32(w.grad, "workspace.grad", hidden);
-  fp32(w.hidden_a, "workspace.hidden_a", hidden);
-  fp32(w.hidden_b, "workspace.hidden_b", hidden);
-  fp32(w.ffn_a, "workspace.ffn_a", ffn);
-  fp32(w.ffn_b, "workspace.ffn_b", ffn);
-  fp32(w.qkv, "workspace.qkv", qkv);
-  fp32(w.context, "workspace.context", context);
+  act(w.grad, "workspace.grad", hidden);
+  act(w.hidden_a, "workspace.hidden_a", hidden);
+  act(w.hidden_b, "workspace.hidden_b", hidden);
+  act(w.ffn_a, "workspace.ffn_a", ffn);
+  act(w.ffn_b, "workspace.ffn_b", ffn);
+  act(w.qkv, "workspace.qkv", qkv);
+  act(w.context, "workspace.context", context);
   if (!flash_attention) {
     fp32(w.probs_a, "workspace.probs_a", probs);
     fp32(w.probs_b, "workspace.probs_b", probs);

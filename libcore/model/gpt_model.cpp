@@ -126,9 +126,10 @@ void GptModel::check_device_support() const {
   }
 }
 
-void GptModel::check_buffer(const ParamBuffer& buffer, const char* role) const {
-  if (buffer.dtype() != DType::kFloat32) {
-    base::fail("GptModel: ", role, " must be fp32, got ", tensor::dtype_name(buffer.dtype()));
+void GptModel::check_buffer(const ParamBuffer& buffer, const char* role, DType dtype) const {
+  if (buffer.dtype() != dtype) {
+    base::fail("GptModel: ", role, " must be ", tensor::dtype_name(dtype), ", got ",
+               tensor::dtype_name(buffer.dtype()));
   }
   if (!(buffer.flat().device() == device())) {
     base::fail("GptModel: ", role, " are on ", tensor::device_name(buffer.flat().device()),
@@ -139,6 +140,13 @@ void GptModel::check_buffer(const ParamBuffer& buffer, const char* role) const {
                buffer.table().size(), " parameters, ", buffer.table().buffer_numel(),
                " elements; the model's has ", table_size_, ", ", table_numel_, ")");
   }
+}
+
+void GptModel::check_params(const ModelParams& params) const {
+  check_buffer(*params.fp32, "params", DType::kFloat32);
+  // With fp32 activations `linear` is the fp32 buffer itself.
+  check_buffer(*params.linear, "the linear layers' params (the activation dtype)",
+               options_.activation_dtype);
 }
 
 void GptModel::check_whole_model(const char* call) const {
@@ -160,11 +168,14 @@ void GptModel::check_hidden(const Tensor& hidden, bool wanted, const char* role)
   }
   const tensor::Shape expected{options_.config.seq_length, options_.micro_batch_size,
                                options_.config.hidden_size};
-  if (!given || hidden.dtype() != DType::kFloat32 || !(hidden.shape() == expected) ||
-      hidden.device() != device()) {
-    base::fail("GptModel: ", role, " must be an fp32 ", expected.to_string(), " tensor on ",
-               tensor::device_name(device()), " on pipeline stage [",
-               options_.config.stage_first_spec, ", ", options_.config.stage_end(), "), got ",
+  const DType dtype = options_.activation_dtype;
+  if (!given || (hidden.dtype() != DType::kFloat32 && hidden.dtype() != dtype) ||
+      !(hidden.shape() == expected) || hidden.device() != device()) {
+    base::fail("GptModel: ", role, " must be an fp32",
+               dtype != DType::kFloat32 ? " or " + std::string(tensor::dtype_name(dtype)) : "", " ",
+               expected.to_string(), " tensor on ", tensor::device_name(device()),
+               " on pipeline stage [", options_.config.stage_first_spec, ", ",
+               options_.config.stage_end(), "), got ",
                given ? tensor::dtype_name(hidden.dtype()) : "none", " ", hidden.shape().to_string(),
                given ? " on " + tensor::device_name(hidden.device()) : "");
   }
@@ -222,7 +233,7 @@ const LayerParamIndex& GptModel::layer_index(std::int64_t layer) const {
   return index_.layers[static_cast<std::size_t>(layer - activations_->stage_layers().first)];
 }
 
-void GptModel::forward_layer(int buffer, const ParamBuffer& params, std::int64_t layer) {
+void GptModel::forward_layer(int buffer, const ModelParams& params, std::int64_t layer) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   transformer_layer_forward(context(), layer_setup(layer, dropout),
@@ -231,12 +242,12 @@ void GptModel::forward_layer(int buffer, const ParamBuffer& params, std::int64_t
                             a.layer_output(buffer, layer));
 }
 
-float GptModel::forward(int buffer, const ParamBuffer& params) {
+float GptModel::forward(int buffer, const ModelParams& params) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_embedding_) {
     embedding_layer_forward(context(), a.stage_input(buffer), a.inputs(buffer),
-                            params.view(index_.word), params.view(index_.position),
+                            params.fp32->view(index_.word), params.fp32->view(index_.position),
                             embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
                             options_.config.vocab_start(), options_.config.padded_vocab_size);
   }
@@ -247,18 +258,18 @@ float GptModel::forward(int buffer, const ParamBuffer& params) {
   if (!owns_head_) return 0.0f;
   head_buffer_ = buffer;
   return lm_head_forward(context(), a.head(buffer), a.inputs(buffer),
-                         params.view(index_.final_ln_weight), params.view(index_.final_ln_bias),
-                         params.view(index_.word), options_.layernorm_epsilon, tp_,
-                         options_.config.vocab_start());
+                         params.fp32->view(index_.final_ln_weight),
+                         params.fp32->view(index_.final_ln_bias), params.linear->view(index_.word),
+                         options_.layernorm_epsilon, tp_, options_.config.vocab_start());
 }
 
-void GptModel::backward(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
+void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer& grads,
                         float loss_scale) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_head_) {
     lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
-                     params.view(index_.final_ln_weight), params.view(index_.word),
+                     params.fp32->view(index_.final_ln_weight), params.linear->view(index_.word),
                      grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
                      grads.view(index_.word), loss_scale, tp_, options_.config.vocab_start());
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient
@@ -288,11 +299,11 @@ void GptModel::backward(int buffer, const ParamBuffer& params, const ParamBuffer
   }
 }
 
-float GptModel::forward_stage(int buffer, const ParamBuffer& params, const MicroBatch& batch,
+float GptModel::forward_stage(int buffer, const ModelParams& params, const MicroBatch& batch,
                               const DropoutContext& dropout, Tensor input_hidden,
                               Tensor output_hidden) {
   BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
-  check_buffer(params, "params");
+  check_params(params);
   check_hidden(input_hidden, !owns_embedding_, "input_hidden");
   check_hidden(output_hidden, !owns_head_, "output_hidden");
   load_batch(buffer, batch);
@@ -311,11 +322,11 @@ float GptModel::forward_stage(int buffer, const ParamBuffer& params, const Micro
   return loss;
 }
 
-void GptModel::backward_stage(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
+void GptModel::backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
                               Tensor output_grad, Tensor input_grad, float loss_scale) {
   BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
-  check_buffer(params, "params");
-  check_buffer(grads, "grads");
+  check_params(params);
+  check_buffer(grads, "grads", DType::kFloat32);
   check_hidden(output_grad, !owns_head_, "output_grad");
   check_hidden(input_grad, !owns_embedding_, "input_grad");
   if (!state.forward_done) {
@@ -333,20 +344,20 @@ void GptModel::backward_stage(int buffer, const ParamBuffer& params, const Param
   state.forward_done = false;
 }
 
-float GptModel::forward_backward(const ParamBuffer& params, const ParamBuffer& grads,
+float GptModel::forward_backward(const ModelParams& params, const ParamBuffer& grads,
                                  const MicroBatch& batch, const DropoutContext& dropout,
                                  float loss_scale) {
   check_whole_model("forward_backward");
-  check_buffer(grads, "grads");
+  check_buffer(grads, "grads", DType::kFloat32);
   const float loss = forward_stage(0, params, batch, dropout, {}, {});
   backward_stage(0, params, grads, {}, {}, loss_scale);
   return loss;
 }
 
-float GptModel::forward_loss(const ParamBuffer& params, const MicroBatch& batch,
+float GptModel::forward_loss(const ModelParams& params, const MicroBatch& batch,
                              const DropoutContext& dropout, Tensor token_losses) {
   check_whole_model("forward_loss");
-  check_buffer(params, "params");
+  check_params(params);
   const float loss = forward_stage(0, params, batch, dropout, {}, {});
   if (token_losses.raw() != nullptr) copy_token_losses(0, token_losses);
   return loss;

@@ -7,6 +7,7 @@
 #include "model/activation_plan.h"
 #include "model/dropout_context.h"
 #include "model/model_options.h"
+#include "model/model_params.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
 #include "model/tensor_parallel.h"
@@ -24,7 +25,8 @@ struct MicroBatch {             // host tensors
   tensor::Tensor position_ids;  // int64 [b, s]
 };
 
-// GPTModelPipe, fp32 on the CPU or on a CUDA device, with every layer's forward and backward
+// GPTModelPipe, fp32 or with 16-bit activations (ModelOptions::activation_dtype) on the CPU or
+// on a CUDA device, with every layer's forward and backward
 // written out (architecture.md §3). With T > 1 this rank holds its TP shard of every split weight
 // (the table's local shapes) and `tp` carries the collectives of training.md §2.3; the results
 // equal the T = 1 model's up to the order of the sums. The config's spec range [stage_first_spec,
@@ -61,15 +63,17 @@ class GptModel {
   bool owns_head() const { return owns_head_; }            // the last stage
 
   // Forward and backward of one micro-batch through the whole model (P = 1; fails on a partial
-  // stage). params and grads are fp32 ParamBuffers laid out by the table. The gradient of
+  // stage). params and grads are ParamBuffers laid out by the table on the model's device: grads
+  // fp32; params one fp32 buffer with fp32 activations, or with 16-bit activations the fp32
+  // compute copy and the 16-bit weights (model_params.h). The gradient of
   // (loss · loss_scale) is ADDED into grads (micro-batches accumulate). Returns the unscaled
   // micro-batch loss Σ loss·mask / Σ mask.
-  float forward_backward(const ParamBuffer& params, const ParamBuffer& grads,
+  float forward_backward(const ModelParams& params, const ParamBuffer& grads,
                          const MicroBatch& batch, const DropoutContext& dropout, float loss_scale);
 
   // Forward only through the whole model; returns the micro-batch loss. With `token_losses`
   // (fp32 [b, s]) also writes each token's loss (for evaluate/perplexity later).
-  float forward_loss(const ParamBuffer& params, const MicroBatch& batch,
+  float forward_loss(const ModelParams& params, const MicroBatch& batch,
                      const DropoutContext& dropout, tensor::Tensor token_losses = {});
 
   // Each token's loss of the last forward into pipe buffer `buffer` (the last stage only) into
@@ -81,10 +85,11 @@ class GptModel {
   // `batch` needs tokens and position_ids on the first stage, labels and loss_mask on the last
   // (other fields may be empty). `input_hidden` (fp32 [s, b, h], on the model's device) is the
   // previous stage's output, empty on the first stage; `output_hidden` receives this stage's
-  // output, empty on the last.
+  // output, empty on the last. These two (and output_grad, input_grad) are fp32 or of the
+  // activation dtype.
   // Either may be the buffer's own stage_input / stage_output (then nothing is copied). Returns
   // the micro-batch loss on the last stage, 0 elsewhere.
-  float forward_stage(int buffer, const ParamBuffer& params, const MicroBatch& batch,
+  float forward_stage(int buffer, const ModelParams& params, const MicroBatch& batch,
                       const DropoutContext& dropout, tensor::Tensor input_hidden,
                       tensor::Tensor output_hidden);
 
@@ -95,7 +100,7 @@ class GptModel {
   // ∂/∂input_hidden, empty on the first stage. The tied word embedding's gradient of each
   // stage (first: lookups, last: logits) lands in that stage's own view; summing the two is the
   // caller's ReduceTiedGrads.
-  void backward_stage(int buffer, const ParamBuffer& params, const ParamBuffer& grads,
+  void backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
                       tensor::Tensor output_grad, tensor::Tensor input_grad, float loss_scale);
 
   // The buffer's tensors, for receiving or sending without a copy.
@@ -125,16 +130,17 @@ class GptModel {
 
   const ops::DeviceContext& context() const { return device_ != nullptr ? *device_ : host_; }
   void check_device_support() const;
-  void check_buffer(const ParamBuffer& buffer, const char* role) const;
+  void check_buffer(const ParamBuffer& buffer, const char* role, tensor::DType dtype) const;
+  void check_params(const ModelParams& params) const;
   void check_whole_model(const char* call) const;
   void check_hidden(const tensor::Tensor& hidden, bool wanted, const char* role) const;
   int checked_pipe_buffer(int buffer) const;
   void load_batch(int buffer, const MicroBatch& batch);
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
   const LayerParamIndex& layer_index(std::int64_t layer) const;
-  float forward(int buffer, const ParamBuffer& params);
-  void backward(int buffer, const ParamBuffer& params, const ParamBuffer& grads, float loss_scale);
-  void forward_layer(int buffer, const ParamBuffer& params, std::int64_t layer);
+  float forward(int buffer, const ModelParams& params);
+  void backward(int buffer, const ModelParams& params, const ParamBuffer& grads, float loss_scale);
+  void forward_layer(int buffer, const ModelParams& params, std::int64_t layer);
 
   ModelOptions options_;
   const ops::DeviceContext* device_;  // null: host_

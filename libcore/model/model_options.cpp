@@ -52,6 +52,12 @@ void validate(const ModelOptions& options) {
   if (options.micro_batch_size < 1) {
     base::fail("ModelOptions: micro_batch_size must be at least 1, got ", options.micro_batch_size);
   }
+  const tensor::DType dtype = options.activation_dtype;
+  if (dtype != tensor::DType::kFloat32 && dtype != tensor::DType::kBFloat16 &&
+      dtype != tensor::DType::kFloat16) {
+    base::fail("ModelOptions: activation_dtype must be float32, bfloat16 or float16, got ",
+               tensor::dtype_name(dtype));
+  }
 }
 
 }  // namespace mds::model

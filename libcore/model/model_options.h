@@ -3,6 +3,7 @@
 
 #include "model/gpt_config.h"
 #include "ops/gelu.h"
+#include "tensor/dtype.h"
 
 namespace mds::model {
 
@@ -20,6 +21,10 @@ struct ModelOptions {
   bool checkpoint_activations = false;  // --checkpoint-activations: keep only each chunk's input,
   std::int64_t checkpoint_num_layers = 1;  // recompute the chunk's forward inside its backward
   std::int64_t micro_batch_size = 1;       // b; sequence length is config.seq_length
+  // The dtype of the activations and their gradients: float32, or bfloat16/float16 as upstream's
+  // --bf16/--fp16 on a GPU (the ops compute in fp32 and round each output once). LayerNorm
+  // statistics, attention probabilities/lse, logits and losses stay fp32 whatever it is.
+  tensor::DType activation_dtype = tensor::DType::kFloat32;
 };
 
 // Fails with the offending field when the options are invalid, or name a feature the model does

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "model/activation_plan.h"
+#include "model/model_params.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
 #include "model/tensor_parallel.h"
@@ -23,12 +24,13 @@ struct LayerParamIndex {
   static LayerParamIndex find(const ParamTable& table, std::int64_t layer);
 };
 
-// Views of one layer's parameters, or of their gradients, in a ParamBuffer.
+// Views of one layer's parameters, or of their gradients (one fp32 buffer). The four GEMM weights
+// and the QKV bias come from params.linear, the rest from params.fp32 (model_params.h).
 struct LayerWeights {
   tensor::Tensor ln1_weight, ln1_bias, qkv_weight, qkv_bias, dense_weight, dense_bias;
   tensor::Tensor ln2_weight, ln2_bias, fc1_weight, fc1_bias, fc2_weight, fc2_bias;
 
-  static LayerWeights view(const ParamBuffer& buffer, const LayerParamIndex& index);
+  static LayerWeights view(const ModelParams& params, const LayerParamIndex& index);
 };
 
 // What differs between layers and micro-batches besides the weights.

@@ -119,6 +119,9 @@ class MixedPrecisionOptimizer {
 
   // The fp32 weights the model reads (on device()).
   const model::ParamBuffer& compute() const;
+  // The weights in the precision's dtype on device() (compute() is them widened): what a model
+  // with 16-bit activations reads its GEMM weights from.
+  const model::ParamBuffer& weights() const { return params_; }
   // Where the model adds one micro-batch's (loss-scaled) fp32 gradient. Zero between micro-batches.
   const model::ParamBuffer& micro_grads() const { return micro_grads_; }
   // The factor the micro-batch loss is multiplied by before backward (1 unless fp16).

@@ -64,7 +64,7 @@ void PipelineExecutor::check_input(const PipelineStepInput& input, std::int64_t 
   if (!input.dropout) base::fail("PipelineExecutor: no dropout context per micro-batch");
 }
 
-double PipelineExecutor::train_step(const model::ParamBuffer& params,
+double PipelineExecutor::train_step(const model::ModelParams& params,
                                     const model::ParamBuffer& grads, const PipelineStepInput& input,
                                     Tensor tied_grad) {
   check_input(
@@ -79,14 +79,14 @@ double PipelineExecutor::train_step(const model::ParamBuffer& params,
                  tied_grad);
 }
 
-double PipelineExecutor::eval_step(const model::ParamBuffer& params,
+double PipelineExecutor::eval_step(const model::ModelParams& params,
                                    const PipelineStepInput& input) {
   check_input(input, kInferenceBuffers);
   return execute(inference_schedule(input.micro_batches, num_stages_, stage_), params, nullptr,
                  input, {});
 }
 
-double PipelineExecutor::execute(const PipeSchedule& schedule, const model::ParamBuffer& params,
+double PipelineExecutor::execute(const PipeSchedule& schedule, const model::ModelParams& params,
                                  const model::ParamBuffer* grads, const PipelineStepInput& input,
                                  Tensor tied_grad) {
   const bool first = stage_ == 0, last = stage_ == num_stages_ - 1;

@@ -58,19 +58,19 @@ class PipelineExecutor {
   // ReduceGrads and OptimizerStep are the caller's. The model needs at least
   // num_pipe_buffers(M, P, stage) buffers. Returns the sum of the last stage's micro-batch losses,
   // broadcast from the last stage over the pipeline group (training.md §3.5), on every stage.
-  double train_step(const model::ParamBuffer& params, const model::ParamBuffer& grads,
+  double train_step(const model::ModelParams& params, const model::ParamBuffer& grads,
                     const PipelineStepInput& input, tensor::Tensor tied_grad = {});
 
   // Runs InferenceSchedule(M, P, stage) (eval_batch): forward only, with input.dropout's contexts
   // (training = false for evaluation); loss_scale and after_backward are unused. The model needs
   // kInferenceBuffers buffers. Returns the sum of the last stage's micro-batch losses, broadcast
   // over the pipeline group.
-  double eval_step(const model::ParamBuffer& params, const PipelineStepInput& input);
+  double eval_step(const model::ModelParams& params, const PipelineStepInput& input);
 
  private:
   void check_input(const PipelineStepInput& input, std::int64_t buffers) const;
   // Runs the instructions in order; `grads` is null for a forward-only schedule.
-  double execute(const PipeSchedule& schedule, const model::ParamBuffer& params,
+  double execute(const PipeSchedule& schedule, const model::ModelParams& params,
                  const model::ParamBuffer* grads, const PipelineStepInput& input,
                  tensor::Tensor tied_grad);
   tensor::Tensor hidden(const tensor::Buffer& buffer) const;

@@ -70,11 +70,35 @@ int pipe_buffers(const TrainerOptions& options) {
       kInferenceBuffers, options.pipeline->size() - options.pipeline->rank()));
 }
 
+// options.model with the activation dtype that options.activations picks.
+TrainerOptions with_activation_dtype(TrainerOptions options) {
+  options.model.activation_dtype =
+      activation_dtype(options.activations, options.optimizer.precision, options.device);
+  return options;
+}
+
 }  // namespace
+
+tensor::DType activation_dtype(ActivationPrecision choice, Precision precision,
+                               tensor::Device device) {
+  const bool sixteen =
+      choice == ActivationPrecision::kParams ||
+      (choice == ActivationPrecision::kAuto && device.kind == tensor::DeviceKind::kCuda);
+  if (!sixteen) return tensor::DType::kFloat32;
+  switch (precision) {
+    case Precision::kBf16:
+      return tensor::DType::kBFloat16;
+    case Precision::kFp16:
+      return tensor::DType::kFloat16;
+    case Precision::kFp32:
+      break;
+  }
+  return tensor::DType::kFloat32;
+}
 
 Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
                  data::TrainValidTestDatasets data, TrainingOutputs outputs)
-    : options_(std::move(options)),
+    : options_(with_activation_dtype(std::move(options))),
       table_(table),
       data_(std::move(data)),
       outputs_(std::move(outputs)),
@@ -136,13 +160,18 @@ model::DropoutContext Trainer::training_dropout(std::int64_t micro_batch) const 
   return dropout;
 }
 
+model::ModelParams Trainer::model_params() const {
+  if (options_.model.activation_dtype == tensor::DType::kFloat32) return optimizer_.compute();
+  return {optimizer_.compute(), optimizer_.weights()};
+}
+
 double Trainer::forward_backward_all(data::BatchLoader& loader, std::int64_t micro_batches,
                                      float loss_scale) {
   double loss_sum = 0.0;
   for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
     data::MicroBatchArrays arrays = loader.next();
-    loss_sum += model_.forward_backward(optimizer_.compute(), optimizer_.micro_grads(),
-                                        view_of(arrays), training_dropout(mb), loss_scale);
+    loss_sum += model_.forward_backward(model_params(), optimizer_.micro_grads(), view_of(arrays),
+                                        training_dropout(mb), loss_scale);
     optimizer_.accumulate_micro_batch();
   }
   return loss_sum;
@@ -166,7 +195,7 @@ double Trainer::pipelined_forward_backward(data::BatchLoader& loader, std::int64
     optimizer_.reduce_tied_gradient(word, embedding);
   };
   // Only the first and the last stage read the data; the others leave their loader alone.
-  return pipeline_->train_step(optimizer_.compute(), optimizer_.micro_grads(), input);
+  return pipeline_->train_step(model_params(), optimizer_.micro_grads(), input);
 }
 
 double Trainer::evaluation_losses(data::BatchLoader& loader, std::int64_t micro_batches) {
@@ -181,12 +210,12 @@ double Trainer::evaluation_losses(data::BatchLoader& loader, std::int64_t micro_
       return view_of(arrays);
     };
     input.dropout = [&](std::int64_t) { return no_dropout; };
-    return pipeline_->eval_step(optimizer_.compute(), input);
+    return pipeline_->eval_step(model_params(), input);
   }
   double total = 0.0;
   for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
     data::MicroBatchArrays arrays = loader.next();
-    total += model_.forward_loss(optimizer_.compute(), view_of(arrays), no_dropout);
+    total += model_.forward_loss(model_params(), view_of(arrays), no_dropout);
   }
   return total;
 }

@@ -28,8 +28,20 @@
 
 namespace mds::train {
 
+// The dtype of the model's activations (model::ModelOptions::activation_dtype). kAuto does what
+// upstream does on a GPU: a --bf16/--fp16 run on a CUDA device computes with 16-bit activations
+// and GEMM weights; on the host it keeps fp32 compute from the widened 16-bit weights
+// (architecture.md §4). kFp32 is fp32 everywhere; kParams uses the params' dtype (16-bit for
+// --bf16/--fp16, fp32 otherwise) wherever the model runs, the host included.
+enum class ActivationPrecision { kAuto, kFp32, kParams };
+
+// The activation dtype `choice` gives a run of `precision` on `device`.
+tensor::DType activation_dtype(ActivationPrecision choice, Precision precision,
+                               tensor::Device device);
+
 struct TrainerOptions {
-  model::ModelOptions model;
+  model::ModelOptions model;  // its activation_dtype is decided by `activations`
+  ActivationPrecision activations = ActivationPrecision::kAuto;
   OptimizerOptions optimizer;
   LrScheduleConfig lr_schedule;
   std::int64_t global_batch_size = 0;  // G (final, after any ramp-up)
@@ -148,6 +160,8 @@ class Trainer {
   double pipelined_forward_backward(data::BatchLoader& loader, std::int64_t micro_batches,
                                     float loss_scale);
   model::DropoutContext training_dropout(std::int64_t micro_batch) const;
+  // What the model reads: the compute copy, and with 16-bit activations the 16-bit weights.
+  model::ModelParams model_params() const;
   // Σ of the micro-batch losses of one evaluation batch (no dropout), as above.
   double evaluation_losses(data::BatchLoader& loader, std::int64_t micro_batches);
   bool pipelined() const { return pipeline_.has_value(); }

@@ -102,8 +102,8 @@ struct TrainingRun {
       // As the Trainer: the loss scale (1 unless fp16) over the micro-batch count.
       const auto scale =
           static_cast<float>(optimizer.loss_scale() / static_cast<double>(kMicroBatches));
-      sum += model.forward_backward(optimizer.compute(), optimizer.micro_grads(),
-                                    batch.view(options), dropout, scale);
+      sum += model.forward_backward(params(), optimizer.micro_grads(), batch.view(options), dropout,
+                                    scale);
       optimizer.accumulate_micro_batch();
     }
     last_step = optimizer.step(kLr, it + 1);
@@ -119,7 +119,13 @@ struct TrainingRun {
         static_cast<std::size_t>(options.micro_batch_size * options.config.seq_length), 0.0f);
     const Tensor losses(token_losses.data(), DType::kFloat32,
                         {options.micro_batch_size, options.config.seq_length});
-    return model.forward_loss(optimizer.compute(), batch.view(options), none, losses);
+    return model.forward_loss(params(), batch.view(options), none, losses);
+  }
+
+  // As Trainer::model_params: with 16-bit activations the GEMMs read the 16-bit weights.
+  model::ModelParams params() const {
+    if (options.activation_dtype == DType::kFloat32) return optimizer.compute();
+    return {optimizer.compute(), optimizer.weights()};
   }
 
   ModelOptions options;
