@@ -7,8 +7,8 @@
 # in (N = parameters, embeddings included; the attention term counts the causal half too, as
 # llm.c and nanoGPT do). A benchmark: it asserts nothing about time.
 #
-# mds trains on a device in fp32 so far (docs/cuda.md); its MFU is against the fp32 peak (TF32
-# off), PyTorch's bf16 rows against the bf16 peak.
+# mds runs twice: fp32 (MFU against the fp32 peak, TF32 off) and bf16 (BF16_Optimizer with 16-bit
+# activations and GEMMs on the device; MFU against the bf16 peak), as PyTorch's rows.
 #
 # Usage: tests/bench/gpu_train_bench.sh [BUILD_DIR]   (default build/release, a CUDA build: the
 #        pack of scripts/pack-gpu-build.sh on a machine without our Debian libraries)
@@ -78,14 +78,17 @@ print(f"{sum(times) / len(times):.6f}")
 PY
 }
 
-run_ours() {  # L h heads s b G → mean step seconds
-  local dir="$work/ours-$1-$2"
+run_ours() {  # L h heads s b G precision(fp32|bf16) → mean step seconds
+  local dir="$work/ours-$1-$2-$7"
   mkdir -p "$dir"
   cat > "$dir/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $5, "train_batch_size": $6, "gradient_clipping": 1.0,
+  "bf16": {"enabled": $([ "$7" = bf16 ] && echo true || echo false)},
   "zero_optimization": {"stage": 0}, "steps_per_print": 1000000, "wall_clock_breakdown": false }
 JSON
-  "$build/bin/pretrain" --device "$device" --num-layers "$1" --hidden-size "$2" \
+  local precision=()
+  [ "$7" = bf16 ] && precision=(--bf16)
+  "$build/bin/pretrain" --device "$device" "${precision[@]}" --num-layers "$1" --hidden-size "$2" \
     --num-attention-heads "$3" --seq-length "$4" --max-position-embeddings "$4" \
     --micro-batch-size "$5" --global-batch-size "$6" --lr 1e-4 --min-lr 1e-5 \
     --lr-decay-style cosine --lr-warmup-iters 1 --weight-decay 0.01 --clip-grad 1.0 --seed 1234 \
@@ -123,8 +126,10 @@ for config in $configs; do
   read -r L h n s b G <<< "$(config_values "$config")"
   flop=$(flop_per_token "$L" "$h" "$s" 50304)
   echo "== $config (L=$L h=$h heads=$n s=$s b=$b G=$G)" >&2
-  ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G") || ours=""
+  ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" fp32) || ours=""
   rows+=("$(row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)")")
+  ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""
+  rows+=("$(row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)")")
   eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
   rows+=("$(row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)")")
   fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}") ||
