@@ -21,6 +21,13 @@
 # (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
 # does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
 # each (their tails), as $OUT returns at most 8 files of that size.
+#
+# The device tool kills a command after at most 600 s and then returns only what is under $OUT, and
+# a session has 15 minutes of device time in all: every step runs under `timeout` (a hang costs
+# its limit, not the session), and no step starts once MDS_GPU_CHECK_BUDGET seconds (default 540)
+# have passed since the run began, so the summary is always printed. Per-step limits in seconds:
+# MDS_GPU_CHECK_STEP_LIMIT (default 240; 360 for train), or MDS_GPU_CHECK_LIMIT_<STEP> (e.g.
+# MDS_GPU_CHECK_LIMIT_TRAIN). Give the tool's timeout_s some 30 s more than the budget.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-}"
@@ -37,13 +44,25 @@ pack() {
     "on the device: run(command='scripts/gpu-check.sh run', carry=['build/gpu-pack'])"
 }
 
-# Runs one step, its output into $out/<name>.log (the last 15 MiB when longer).
+# Runs one step under its time limit, its output into $out/<name>.log (the last 15 MiB when
+# longer); skipped when the run's budget is spent.
 step() {  # name command...
   local name=$1; shift
-  echo "== $name: $*"
-  local start rc=0
+  local start rc=0 limit_var="MDS_GPU_CHECK_LIMIT_${name^^}"
+  local default_limit=${MDS_GPU_CHECK_STEP_LIMIT:-240}
+  [ "$name" != train ] || default_limit=${MDS_GPU_CHECK_STEP_LIMIT:-360}
+  local limit="${!limit_var:-$default_limit}"
   start=$(date +%s)
-  "$@" > "$out/$name.full" 2>&1 || rc=$?
+  local left=$(( run_started + ${MDS_GPU_CHECK_BUDGET:-540} - start ))
+  if [ "$left" -le 10 ]; then
+    echo "== $name: not run, the budget of ${MDS_GPU_CHECK_BUDGET:-540} s is spent"
+    skipped+=("$name")
+    return
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
+  echo "== $name (at most $limit s): $*"
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.full" 2>&1 || rc=$?
+  [ "$rc" != 124 ] && [ "$rc" != 137 ] || echo "(killed after its limit of $limit s)" >> "$out/$name.full"
   tail -c 15000000 "$out/$name.full" > "$out/$name.log" && rm -f "$out/$name.full"
   echo "== $name: exit $rc after $(( $(date +%s) - start )) s"
   tail -n 15 "$out/$name.log"
@@ -63,6 +82,8 @@ run() {
   # The packed Open MPI (mpirun first on PATH, its plugins), for the multi-rank steps.
   [ ! -f "$pack/mpi/env.sh" ] || source "$pack/mpi/env.sh"
   failed=()
+  skipped=()
+  run_started=$(date +%s)
   for name in $steps; do
     case $name in
       info) step info bash -c 'nvidia-smi; nvcc --version 2>/dev/null; python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.get_device_name(0))"; uname -a' ;;
@@ -77,8 +98,9 @@ run() {
       *) echo "gpu-check: unknown step $name" >&2; failed+=("$name") ;;
     esac
   done
-  echo "gpu-check: ${#failed[@]} failed step(s)${failed[*]:+: ${failed[*]}}; logs in $out"
-  exit "${#failed[@]}"
+  echo "gpu-check: ${#failed[@]} failed step(s)${failed[*]:+: ${failed[*]}};" \
+    "${#skipped[@]} not run (budget)${skipped[*]:+: ${skipped[*]}}; logs in $out"
+  exit $(( ${#failed[@]} + ${#skipped[@]} ))
 }
 
 case $mode in
