@@ -3,9 +3,9 @@
 # T2×P1, T1×P2, T2×P2 (fp32) and T2×P1 (bf16) run with the matching rank count, each rank loading
 # only its own files, and give what one process gives from the merged model: WikiText loss and
 # perplexities within 1e-6 relative, the same LAMBADA count, byte-identical greedy and seeded
-# (top-k, temperature) samples. Also: evaluation with 2 and 3 data-parallel replicas, a checkpoint
-# run on another grid (cut from the merged model), a universal checkpoint on 2×2 ranks, and a
-# wrong rank count refused with one line.
+# (top-k, temperature) samples. Also: evaluation and generation with 2 and 3 data-parallel
+# replicas, a checkpoint run on another grid (cut from the merged model), a universal checkpoint on
+# 2×2 ranks, and a wrong rank count refused with one line.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
 use_mpirun
@@ -165,9 +165,26 @@ for run in "t2p1 4" "t1p2 6"; do
     fail "$1: LAMBADA on $2 ranks ($(($2 / 2)) replicas) differs from one process"
   pass "$1 on $2 ranks ($(($2 / 2)) replicas): WikiText and LAMBADA = one process"
 done
-expect_failure "world size 2 does not equal --tensor-model-parallel-size 1 × --pipeline-model-parallel-size 1 = 1" \
-  timeout 120 mpirun -np 2 "$MDS_BIN/generate" "${model[@]}" --load "$WORK/t1p2" --num-samples 1 \
-  --pipeline-model-parallel-size 1
+# Generation on more ranks than T·P: replica k mod D decodes batch k, rank 0 writes them in order
+# (one prompt or sample per batch here, so that every replica gets some).
+for run in "t2p1 4 2" "t1p2 6 3" "t1p2 2 2 --pipeline-model-parallel-size 1"; do
+  set -- $run
+  name="$1-$2-ranks"
+  generate "$name-greedy" "$2" "$1" "${greedy[@]}" --micro-batch-size 1 "${@:4}"
+  grep -q "$3 model replicas of" "$WORK/$name-greedy.err" || fail "$name: replicas line"
+  expect_same_files "$WORK/$1-greedy-1.out" "$WORK/$name-greedy.out" \
+    "$1: greedy prompts on $2 ranks ($3 replicas)"
+  generate "$name-sampled" "$2" "$1" "${sampled[@]}" --micro-batch-size 1 "${@:4}"
+  expect_same_files "$WORK/$1-sampled-1.out" "$WORK/$name-sampled.out" \
+    "$1: seeded top-k samples on $2 ranks ($3 replicas)"
+done
+rc=0
+timeout 120 mpirun -np 3 "$MDS_BIN/generate" "${model[@]}" --load "$WORK/t2p1" --num-samples 1 \
+  > "$WORK/bad-generate.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "generate on 3 ranks for T2×P1 exits non-zero (rc $rc)"
+grep -q "generate: error: world size 3 is not a multiple of --tensor-model-parallel-size 2" \
+  "$WORK/bad-generate.log" || fail "generate names the sizes: $(cat "$WORK/bad-generate.log")"
+pass "generate on 3 ranks for a T2×P1 checkpoint is refused with one line"
 
 # Standard input is rank 0's: every rank decodes the prompts it read.
 mpirun -np 2 "$MDS_BIN/generate" "${model[@]}" --load "$WORK/t1p2" --greedy --out-seq-length 10 \

@@ -19,6 +19,7 @@
 #include "tasks/generation.h"
 #include "tasks/gpt_inference.h"
 #include "tasks/inference_model.h"
+#include "tasks/replica_items.h"
 #include "tasks/zero_shot.h"
 
 namespace mds::tasks {
@@ -139,6 +140,80 @@ TEST(ParallelInference, GenerationFollowsTheHeadOnEveryRank) {
     for (int rank = 0; rank < grid.tp * grid.pp; ++rank) {
       EXPECT_EQ(results[static_cast<std::size_t>(rank)], expected)
           << grid.tp << "×" << grid.pp << " rank " << rank;
+    }
+  }
+}
+
+// generate's batches over D replicas (run_items_on_replicas): batch k on replica k mod D, rank 0
+// writing every batch's text in batch order, each text what one process decodes for the batch.
+TEST(ParallelInference, ReplicasDecodeEveryDthBatchAndRankZeroWritesThemInOrder) {
+  const InferenceModel whole = whole_model();
+  GenerationOptions sampled;
+  sampled.sampling.top_k = 20;
+  sampled.sampling.temperature = 1.5;
+  sampled.seq_length = 16;
+  sampled.out_seq_length = 6;
+  sampled.eod = 63;
+  sampled.vocab_size = 60;
+  sampled.seed = 7;
+  constexpr std::int64_t kBatches = 5;  // not a multiple of 2 or 3: the last round is partial
+  const auto batch_rows = [](std::int64_t k) {
+    std::vector<GenerationRow> rows;
+    for (std::int64_t i = 2 * k; i < 2 * k + 2; ++i) {
+      rows.push_back({{(i * 7) % 60, (i * 11 + 3) % 60}, static_cast<std::uint64_t>(i)});
+    }
+    return rows;
+  };
+  const auto text_of = [](const std::vector<GenerationResult>& results) {
+    std::string text;
+    for (const GenerationResult& result : results) {
+      for (const std::int64_t token : result.tokens) text += std::to_string(token) + " ";
+      text += "\n";
+    }
+    return text;
+  };
+  std::vector<std::string> expected;
+  const GptInference one(whole.options, *whole.table, *whole.params);
+  for (std::int64_t k = 0; k < kBatches; ++k) {
+    expected.push_back(text_of(generate(one, batch_rows(k), sampled)));
+  }
+  EXPECT_NE(expected[0], expected[1]);
+  struct Written {
+    std::vector<std::string> texts;
+    std::vector<std::int64_t> items, ran;
+  };
+  for (const Grid grid : {Grid{1, 1, 2}, Grid{1, 1, 3}, Grid{2, 1, 2}, Grid{1, 2, 2}}) {
+    const auto results = run_grid<Written>(
+        whole, grid.tp, grid.pp,
+        [&](const InferenceModel& m) {
+          const GptInference inference(m.options, *m.table, *m.params, m.comms);
+          Written w;
+          run_items_on_replicas(
+              m.comms, kBatches,
+              [&](std::int64_t k) {
+                w.ran.push_back(k);
+                return text_of(generate(inference, batch_rows(k), sampled));
+              },
+              [&](std::int64_t k, const std::string& text) {
+                w.items.push_back(k);
+                w.texts.push_back(text);
+              });
+          return w;
+        },
+        grid.dp);
+    const std::string label =
+        std::to_string(grid.tp) + "×" + std::to_string(grid.pp) + "×" + std::to_string(grid.dp);
+    EXPECT_EQ(results[0].texts, expected) << label;
+    EXPECT_EQ(results[0].items, (std::vector<std::int64_t>{0, 1, 2, 3, 4})) << label;
+    for (int rank = 0; rank < grid.tp * grid.pp * grid.dp; ++rank) {
+      const Written& w = results[static_cast<std::size_t>(rank)];
+      const int dp_rank = rank / grid.tp % grid.dp;
+      std::vector<std::int64_t> mine;
+      for (std::int64_t k = dp_rank; k < kBatches; k += grid.dp) mine.push_back(k);
+      EXPECT_EQ(w.ran, mine) << label << " rank " << rank;
+      if (rank != 0) {
+        EXPECT_TRUE(w.items.empty()) << label << " rank " << rank << " wrote";
+      }
     }
   }
 }

@@ -2,10 +2,12 @@
 // data.md §7): unconditional JSON-lines samples, continuations of prompts read from a file or
 // standard input, or an interactive prompt on a terminal. Decoding uses a KV cache and runs
 // --micro-batch-size samples or prompts together; see docs/generate.md for the differences. One
-// process, or T × P ranks under mpirun/srun, each running its shard of the model on the host or a
-// CUDA device (--device, --distributed-backend); rank 0 writes.
+// process, or T × P × D ranks under mpirun/srun (D replicas of T × P ranks, each decoding every
+// D-th batch), each running its shard of the model on the host or a CUDA device (--device,
+// --distributed-backend); rank 0 writes.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -26,6 +28,7 @@
 #include "tasks/inference_comms.h"
 #include "tasks/inference_device.h"
 #include "tasks/inference_model.h"
+#include "tasks/replica_items.h"
 #include "tasks/sample_output.h"
 #include "tasks/task_args.h"
 #include "text/tokenizer_factory.h"
@@ -82,30 +85,53 @@ tasks::GenerationOptions generation_options(const tasks::GenerateArgs& args,
   return o;
 }
 
+// Logs upstream's "Avg s/batch" line whenever the samples written cross a multiple of
+// --log-interval, and after the last.
+class BatchTimer {
+ public:
+  BatchTimer(const base::Log& log, std::int64_t interval, std::int64_t total)
+      : log_(log), interval_(std::max<std::int64_t>(1, interval)), total_(total) {}
+  void written(std::int64_t before, std::int64_t done) {
+    ++batches_;
+    if (done / interval_ == before / interval_ && done != total_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    log_.note("Avg s/batch: " + std::to_string(seconds / static_cast<double>(batches_)) + " (" +
+              std::to_string(done) + "/" + std::to_string(total_) + " samples)");
+    start_ = now;
+    batches_ = 0;
+  }
+
+ private:
+  const base::Log& log_;
+  std::int64_t interval_, total_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::int64_t batches_ = 0;
+};
+
 void unconditional(Generator& g, const base::Log& log) {
   Output out(g.args.genfile, g.model.comms().output_rank());
   const std::int64_t total = g.args.num_samples, batch = g.args.model.micro_batch_size;
-  const std::int64_t log_interval = std::max<std::int64_t>(1, g.args.model.log_interval);
-  auto start = std::chrono::steady_clock::now();
-  for (std::int64_t first = 0; first < total; first += batch) {
-    std::vector<tasks::GenerationRow> rows;
-    for (std::int64_t i = first; i < std::min(total, first + batch); ++i) {
-      rows.push_back({{g.options.eod}, static_cast<std::uint64_t>(i)});
-    }
-    const std::vector<tasks::GenerationResult> results = tasks::generate(g.model, rows, g.options);
-    for (const tasks::GenerationResult& result : results) {
-      out.write(tasks::unconditional_json_line(result, g.tokenizer) + "\n");
-    }
-    const std::int64_t done = first + static_cast<std::int64_t>(rows.size());
-    if (done / log_interval != first / log_interval || done == total) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      log.note("Avg s/batch: " +
-               std::to_string(seconds / static_cast<double>((done - first + batch - 1) / batch)) +
-               " (" + std::to_string(done) + "/" + std::to_string(total) + " samples)");
-      start = std::chrono::steady_clock::now();
-    }
-  }
+  const std::int64_t batches = (total + batch - 1) / batch;
+  BatchTimer timer(log, g.args.model.log_interval, total);
+  // Batch k holds samples [k·batch, (k + 1)·batch); with D replicas, replica k mod D decodes it.
+  tasks::run_items_on_replicas(
+      g.model.comms(), batches,
+      [&](std::int64_t k) {
+        std::vector<tasks::GenerationRow> rows;
+        for (std::int64_t i = k * batch; i < std::min(total, (k + 1) * batch); ++i) {
+          rows.push_back({{g.options.eod}, static_cast<std::uint64_t>(i)});
+        }
+        std::string text;
+        for (const tasks::GenerationResult& result : tasks::generate(g.model, rows, g.options)) {
+          text += tasks::unconditional_json_line(result, g.tokenizer) + "\n";
+        }
+        return text;
+      },
+      [&](std::int64_t k, const std::string& text) {
+        out.write(text);
+        timer.written(k * batch, std::min(total, (k + 1) * batch));
+      });
   out.commit();
 }
 
@@ -155,29 +181,44 @@ std::optional<std::vector<std::int64_t>> prompt_tokens(const Generator& g, const
   return std::vector<std::int64_t>(ids.begin(), ids.end());
 }
 
-void from_prompts(Generator& g, const std::string& input, const base::Log& log) {
-  const std::vector<std::string> lines = read_prompt_lines(input, g.model.comms());
-  Output out(g.args.sample_output_file, g.model.comms().output_rank());
-  const std::size_t batch = static_cast<std::size_t>(g.args.model.micro_batch_size);
+// The prompts' batches: up to --micro-batch-size usable lines each (empty and too long ones
+// skipped with upstream's message), each row keyed by its line number.
+struct PromptBatch {
   std::vector<tasks::GenerationRow> rows;
-  std::vector<std::size_t> row_lines;
-  const auto flush = [&] {
-    if (rows.empty()) return;
-    const std::vector<tasks::GenerationResult> results = tasks::generate(g.model, rows, g.options);
-    for (std::size_t r = 0; r < results.size(); ++r) {
-      out.write(tasks::conditional_record(lines[row_lines[r]], results[r], g.tokenizer));
-    }
-    rows.clear();
-    row_lines.clear();
-  };
+  std::vector<std::size_t> lines;
+};
+
+std::vector<PromptBatch> prompt_batches(const Generator& g, const std::vector<std::string>& lines,
+                                        const base::Log& log) {
+  const std::size_t batch = static_cast<std::size_t>(g.args.model.micro_batch_size);
+  std::vector<PromptBatch> batches;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const auto tokens = prompt_tokens(g, lines[i], log);
     if (!tokens) continue;
-    rows.push_back({*tokens, static_cast<std::uint64_t>(i)});
-    row_lines.push_back(i);
-    if (rows.size() == batch) flush();
+    if (batches.empty() || batches.back().rows.size() == batch) batches.emplace_back();
+    batches.back().rows.push_back({*tokens, static_cast<std::uint64_t>(i)});
+    batches.back().lines.push_back(i);
   }
-  flush();
+  return batches;
+}
+
+void from_prompts(Generator& g, const std::string& input, const base::Log& log) {
+  const std::vector<std::string> lines = read_prompt_lines(input, g.model.comms());
+  Output out(g.args.sample_output_file, g.model.comms().output_rank());
+  const std::vector<PromptBatch> batches = prompt_batches(g, lines, log);
+  tasks::run_items_on_replicas(
+      g.model.comms(), static_cast<std::int64_t>(batches.size()),
+      [&](std::int64_t k) {
+        const PromptBatch& batch = batches[static_cast<std::size_t>(k)];
+        const std::vector<tasks::GenerationResult> results =
+            tasks::generate(g.model, batch.rows, g.options);
+        std::string text;
+        for (std::size_t r = 0; r < results.size(); ++r) {
+          text += tasks::conditional_record(lines[batch.lines[r]], results[r], g.tokenizer);
+        }
+        return text;
+      },
+      [&](std::int64_t, const std::string& text) { out.write(text); });
   out.commit();
 }
 
@@ -230,7 +271,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
     const std::unique_ptr<text::Tokenizer> tokenizer = text::build_tokenizer(args.model.tokenizer);
     if (!tokenizer->eod()) base::fail("the tokenizer has no end-of-document token");
     std::optional<tasks::InferenceModel> opened =
-        tasks::open_inference_model(processes, args.model, *tokenizer, device, log);
+        tasks::open_inference_model(processes, args.model, *tokenizer, device, log,
+                                    /*data_parallel=*/true);
     if (!opened) return;  // not rank 0 of a grid that does not fit: rank 0 reports it
     const tasks::InferenceModel& model = *opened;
     const tasks::GptInference inference(model.options, *model.table, *model.params, model.comms,
