@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_tc_dropout.cuh"
 #include "kernels/attention_tc_tiles.cuh"
 
 namespace mds::kernels::attention_tc_detail {
@@ -30,6 +31,13 @@ namespace mds::kernels::attention_tc_detail {
 // accumulators within the register file.
 template <int kHn>
 constexpr int kBackwardStep = kHn <= 64 ? 64 : 32;
+
+// Blocks per SM the register allocation must allow (__launch_bounds__' second argument): four
+// forward blocks at hn = 64 (128 registers a thread, no spills), two elsewhere (up to 255; the
+// compiler's own choice for 3 spilled dq's accumulators).
+template <int kHn>
+constexpr int kForwardMinBlocks = kHn <= 64 ? 4 : 2;
+constexpr int kBackwardMinBlocks = 2;
 
 // Dynamic shared memory of each kernel, in bytes.
 template <int kHn>
@@ -41,7 +49,7 @@ constexpr int kBackwardSharedBytes =
 // ---- forward --------------------------------------------------------------------------------
 
 template <typename T, int kHn>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
     forward_kernel(std::uint16_t* ctx, float* lse, const std::uint16_t* qkv, Geometry g,
                    float alpha, float coeff) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
@@ -124,18 +132,19 @@ __global__ void __launch_bounds__(kThreads, 2)
         o[dt][2 * h + 1] *= rescale;
       }
     }
-    // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask.
+    // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask (masked
+    // keys and rows past the end are multiplied too, harmlessly).
     if (g.dropout.p > 0.0f) {
 #pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
+      for (int np = 0; np < kKeys / 16; ++np) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const std::int64_t row = row_base + 8 * h, key = j0 + 8 * nt + accumulator_col(0);
-          if (row < g.s && key <= row) {
-            float f[2];
-            dropout_pair(f, g, bh, row, key);
-            p[nt][2 * h] *= f[0];
-            p[nt][2 * h + 1] *= f[1];
+          float f[2][2];
+          row_dropout(f, g, bh, row_base + 8 * h, j0 + 16 * np);
+#pragma unroll
+          for (int tile = 0; tile < 2; ++tile) {
+            p[2 * np + tile][2 * h] *= f[tile][0];
+            p[2 * np + tile][2 * h + 1] *= f[tile][1];
           }
         }
       }
@@ -181,7 +190,7 @@ __device__ __forceinline__ PairGradient pair_gradient(float score, float dp, flo
 // end; warp w owns keys 16w … 16w + 15 and computes Sᵀ = k·qᵀ and dPᵀ = v·dOᵀ, so that pᵀ and dSᵀ
 // are A operands of dv += pᵀ·dO and dk += dSᵀ·q straight from registers.
 template <typename T, int kHn>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const std::uint16_t* ctx,
                 const float* lse, const std::uint16_t* qkv, Geometry g, float alpha, float coeff) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
@@ -230,15 +239,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     warp_product_abt<T, kHn, kQueries>(dpt, v_s, kWarpRows * warp, do_s);
 #pragma unroll
     for (int nt = 0; nt < kQueries / 8; ++nt) {
+      const std::int64_t query0 = i0 + 8 * nt + accumulator_col(0);
+      float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [query c][key h]
+      if (g.dropout.p > 0.0f) column_dropout(f, g, bh, query0, j0 + kWarpRows * warp);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int local = 8 * nt + accumulator_col(e);
         const std::int64_t key = key_base + 8 * (e >> 1), row = i0 + local;
         PairGradient pg = {0.0f, 0.0f};
         if (row < g.s && key <= row) {
-          const float factor = g.dropout.p > 0.0f ? dropout_one(g, bh, row, key) : 1.0f;
-          pg = pair_gradient(st[nt][e], dpt[nt][e], lse_s[local], delta_s[local], factor, alpha,
-                             coeff);
+          pg = pair_gradient(st[nt][e], dpt[nt][e], lse_s[local], delta_s[local], f[e & 1][e >> 1],
+                             alpha, coeff);
         }
         st[nt][e] = pg.p;
         dpt[nt][e] = pg.ds;
@@ -266,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal; warp w
 // owns rows 16w … 16w + 15: S = q·kᵀ, dP = dO·vᵀ, dq += dS·k.
 template <typename T, int kHn>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     dq_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const std::uint16_t* ctx,
               const float* lse, const std::uint16_t* qkv, Geometry g, float alpha, float coeff) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
@@ -324,21 +335,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     warp_product_abt<T, kHn, kKeys>(sc, q_s, kWarpRows * warp, k_s);
     warp_product_abt<T, kHn, kKeys>(dp, do_s, kWarpRows * warp, v_s);
 #pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
+    for (int np = 0; np < kKeys / 16; ++np) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const std::int64_t row = row_base + 8 * h, key = j0 + 8 * nt + accumulator_col(0);
-        float f[2] = {1.0f, 1.0f};
-        if (g.dropout.p > 0.0f && row < g.s && key <= row) dropout_pair(f, g, bh, row, key);
+        const std::int64_t row = row_base + 8 * h;
+        float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+        if (g.dropout.p > 0.0f) row_dropout(f, g, bh, row, j0 + 16 * np);
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float ds = 0.0f;
-          if (row < g.s && key + c <= row) {
-            ds = pair_gradient(sc[nt][2 * h + c], dp[nt][2 * h + c], row_lse[h], row_delta[h], f[c],
-                               alpha, coeff)
-                     .ds;
+        for (int tile = 0; tile < 2; ++tile) {
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int nt = 2 * np + tile;
+            const std::int64_t key = j0 + 8 * nt + accumulator_col(c);
+            float ds = 0.0f;
+            if (row < g.s && key <= row) {
+              ds = pair_gradient(sc[nt][2 * h + c], dp[nt][2 * h + c], row_lse[h], row_delta[h],
+                                 f[tile][c], alpha, coeff)
+                       .ds;
+            }
+            dp[nt][2 * h + c] = ds;
           }
-          dp[nt][2 * h + c] = ds;
         }
       }
     }

@@ -1,6 +1,6 @@
 // The building blocks of the tensor-core attention kernels (attention_tc_kernels.cuh): 16-bit
 // tiles in shared memory, mma fragments loaded from them with ldmatrix, the two warp-level
-// products every kernel is made of, the dropout factors and the backward's row statistics.
+// products every kernel is made of and the backward's row statistics.
 // Plain CUDA with no runtime includes, so the CPU unit tests can run it under the SIMT emulation
 // (tests/unit/simt_mma_emulation.h).
 #pragma once
@@ -9,7 +9,6 @@
 
 #include "kernels/attention_kernels.cuh"
 #include "kernels/mma.cuh"
-#include "kernels/philox.cuh"
 
 namespace mds::kernels::attention_tc_detail {
 
@@ -152,48 +151,6 @@ __device__ __forceinline__ int accumulator_row(int e) {
 
 __device__ __forceinline__ int accumulator_col(int e) {
   return 2 * (lane_id() % 4) + (e & 1);
-}
-
-__device__ __forceinline__ std::uint32_t word_at(const detail::PhiloxWords& words,
-                                                 std::uint64_t k) {
-  // Selects instead of indexing, so that the words stay in registers.
-  return k == 0 ? words.w[0] : k == 1 ? words.w[1] : k == 2 ? words.w[2] : words.w[3];
-}
-
-// Element `index` of the layer's stream kept? One Philox block per call, like
-// attention_detail::dropout_factor, which numbers pairs the same way.
-__device__ __forceinline__ std::uint64_t dropout_index(const Geometry& g, std::int64_t bh,
-                                                       std::int64_t row, std::int64_t key) {
-  const Dropout& d = g.dropout;
-  const std::int64_t sh = (bh / d.np) * d.stream_heads + d.first_head + bh % d.np;
-  return static_cast<std::uint64_t>((sh * g.s + row) * g.s + key);
-}
-
-__device__ __forceinline__ float keep_factor(const Dropout& d, std::uint32_t word) {
-  return detail::philox_uniform(word) >= d.p ? d.scale : 0.0f;
-}
-
-// The dropout factors (scale or 0) of pairs (row, key) and (row, key + 1): consecutive elements
-// of the stream, so one Philox block serves both unless `key` is the last of its block of four.
-__device__ __forceinline__ void dropout_pair(float f[2], const Geometry& g, std::int64_t bh,
-                                             std::int64_t row, std::int64_t key) {
-  const Dropout& d = g.dropout;
-  const std::uint64_t index = dropout_index(g, bh, row, key), k = index % 4;
-  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 4);
-  f[0] = keep_factor(d, word_at(words, k));
-  if (k < 3) {
-    f[1] = keep_factor(d, word_at(words, k + 1));
-  } else {
-    f[1] = keep_factor(d, detail::philox_block(d.seed, d.offset, index / 4 + 1).w[0]);
-  }
-}
-
-// The dropout factor of one pair (for pairs whose neighbours in a thread are other rows).
-__device__ __forceinline__ float dropout_one(const Geometry& g, std::int64_t bh, std::int64_t row,
-                                             std::int64_t key) {
-  const Dropout& d = g.dropout;
-  const std::uint64_t index = dropout_index(g, bh, row, key);
-  return keep_factor(d, word_at(detail::philox_block(d.seed, d.offset, index / 4), index % 4));
 }
 
 // The backward's per-row statistics of the kRows query rows at i0 (do_s: their dctx tile):

@@ -19,7 +19,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
+
+#include "tensor/dtype.h"
 
 namespace mds::attention_tc_test {
 
@@ -28,8 +31,8 @@ namespace mds::attention_tc_test {
 struct BoundInputs {
   std::int64_t s, b, np, hn;
   double coeff;
-  double u;                            // unit roundoff of the 16-bit type
-  bool subnormals;                     // fp16: P and dS may round as subnormals
+  double u;                                           // unit roundoff of the 16-bit type
+  bool subnormals;                                    // fp16: P and dS may round as subnormals
   std::vector<double> qkv = {}, dctx = {}, ctx = {};  // ctx: the host's (rounded) context
   std::vector<double> probs = {}, dropped = {};       // dropped = probs without dropout
 };
@@ -127,6 +130,56 @@ inline Bounds attention_bounds(const BoundInputs& in) {
     }
   }
   return out;
+}
+
+// BoundInputs from 16-bit host tensors (T: tensor::BFloat16 or tensor::Float16) and the host's
+// fp32 probabilities (dropped = probs without dropout).
+template <typename T>
+BoundInputs bound_inputs(std::int64_t s, std::int64_t b, std::int64_t np, std::int64_t hn,
+                         double coeff, const std::vector<T>& qkv, const std::vector<T>& dctx,
+                         const std::vector<T>& host_ctx, const std::vector<float>& probs,
+                         const std::vector<float>& dropped) {
+  constexpr bool kFp16 = std::is_same_v<T, tensor::Float16>;
+  BoundInputs in{s, b, np, hn, coeff, kFp16 ? 0x1p-11 : 0x1p-8, kFp16};
+  for (const T x : qkv) in.qkv.push_back(tensor::to_float(x));
+  for (const T x : dctx) in.dctx.push_back(tensor::to_float(x));
+  for (const T x : host_ctx) in.ctx.push_back(tensor::to_float(x));
+  in.probs.assign(probs.begin(), probs.end());
+  in.dropped.assign(dropped.begin(), dropped.end());
+  return in;
+}
+
+// got against want (16-bit) over the elements first + k·stride + [0, width): how many are not
+// finite or beyond bound + 2u·|want| (the kernel's and the host's final roundings), the largest
+// error as a share of that limit, and the normwise relative error.
+struct Measured {
+  std::size_t beyond = 0;
+  double worst_share = 0.0, relative = 0.0;
+};
+
+template <typename T>
+Measured measure(const std::vector<T>& got, const std::vector<T>& want,
+                 const std::vector<double>& bound, std::size_t first, std::size_t width,
+                 std::size_t stride) {
+  const double u = std::is_same_v<T, tensor::Float16> ? 0x1p-11 : 0x1p-8;
+  Measured m;
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t base = first; base < got.size(); base += stride) {
+    for (std::size_t i = base; i < base + width; ++i) {
+      const double g = tensor::to_float(got[i]), w = tensor::to_float(want[i]);
+      if (!std::isfinite(g)) {
+        ++m.beyond;
+        continue;
+      }
+      const double err = std::fabs(g - w), limit = bound[i] + 2.0 * u * (1.0 + u) * std::fabs(w);
+      if (err > limit) ++m.beyond;
+      if (limit > 0.0) m.worst_share = std::max(m.worst_share, err / limit);
+      diff += err * err;
+      norm += w * w;
+    }
+  }
+  m.relative = norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return m;
 }
 
 }  // namespace mds::attention_tc_test

@@ -59,9 +59,6 @@ using MmaType =
     std::conditional_t<std::is_same_v<T, tensor::BFloat16>, kernels::mma::Bf16, kernels::mma::Fp16>;
 
 template <typename T>
-constexpr double kUnitRoundoff = std::is_same_v<T, tensor::BFloat16> ? 0x1p-8 : 0x1p-11;
-
-template <typename T>
 const char* type_name() {
   return std::is_same_v<T, tensor::BFloat16> ? "bf16" : "fp16";
 }
@@ -290,38 +287,8 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
   return std::sqrt(diff / norm);
 }
 
-// got against want over the elements first + k·stride + [0, width): how many are not finite or
-// beyond bound + 2u·|want| (the two final roundings), the largest error as a share of that
-// limit, and the normwise relative error.
-struct Measured {
-  std::size_t beyond = 0;
-  double worst_share = 0.0, relative = 0.0;
-};
-
-template <typename T>
-Measured measure(const std::vector<T>& got, const std::vector<T>& want,
-                 const std::vector<double>& bound, std::size_t first, std::size_t width,
-                 std::size_t stride) {
-  const double u = kUnitRoundoff<T>;
-  Measured m;
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t base = first; base < got.size(); base += stride) {
-    for (std::size_t i = base; i < base + width; ++i) {
-      const double g = tensor::to_float(got[i]), w = tensor::to_float(want[i]);
-      if (!std::isfinite(g)) {
-        ++m.beyond;
-        continue;
-      }
-      const double err = std::fabs(g - w), limit = bound[i] + 2.0 * u * (1.0 + u) * std::fabs(w);
-      if (err > limit) ++m.beyond;
-      if (limit > 0.0) m.worst_share = std::max(m.worst_share, err / limit);
-      diff += err * err;
-      norm += w * w;
-    }
-  }
-  m.relative = norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-  return m;
-}
+using attention_tc_test::measure;
+using attention_tc_test::Measured;
 
 void expect_within(const Measured& m, const char* what) {
   EXPECT_EQ(m.beyond, 0u) << what << ": elements beyond the bound (worst share " << m.worst_share
@@ -346,13 +313,8 @@ void check_against_host(const Case& c, Kernels kernels = {}, bool rerun = false)
   const auto dqkv0 = random_halves<T>(qkv_n, 9, -0.01f, 0.01f);
   const Host<T> host = host_attention<kHn, T>(c, qkv, dctx, dqkv0);
 
-  attention_tc_test::BoundInputs in{
-      c.s, c.b, c.np, kHn, c.coeff, kUnitRoundoff<T>, std::is_same_v<T, tensor::Float16>};
-  for (const float x : widened(qkv)) in.qkv.push_back(x);
-  for (const float x : widened(dctx)) in.dctx.push_back(x);
-  for (const float x : widened(host.ctx)) in.ctx.push_back(x);
-  in.probs.assign(host.probs.begin(), host.probs.end());
-  in.dropped.assign(host.dropped.begin(), host.dropped.end());
+  const attention_tc_test::BoundInputs in = attention_tc_test::bound_inputs(
+      c.s, c.b, c.np, kHn, c.coeff, qkv, dctx, host.ctx, host.probs, host.dropped);
   const attention_tc_test::Bounds bounds = attention_tc_test::attention_bounds(in);
 
   const auto run_forward = [&] {
@@ -393,24 +355,28 @@ void check_against_host(const Case& c, Kernels kernels = {}, bool rerun = false)
   }
 }
 
-// One token, a partial tile, several tiles with a partial last one, two batches and heads,
-// coeff > 1; bit-identical reruns.
+// One token, a partial tile, several tiles with a partial last one (up to 150 rows), two batches
+// and heads, coeff > 1; bit-identical reruns. Sizes stay small: the emulation runs a std::thread
+// per CUDA thread (about 40 s for this file under ASan).
 TEST(KernelsEmulatedAttentionTc, Bf16WithinBoundsOfHost16BitOps) {
   check_against_host<64, tensor::BFloat16>({1, 1, 1, 1.0f});
   check_against_host<64, tensor::BFloat16>({17, 2, 2, 2.0f}, {}, true);
   check_against_host<128, tensor::BFloat16>({67, 1, 1, 1.0f});
-  check_against_host<64, tensor::BFloat16>({200, 1, 1, 1.0f});
+  check_against_host<64, tensor::BFloat16>({150, 1, 1, 1.0f});
 }
 
 TEST(KernelsEmulatedAttentionTc, Fp16WithinBoundsOfHost16BitOps) {
   check_against_host<128, tensor::Float16>({17, 1, 2, 1.0f});
-  check_against_host<64, tensor::Float16>({131, 1, 1, 3.0f}, {}, true);
+  check_against_host<64, tensor::Float16>({97, 1, 1, 3.0f});
 }
 
-// Dropout inside: the masks of the CPU's halves, numbered by the heads of the whole layer.
+// Dropout inside: the masks of the CPU's halves, numbered by the heads of the whole layer; with
+// s % 4 == 0 (the lanes sharing each Philox block, attention_tc_dropout.cuh) and without.
 TEST(KernelsEmulatedAttentionTc, DropoutWithinBoundsOfHostMasks) {
-  check_against_host<64, tensor::BFloat16>({70, 1, 2, 1.0f, 0.1f, 1, 4}, {}, true);
-  check_against_host<128, tensor::Float16>({33, 1, 1, 2.0f, 0.1f, 2, 3});
+  check_against_host<64, tensor::BFloat16>({68, 1, 2, 1.0f, 0.1f, 1, 4}, {}, true);
+  check_against_host<64, tensor::BFloat16>({70, 1, 1, 1.0f, 0.1f, 2, 3});
+  check_against_host<128, tensor::Float16>({36, 1, 1, 2.0f, 0.5f, 2, 3});
+  check_against_host<128, tensor::Float16>({33, 1, 1, 2.0f, 0.1f});
 }
 
 // The lse of either forward serves either backward (both are fp32 and within 1e-6 of the
@@ -424,7 +390,7 @@ TEST(KernelsEmulatedAttentionTc, LseInterchangeableWithSimtKernels) {
 // so no tile is refilled while another warp still reads it.
 TEST(KernelsEmulatedAttentionTc, SameBitsWhenCopiesLandEarly) {
   using T = tensor::BFloat16;
-  const Case c{130, 1, 1, 1.0f, 0.1f};
+  const Case c{68, 1, 1, 1.0f, 0.1f};
   const auto qkv = random_halves<T>(static_cast<std::size_t>(c.s * 3 * 64), 3, -2.0f, 2.0f);
   const auto dctx = random_halves<T>(static_cast<std::size_t>(c.s * 64), 4, -1.0f, 1.0f);
   const std::vector<T> dqkv0(qkv.size(), T{0});
