@@ -33,8 +33,8 @@ template <int kHn>
 constexpr int kBackwardStep = kHn <= 64 ? 64 : 32;
 
 // Blocks per SM the register allocation must allow (__launch_bounds__' second argument): four
-// forward blocks at hn = 64 (128 registers a thread, no spills), two elsewhere (up to 255; the
-// compiler's own choice for 3 spilled dq's accumulators).
+// forward blocks at hn = 64 (128 registers a thread, no spills), two elsewhere (up to 255 a
+// thread: left to itself, ptxas capped the dq kernel at 168 and spilled).
 template <int kHn>
 constexpr int kForwardMinBlocks = kHn <= 64 ? 4 : 2;
 constexpr int kBackwardMinBlocks = 2;
