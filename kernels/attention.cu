@@ -1,10 +1,13 @@
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/attention_io_cuda.cuh"
 #include "kernels/attention_kernels.cuh"
+#include "kernels/attention_tc.h"
 #include "kernels/check.h"
 #include "kernels/head_dim_dispatch.cuh"
 
@@ -65,17 +68,46 @@ Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const ops::Dropo
           alpha};
 }
 
+bool aligned_16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// Whether a call runs on the tensor-core kernels (attention.h's AttentionKernel).
+bool use_tensor_cores(AttentionKernel kernel, tensor::DType dtype, std::int64_t hn,
+                      std::initializer_list<const void*> pointers, const char* op) {
+  if (kernel == AttentionKernel::kSimt) return false;
+  bool aligned = true;
+  for (const void* p : pointers) aligned = aligned && aligned_16(p);
+  const bool fits = attention_tensor_core_supported(dtype, hn) && aligned;
+  if (kernel == AttentionKernel::kTensorCore && !fits) {
+    base::fail("cuda: kernels::", op, ": the tensor-core kernels need bf16/fp16, head dim 64 or ",
+               "128 and 16-byte aligned pointers (got ", tensor::dtype_name(dtype), ", head dim ",
+               hn, aligned ? ")" : ", a misaligned pointer)");
+  }
+  return fits;
+}
+
 }  // namespace
 
 bool attention_head_dim_supported(std::int64_t hn) {
   return hn == 8 || hn == 16 || hn == 32 || hn == 64 || hn == 96 || hn == 128;
 }
 
+bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
+  return (dtype == tensor::DType::kBFloat16 || dtype == tensor::DType::kFloat16) &&
+         attention_tc::head_dim_supported(hn);
+}
+
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, AttentionKernel kernel) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, "attention_forward");
+  if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, "attention_forward")) {
+    attention_tc::forward(ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry,
+                          d.b * d.np, at.alpha, coeff, stream);
+    return;
+  }
   with_io(dtype, "attention_forward", [&](auto io) {
     using Io = decltype(io);
     using Elem = typename Io::Elem;
@@ -93,9 +125,15 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
 
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
-                        float coeff, const ops::DropoutStream& dropout, cudaStream_t stream) {
+                        float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
+                        AttentionKernel kernel) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, "attention_backward");
+  if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
+    attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
+                           at.geometry, d.b * d.np, at.alpha, coeff, stream);
+    return;
+  }
   with_io(dtype, "attention_backward", [&](auto io) {
     using Io = decltype(io);
     using Elem = typename Io::Elem;

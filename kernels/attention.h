@@ -18,6 +18,14 @@
 //
 // Device pointers, work queued on `stream`. Head dims with a compiled kernel: 8, 16, 32, 64, 96,
 // 128; others fail.
+//
+// Two kernel families compute it. The SIMT kernels (attention_kernels.cuh) take every dtype and
+// head dim, with fp32 CUDA-core math on the widened values. The tensor-core kernels
+// (attention_tc_kernels.cuh) take bf16/fp16 at head dims 64 and 128: every product is an mma with
+// 16-bit operands and fp32 accumulation, so the probabilities (forward, dv) and the score
+// gradients (dq, dk) are rounded to the 16-bit type before their products, as in
+// FlashAttention-2 (docs/cuda.md bounds the difference). The lse of either forward serves either
+// backward.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -31,20 +39,30 @@ namespace mds::kernels {
 
 bool attention_head_dim_supported(std::int64_t hn);
 
+// kAuto: the tensor-core kernels wherever they apply (bf16/fp16, hn 64 or 128, every pointer
+// 16-byte aligned), the SIMT kernels elsewhere. kSimt forces the SIMT kernels (tests, benchmarks);
+// kTensorCore forces the tensor-core ones and fails with one line where they do not apply.
+enum class AttentionKernel { kAuto, kSimt, kTensorCore };
+
+// Whether the tensor-core kernels take this dtype and head dim (pointers must also be 16-byte
+// aligned).
+bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn);
+
 // ctx = dropout(causal_softmax(coeff·α·q·kᵀ))·v (written), lse [b·np·s] written. With
 // dropout.p > 0 pair (i, j) of slice (batch, head) keeps the mask the CPU draws for it: element
 // (sh·s + i)·s + j of the stream, sh = batch·d.stream_heads + d.first_head + head (stream_heads 0
 // means np). p = 0: no dropout (d.first_head and d.stream_heads unused).
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
-                       cudaStream_t stream);
+                       cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto);
 
 // dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
 // dropout). Each element of dqkv is read and written by one thread once. dqkv must not alias the
 // inputs.
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
-                        float coeff, const ops::DropoutStream& dropout, cudaStream_t stream);
+                        float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
+                        AttentionKernel kernel = AttentionKernel::kAuto);
 
 // The fp32 instances, for callers holding float pointers.
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,

@@ -2,7 +2,8 @@
 // against its ops/cpu twin (at a reduced size, so that the CPU side stays quick), then timed at the
 // shapes of one GPT-2 training micro-batch with CUDA events; one line per kernel with the time per
 // call, the rate (GB/s for memory-bound kernels, TFLOP/s for the GEMMs and attention) and that
-// rate as a share of the device's peak.
+// rate as a share of the device's peak. `--only attention` times the fp32 flash attention and the
+// bf16 one on its tensor-core and SIMT kernels.
 //
 // Peaks: memory bandwidth from the device attributes (2 · memory clock · bus width); FLOP/s from
 // SM count · max clock · per-SM throughput for compute capabilities 8.0 (A100) and 9.0 (H100), the
@@ -584,6 +585,93 @@ mds::tensor::Tensor f32_view(std::vector<float>& v, mds::tensor::Shape shape) {
   return {v.data(), DType::kFloat32, shape};
 }
 
+// The bf16 flash attention of a --bf16 run, on the tensor-core kernels (kAuto's pick at head dims
+// 64 and 128) and on the SIMT kernels (kSimt, fp32 CUDA-core math on widened values): first the
+// two against each other at one sequence (the tensor-core kernels round P and dS to bf16, each
+// family is within about 3e-3 of the host in norm; tests/gpu/attention_tc_test.cpp checks the
+// elementwise bounds), then timed at the micro-batch's shape, without and with attention dropout
+// (0.1, upstream's default: the Philox draws are part of the cost). TFLOP/s against the bf16
+// tensor peak for both (what a bf16 run could get), FLOPs counted as for the fp32 kernels.
+bool bench_attention_bf16(const Options& o, const Peak& peak) {
+  using mds::kernels::AttentionKernel;
+  const std::int64_t hn = o.hidden / o.heads;
+  if (!mds::kernels::attention_tensor_core_supported(DType::kBFloat16, hn)) {
+    std::printf("attention bf16: head dim %lld has no tensor-core kernel, skipped\n",
+                static_cast<long long>(hn));
+    return true;
+  }
+  bool ok = true;
+  {
+    const mds::ops::cpu::AttentionDims d{o.seq, 1, o.heads, hn};
+    const auto qkv = to_bf16_bits(random_floats(3 * o.seq * o.hidden, 25, -2.0f, 2.0f));
+    const auto dctx = to_bf16_bits(random_floats(o.seq * o.hidden, 26));
+    const std::vector<std::uint16_t> zeros(qkv.size(), 0);
+    Buffer<std::uint16_t> q(qkv), dc(dctx), ctx_tc(dctx.size()), ctx_simt(dctx.size());
+    Buffer<std::uint16_t> grad_tc(zeros), grad_simt(zeros);
+    Buffer<float> lse_tc(static_cast<std::size_t>(o.heads * o.seq)),
+        lse_simt(static_cast<std::size_t>(o.heads * o.seq));
+    const auto both = [&](AttentionKernel kernel, Buffer<std::uint16_t>& ctx, Buffer<float>& lse,
+                          Buffer<std::uint16_t>& grad) {
+      mds::kernels::attention_forward(ctx.get(), lse.get(), q.get(), DType::kBFloat16, d, 1.0f, {},
+                                      nullptr, kernel);
+      mds::kernels::attention_backward(grad.get(), dc.get(), ctx.get(), lse.get(), q.get(),
+                                       DType::kBFloat16, d, 1.0f, {}, nullptr, kernel);
+    };
+    both(AttentionKernel::kTensorCore, ctx_tc, lse_tc, grad_tc);
+    both(AttentionKernel::kSimt, ctx_simt, lse_simt, grad_simt);
+    // 4u of bf16 in norm: room for both families' errors against the host.
+    ok &= validate("attention_forward bf16 tc/simt", widen_bf16(ctx_tc.download()),
+                   widen_bf16(ctx_simt.download()), 0x1p-6);
+    ok &= validate("attention_backward bf16 tc/simt", widen_bf16(grad_tc.download()),
+                   widen_bf16(grad_simt.download()), 0x1p-6);
+  }
+  const mds::ops::cpu::AttentionDims d{o.seq, o.batch, o.heads, hn};
+  const std::int64_t tokens = o.batch * o.seq;
+  Buffer<std::uint16_t> qkv(to_bf16_bits(random_floats(3 * tokens * o.hidden, 27, -2.0f, 2.0f)));
+  Buffer<std::uint16_t> dctx(to_bf16_bits(random_floats(tokens * o.hidden, 28)));
+  Buffer<std::uint16_t> ctx(static_cast<std::size_t>(tokens * o.hidden)),
+      dqkv(std::vector<std::uint16_t>(3 * static_cast<std::size_t>(tokens * o.hidden), 0));
+  Buffer<float> lse(static_cast<std::size_t>(o.batch * o.heads * o.seq));
+  const double forward_flops = 4.0 * static_cast<double>(o.batch * o.heads) *
+                               static_cast<double>(o.seq) * static_cast<double>(o.seq) / 2.0 *
+                               static_cast<double>(hn);
+  const struct {
+    AttentionKernel kernel;
+    float p;
+    const char* forward;
+    const char* backward;
+  } runs[] = {{AttentionKernel::kTensorCore, 0.0f, "attention_forward (bf16, tc)",
+               "attention_backward (bf16, tc)"},
+              {AttentionKernel::kTensorCore, 0.1f, "attention_forward (bf16, tc, p=0.1)",
+               "attention_backward (bf16, tc, p=0.1)"},
+              {AttentionKernel::kSimt, 0.0f, "attention_forward (bf16, simt)",
+               "attention_backward (bf16, simt)"}};
+  for (const auto& r : runs) {
+    const mds::ops::DropoutStream dropout{r.p, 1234, 0};
+    const double fwd_ms = time_ms(
+        [&] {
+          mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), DType::kBFloat16, d,
+                                          1.0f, dropout, nullptr, r.kernel);
+        },
+        o.iters);
+    report_flops(r.forward, fwd_ms, forward_flops, peak.tensor_flops);
+    const double bwd_ms = time_ms(
+        [&] {
+          mds::kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(),
+                                           DType::kBFloat16, d, 1.0f, dropout, nullptr, r.kernel);
+        },
+        o.iters);
+    // FlashAttention-2's count, 2.5× the forward (both families compute scores and dp twice: 3.5×).
+    report_flops(r.backward, bwd_ms, 2.5 * forward_flops, peak.tensor_flops);
+  }
+  return ok;
+}
+
+bool bench_attention_fp32_and_bf16(const Options& o, const Peak& peak) {
+  const bool fp32 = bench_attention(o, peak);
+  return bench_attention_bf16(o, peak) && fp32;
+}
+
 bool bench_activations16(const Options& o, const Peak& peak) {
   const std::int64_t cols = o.hidden, rows = o.batch * o.seq, ffn = 4 * o.hidden;
   const auto kind = mds::ops::GeluKind::kTanhFused;
@@ -680,7 +768,7 @@ int main(int argc, char** argv) {
     const std::pair<const char*, bool (*)(const Options&, const Peak&)> benches[] = {
         {"embedding", bench_embedding},
         {"layernorm", bench_layernorm},
-        {"attention", bench_attention},
+        {"attention", bench_attention_fp32_and_bf16},
         {"gemm", bench_gemm},
         {"gelu", bench_gelu},
         {"activations16", bench_activations16},

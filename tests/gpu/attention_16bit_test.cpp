@@ -10,8 +10,10 @@
 // the definition in double on the widened qkv. dq and dk: the kernels' delta = dctx·ctx reads the
 // 16-bit ctx, the host's softmax backward sums p·dp in fp32, and the difference survives the
 // cancellation in dp − delta: bounded in norm by 2u (u the unit roundoff; under the CPU emulation,
-// tests/unit/kernels_emulated_attention_test.cpp, it measured below u). The decode attention over
-// a 16-bit cache: the cache bit for bit, the context within one ulp as ctx.
+// tests/unit/kernels_emulated_attention_test.cpp, it measured below u). At head dims 64 and 128
+// the ops run the tensor-core kernels, which round P and dS to 16 bits: there the elementwise
+// bounds of tests/unit/attention_tc_bounds.h apply instead. The decode attention over a 16-bit
+// cache: the cache bit for bit, the context within one ulp as ctx.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,10 +25,12 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/attention.h"
 #include "ops/attention.h"
 #include "tests/gpu/device_tensors.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/half_util.h"
+#include "tests/unit/attention_tc_bounds.h"
 
 namespace mds {
 namespace {
@@ -151,12 +155,28 @@ TYPED_TEST(Attention16OnDevice, FlashAttentionMatchesHost16BitAttention) {
                                   qkv.h, c.coeff);
 
     ops::flash_attention_forward(ctx, context.d, lse.d, qkv.d, c.coeff, dropout, c.heads);
-    expect_one_ulp(context.download(ctx), context.host, 0, ctx_n, ctx_n, "ctx");
     MDS_EXPECT_CLOSE(lse.download(ctx), reference_lse(widened(qkv.host), c), 1e-6);
     ops::flash_attention_backward(ctx, dqkv.d, dctx.d, context.d, lse.d, qkv.d, c.coeff, dropout,
                                   c.heads);
     const std::vector<T> got = dqkv.download(ctx);
     const auto head = static_cast<std::size_t>(3 * c.hn), hn = static_cast<std::size_t>(c.hn);
+    if (kernels::attention_tensor_core_supported(tensor::dtype_of<T>(), c.hn)) {
+      // The ops take the tensor-core kernels here (P and dS rounded to 16 bits): their bounds
+      // (tests/gpu/attention_tc_test.cpp).
+      const auto bounds = attention_tc_test::attention_bounds(
+          attention_tc_test::bound_inputs(c.s, c.b, c.np, c.hn, c.coeff, qkv.host, dctx.host,
+                                          context.host, probs, c.p == 0.0f ? probs : dropped));
+      const auto got_ctx = context.download(ctx);
+      EXPECT_EQ(attention_tc_test::measure(got_ctx, context.host, bounds.ctx, 0, hn, hn).beyond,
+                0u);
+      for (std::size_t part = 0; part < 3; ++part) {
+        EXPECT_EQ(
+            attention_tc_test::measure(got, dqkv.host, bounds.dqkv, part * hn, hn, head).beyond, 0u)
+            << "part " << part;
+      }
+      continue;
+    }
+    expect_one_ulp(context.download(ctx), context.host, 0, ctx_n, ctx_n, "ctx");
     expect_one_ulp(got, dqkv.host, 2 * hn, hn, head, "dv");
     const double bound = std::is_same_v<T, tensor::BFloat16> ? 0x1p-8 : 0x1p-10;
     MDS_EXPECT_CLOSE(widened(got), widened(dqkv.host), bound);

@@ -7,8 +7,9 @@
 #include "tests/unit/simt_emulation.h"
 
 namespace mds::kernels::attention_detail {
-float smem[simt::kSharedFloats];
-}
+// inline: kernels_emulated_attention_tc_test.cpp runs these kernels too and defines the same.
+inline float smem[simt::kSharedFloats];
+}  // namespace mds::kernels::attention_detail
 
 #include <gtest/gtest.h>
 

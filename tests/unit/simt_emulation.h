@@ -36,12 +36,13 @@ struct Index {
 inline thread_local Index thread_index;
 inline Index block_index, grid_size;
 
+// A block of `threads` threads (a multiple of the warp size, at most kBlockThreads).
 struct BlockState {
-  std::barrier<> block{kBlockThreads};
+  std::barrier<> block;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   float exchange[kBlockThreads];
-  BlockState() {
-    for (unsigned w = 0; w < kBlockThreads / kWarpSize; ++w) {
+  explicit BlockState(unsigned threads = kBlockThreads) : block(threads) {
+    for (unsigned w = 0; w < threads / kWarpSize; ++w) {
       warps.push_back(std::make_unique<std::barrier<>>(kWarpSize));
     }
   }
@@ -67,18 +68,19 @@ inline std::uint32_t umulhi(std::uint32_t a, std::uint32_t b) {
   return static_cast<std::uint32_t>((std::uint64_t{a} * b) >> 32);
 }
 
-// Runs `body` (a call of the kernel) for every block of a grid.x × grid.y grid with kBlockThreads
-// threads each; `before_block` runs on the calling thread before each block (e.g. to poison the
-// shared array with NaN, so that reading what no thread of the block wrote shows).
-inline void launch(unsigned grid_x, unsigned grid_y, const std::function<void()>& body,
-                   const std::function<void()>& before_block) {
-  BlockState block_state;
+// Runs `body` (a call of the kernel) for every block of a grid.x × grid.y grid with
+// `block_threads` threads each (a multiple of 32, at most kBlockThreads); `before_block` runs on
+// the calling thread before each block (e.g. to poison the shared array with NaN, so that reading
+// what no thread of the block wrote shows).
+inline void launch(unsigned grid_x, unsigned grid_y, unsigned block_threads,
+                   const std::function<void()>& body, const std::function<void()>& before_block) {
+  BlockState block_state(block_threads);
   state = &block_state;
   grid_size = {grid_x, grid_y, 1};
-  std::barrier<> start(kBlockThreads + 1), done(kBlockThreads + 1);
+  std::barrier<> start(block_threads + 1), done(block_threads + 1);
   std::atomic<bool> quit{false};
   std::vector<std::thread> pool;
-  for (unsigned t = 0; t < kBlockThreads; ++t) {
+  for (unsigned t = 0; t < block_threads; ++t) {
     pool.emplace_back([&, t] {
       thread_index = {t, 0, 0};
       for (;;) {
@@ -101,6 +103,12 @@ inline void launch(unsigned grid_x, unsigned grid_y, const std::function<void()>
   start.arrive_and_wait();
   for (std::thread& thread : pool) thread.join();
   state = nullptr;
+}
+
+// Blocks of kBlockThreads threads.
+inline void launch(unsigned grid_x, unsigned grid_y, const std::function<void()>& body,
+                   const std::function<void()>& before_block) {
+  launch(grid_x, grid_y, kBlockThreads, body, before_block);
 }
 
 }  // namespace mds::simt

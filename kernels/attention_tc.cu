@@ -1,0 +1,95 @@
+#include "kernels/attention_tc.h"
+
+#include <type_traits>
+
+#include "base/error.h"
+#include "kernels/attention_tc_kernels.cuh"
+#include "kernels/check.h"
+
+namespace mds::kernels::attention_tc {
+
+namespace {
+
+using namespace attention_tc_detail;
+
+template <typename Kernel>
+void allow_shared(Kernel kernel, int bytes, const char* what) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+             what);
+}
+
+dim3 grid_of(std::int64_t slices, std::int64_t s, const char* op) {
+  const std::int64_t tiles = (s + kBlockRows - 1) / kBlockRows;
+  if (slices > 0x7FFFFFFF || tiles > 65535) {
+    base::fail("cuda: kernels::", op, ": b·np = ", slices, " or s = ", s, " exceeds the grid");
+  }
+  return dim3(static_cast<unsigned>(slices), static_cast<unsigned>(tiles));
+}
+
+// body(T{}, std::integral_constant<int, hn>{}) for the element type and head dim.
+template <typename Body>
+void with_instance(bool bf16, std::int64_t hn, const char* op, Body body) {
+  const auto with_type = [&](auto type) {
+    switch (hn) {
+      case 64:
+        return body(type, std::integral_constant<int, 64>{});
+      case 128:
+        return body(type, std::integral_constant<int, 128>{});
+      default:
+        base::fail("cuda: kernels::", op, ": the tensor-core kernels have no head dim ", hn,
+                   " (64 or 128)");
+    }
+  };
+  if (bf16) {
+    with_type(mma::Bf16{});
+  } else {
+    with_type(mma::Fp16{});
+  }
+}
+
+}  // namespace
+
+bool head_dim_supported(std::int64_t hn) {
+  return hn == 64 || hn == 128;
+}
+
+void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
+             const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
+             cudaStream_t stream) {
+  const dim3 grid = grid_of(slices, g.s, "attention_forward");
+  with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {
+    using T = decltype(type);
+    constexpr int kHn = decltype(head_dim)::value;
+    constexpr int bytes = kForwardSharedBytes<kHn>;
+    allow_shared(forward_kernel<T, kHn>, bytes, "kernels::attention_forward (shared memory)");
+    forward_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(
+        static_cast<std::uint16_t*>(ctx), lse, static_cast<const std::uint16_t*>(qkv), g, alpha,
+        coeff);
+  });
+  check_launch("kernels::attention_forward (tensor cores)");
+}
+
+void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
+              bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
+              float alpha, float coeff, cudaStream_t stream) {
+  const dim3 grid = grid_of(slices, g.s, "attention_backward");
+  auto* dqkv_h = static_cast<std::uint16_t*>(dqkv);
+  const auto* dctx_h = static_cast<const std::uint16_t*>(dctx);
+  const auto* ctx_h = static_cast<const std::uint16_t*>(ctx);
+  const auto* qkv_h = static_cast<const std::uint16_t*>(qkv);
+  with_instance(bf16, hn, "attention_backward", [&](auto type, auto head_dim) {
+    using T = decltype(type);
+    constexpr int kHn = decltype(head_dim)::value;
+    constexpr int bytes = kBackwardSharedBytes<kHn>;
+    allow_shared(dkdv_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
+    dkdv_kernel<T, kHn>
+        <<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, ctx_h, lse, qkv_h, g, alpha, coeff);
+    check_launch("kernels::attention_backward (tensor cores, dk, dv)");
+    allow_shared(dq_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
+    dq_kernel<T, kHn>
+        <<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, ctx_h, lse, qkv_h, g, alpha, coeff);
+  });
+  check_launch("kernels::attention_backward (tensor cores, dq)");
+}
+
+}  // namespace mds::kernels::attention_tc

@@ -1,0 +1,23 @@
+// Host side of the tensor-core flash attention (attention_tc_kernels.cuh), called by
+// kernels/attention.cu's dispatch with the geometry and scaling it has already checked: bf16 or
+// fp16 activations (`bf16` picks which), head dim 64 or 128, 16-byte aligned pointers.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/attention_kernels.cuh"
+
+namespace mds::kernels::attention_tc {
+
+bool head_dim_supported(std::int64_t hn);
+
+// The launches: grid x the b·np slices, grid y the tiles of 64 rows.
+void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
+             const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
+             cudaStream_t stream);
+void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
+              bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
+              float alpha, float coeff, cudaStream_t stream);
+
+}  // namespace mds::kernels::attention_tc

@@ -1,0 +1,167 @@
+// The attention dropout of the tensor-core kernels (attention_tc_kernels.cuh): the factor (scale
+// if kept, 0 if dropped) of pair (row i, key j) of slice bh is that of element (sh·s + i)·s + j of
+// the layer's Philox stream, sh = batch·stream_heads + first_head + head: the CPU's masks
+// (ops/cpu/attention.cpp), as attention_detail::dropout_factor draws them.
+//
+// A Philox block gives the words of four consecutive elements and costs about as much as
+// 40 products' worth of integer work, far more than the mma work per element, so each block is
+// drawn once where possible: with s % 4 == 0 every tile's first key starts a block, and the lanes
+// that share a block's four elements draw one block each and exchange the factors by shuffles
+// (two in the forward/dq layout, four in the dk/dv layout). Otherwise a pair of consecutive keys
+// costs one block (two when it straddles blocks) and the dk/dv layout one block per element.
+// The shared draws contain shuffles of the whole warp: call them in warp-uniform control flow.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention_kernels.cuh"
+#include "kernels/philox.cuh"
+
+namespace mds::kernels::attention_tc_detail {
+
+__device__ __forceinline__ std::uint32_t word_at(const detail::PhiloxWords& words,
+                                                 std::uint64_t k) {
+  // Selects instead of indexing, so that the words stay in registers.
+  return k == 0 ? words.w[0] : k == 1 ? words.w[1] : k == 2 ? words.w[2] : words.w[3];
+}
+
+__device__ __forceinline__ std::uint64_t dropout_index(const attention_detail::Geometry& g,
+                                                       std::int64_t bh, std::int64_t row,
+                                                       std::int64_t key) {
+  const attention_detail::Dropout& d = g.dropout;
+  const std::int64_t sh = (bh / d.np) * d.stream_heads + d.first_head + bh % d.np;
+  return static_cast<std::uint64_t>((sh * g.s + row) * g.s + key);
+}
+
+__device__ __forceinline__ float keep_factor(const attention_detail::Dropout& d,
+                                             std::uint32_t word) {
+  return detail::philox_uniform(word) >= d.p ? d.scale : 0.0f;
+}
+
+// The factors of the four elements from `first` (a multiple of 4): one Philox block.
+__device__ __forceinline__ void block_factors(float m[4], const attention_detail::Dropout& d,
+                                              std::uint64_t first) {
+  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, first / 4);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) m[k] = keep_factor(d, words.w[k]);
+}
+
+// Pairs (row, key) and (row, key + 1), any s.
+__device__ __forceinline__ void dropout_pair(float f[2], const attention_detail::Geometry& g,
+                                             std::int64_t bh, std::int64_t row, std::int64_t key) {
+  const attention_detail::Dropout& d = g.dropout;
+  const std::uint64_t index = dropout_index(g, bh, row, key), k = index % 4;
+  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 4);
+  f[0] = keep_factor(d, word_at(words, k));
+  if (k < 3) {
+    f[1] = keep_factor(d, word_at(words, k + 1));
+  } else {
+    f[1] = keep_factor(d, detail::philox_block(d.seed, d.offset, index / 4 + 1).w[0]);
+  }
+}
+
+// Pair (row, key) alone, any s.
+__device__ __forceinline__ float dropout_one(const attention_detail::Geometry& g, std::int64_t bh,
+                                             std::int64_t row, std::int64_t key) {
+  const attention_detail::Dropout& d = g.dropout;
+  const std::uint64_t index = dropout_index(g, bh, row, key);
+  return keep_factor(d, word_at(detail::philox_block(d.seed, d.offset, index / 4), index % 4));
+}
+
+// Forward/dq layout, s % 4 == 0: the quad holding `row` (lane t: keys 2t, 2t + 1 of each n-tile)
+// over the 16 keys from `key0` (n-tiles nt and nt + 1; key0 % 16 == 0). f[tile][c] is the factor
+// of key key0 + 8·tile + 2t + c. Lane t draws the block of n-tile t & 1, keys 4·(t >> 1) … + 3:
+// an even lane needs words 0, 1 of its own block and of its odd neighbour's, an odd lane words
+// 2, 3 of its even neighbour's and of its own.
+__device__ __forceinline__ void dropout_quad(float f[2][2], const attention_detail::Geometry& g,
+                                             std::int64_t bh, std::int64_t row, std::int64_t key0) {
+  const int t = static_cast<int>(threadIdx.x) % 4;
+  const bool odd = (t & 1) != 0;
+  float m[4];
+  block_factors(m, g.dropout, dropout_index(g, bh, row, key0 + 8 * (t & 1) + 4 * (t >> 1)));
+  const float a = __shfl_xor_sync(0xFFFFFFFFu, odd ? m[0] : m[2], 1);
+  const float b = __shfl_xor_sync(0xFFFFFFFFu, odd ? m[1] : m[3], 1);
+  f[0][0] = odd ? a : m[0];
+  f[0][1] = odd ? b : m[1];
+  f[1][0] = odd ? m[2] : a;
+  f[1][1] = odd ? m[3] : b;
+}
+
+// out[k] = m[i] of group member k, for the four lanes of a group (member i of the calling lane;
+// members differ by `lo` in the lane id for bit 0 of i and by `hi` for bit 1): a 4 × 4 transpose
+// in two butterfly stages of two shuffles each.
+__device__ __forceinline__ void transpose4(float out[4], const float m[4], int i, int lo, int hi) {
+  const bool bit1 = (i & 2) != 0, bit0 = (i & 1) != 0;
+  // With member i ^ 2: keep the words j whose bit 1 is i's, trade the others.
+  const float keep0 = bit1 ? m[2] : m[0], keep1 = bit1 ? m[3] : m[1];
+  const float got0 = __shfl_xor_sync(0xFFFFFFFFu, bit1 ? m[0] : m[2], hi);
+  const float got1 = __shfl_xor_sync(0xFFFFFFFFu, bit1 ? m[1] : m[3], hi);
+  // keep: member i's words j0, j0 + 1 (j0 = i & 2); got: member i ^ 2's same words. With member
+  // i ^ 1: keep word i, trade word i ^ 1.
+  const float own = bit0 ? keep1 : keep0, across = bit0 ? got1 : got0;
+  const float near = __shfl_xor_sync(0xFFFFFFFFu, bit0 ? keep0 : keep1, lo);
+  const float far = __shfl_xor_sync(0xFFFFFFFFu, bit0 ? got0 : got1, lo);
+  // own = member i's word i, across = member (i ^ 2)'s, near = (i ^ 1)'s, far = (i ^ 3)'s.
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int d = k ^ i;
+    out[k] = d == 0 ? own : d == 2 ? across : d == 1 ? near : far;
+  }
+}
+
+// dk/dv layout, s % 4 == 0: lane (group g, t) holds keys key_base + g + 8h (h = 0, 1; key_base
+// % 16 == 0) for the queries query0 + c (c = 0, 1). f[c][h] is the factor of that pair. The four
+// lanes g = 4·(g / 4) + i (i = 0 … 3, lane ids 4 and 8 apart) share blocks: keys key_base +
+// 4·(g / 4) + 8h … + 3 of one query; member i draws the block of (c, h) = (i >> 1, i & 1), and
+// a transpose hands each member word i of all four.
+__device__ __forceinline__ void dropout_transposed(float f[2][2],
+                                                   const attention_detail::Geometry& g,
+                                                   std::int64_t bh, std::int64_t query0,
+                                                   std::int64_t key_base) {
+  const int group = static_cast<int>(threadIdx.x) % 32 / 4, i = group % 4;
+  float m[4], out[4];
+  block_factors(m, g.dropout,
+                dropout_index(g, bh, query0 + (i >> 1), key_base + 4 * (group / 4) + 8 * (i & 1)));
+  transpose4(out, m, i, 4, 8);
+  f[0][0] = out[0];
+  f[0][1] = out[1];
+  f[1][0] = out[2];
+  f[1][1] = out[3];
+}
+
+// The factors of the forward/dq layout: f[tile][c] for key key0 + 8·tile + 2t + c of `row`
+// (key0 % 16 == 0), 1 where no factor is needed. Warp-uniform.
+__device__ __forceinline__ void row_dropout(float f[2][2], const attention_detail::Geometry& g,
+                                            std::int64_t bh, std::int64_t row, std::int64_t key0) {
+  if (g.s % 4 == 0) {
+    dropout_quad(f, g, bh, row, key0);
+    return;
+  }
+  const std::int64_t key = key0 + 2 * (static_cast<int>(threadIdx.x) % 4);
+#pragma unroll
+  for (int tile = 0; tile < 2; ++tile) {
+    f[tile][0] = f[tile][1] = 1.0f;
+    if (row < g.s && key + 8 * tile <= row) dropout_pair(f[tile], g, bh, row, key + 8 * tile);
+  }
+}
+
+// The factors of the dk/dv layout: f[c][h] for query query0 + c and key key_base + g + 8h
+// (key_base % 16 == 0, g = lane / 4), 1 where no factor is needed. Warp-uniform.
+__device__ __forceinline__ void column_dropout(float f[2][2], const attention_detail::Geometry& g,
+                                               std::int64_t bh, std::int64_t query0,
+                                               std::int64_t key_base) {
+  if (g.s % 4 == 0) {
+    dropout_transposed(f, g, bh, query0, key_base);
+    return;
+  }
+  const std::int64_t key = key_base + static_cast<int>(threadIdx.x) % 32 / 4;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t row = query0 + c;
+      f[c][h] = row < g.s && key + 8 * h <= row ? dropout_one(g, bh, row, key + 8 * h) : 1.0f;
+    }
+  }
+}
+
+}  // namespace mds::kernels::attention_tc_detail

@@ -1,0 +1,377 @@
+// Device code of the tensor-core flash attention (launched from kernels/attention_tc.cu): the
+// kernels of attention_kernels.cuh with the same layouts, scaling, causal mask, dropout numbering,
+// lse and `dqkv +=`, for bf16/fp16 activations and head dims 64 and 128, computing every product
+// with mma.sync m16n8k16 (16-bit operands, fp32 accumulation) in FlashAttention-2's structure:
+//
+//  - forward: one block per (64 query rows, slice); warp w owns rows 16w … 16w + 15 and walks the
+//    key tiles of 64 (K and V double-buffered by cp.async): S = q·kᵀ by mma, the online softmax
+//    in registers (a row lives in the four lanes of a quad: two shuffles for its max), P rounded
+//    to the 16-bit type and reused from registers as the A operand of O += P·V, lse per row;
+//  - backward, deterministic without atomics: one block per 64 keys (warp w owns 16 of them)
+//    accumulating dk and dv over the query tiles from its diagonal on, then one block per 64
+//    query rows accumulating dq over the key tiles up to its diagonal; both recompute
+//    p = exp(z − lse) and dS = coeff·p·(dp − delta), delta = dctx·ctx, and round P and dS to the
+//    16-bit type for their products.
+//
+// So besides summation order, the results differ from "fp32 then one rounding" by the roundings
+// of P (ctx, dv) and dS (dq, dk) to 16 bits; docs/cuda.md derives the bounds the tests check.
+// Plain CUDA with no runtime includes, like attention_kernels.cuh, so that
+// tests/unit/kernels_emulated_attention_tc_test.cpp runs it on the CPU.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_tc_dropout.cuh"
+#include "kernels/attention_tc_tiles.cuh"
+
+namespace mds::kernels::attention_tc_detail {
+
+// Rows of the tile the backward kernels step over: query rows in the dk/dv kernel, keys in the dq
+// kernel (the block owns 64 of the other). 32 at hn = 128 keeps dk, dv (or dq) and two 16 × step
+// accumulators within the register file.
+template <int kHn>
+constexpr int kBackwardStep = kHn <= 64 ? 64 : 32;
+
+// Blocks per SM the register allocation must allow (__launch_bounds__' second argument): four
+// forward blocks at hn = 64 (128 registers a thread, no spills), two elsewhere (up to 255 a
+// thread: left to itself, ptxas capped the dq kernel at 168 and spilled).
+template <int kHn>
+constexpr int kForwardMinBlocks = kHn <= 64 ? 4 : 2;
+constexpr int kBackwardMinBlocks = 2;
+
+// Dynamic shared memory of each kernel, in bytes.
+template <int kHn>
+constexpr int kForwardSharedBytes = 2 * kTileElems<kHn, kBlockRows * 5>;  // q; two stages of k, v
+template <int kHn>
+constexpr int kBackwardSharedBytes =
+    2 * kTileElems<kHn, 2 * kBlockRows + 4 * kBackwardStep<kHn>> + 4 * 2 * kBlockRows;
+
+// ---- forward --------------------------------------------------------------------------------
+
+template <typename T, int kHn>
+__global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
+    forward_kernel(std::uint16_t* ctx, float* lse, const std::uint16_t* qkv, Geometry g,
+                   float alpha, float coeff) {
+  static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
+  constexpr int kKeys = kBlockRows;  // keys per tile: the diagonal tile is the last one
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* q_s = reinterpret_cast<std::uint16_t*>(smem);
+  std::uint16_t* kv_s = q_s + kTileElems<kHn, kBlockRows>;  // stage: k tile, then v tile
+
+  const std::int64_t bh = blockIdx.x;
+  // The last query tiles see the most keys: start them first.
+  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const std::uint16_t* q = qkv + bh * 3 * kHn;
+  const std::uint16_t* k = q + kHn;
+  const std::uint16_t* v = q + 2 * kHn;
+  load_tile_async<kHn, kBlockRows>(q_s, q, g.qkv_ld, i0, g.s);
+  load_tile_async<kHn, kKeys>(kv_s, k, g.qkv_ld, 0, g.s);
+  load_tile_async<kHn, kKeys>(kv_s + kTileElems<kHn, kKeys>, v, g.qkv_ld, 0, g.s);
+  mma::cp_async_commit();
+
+  // This thread's rows: row_base + 8·h, h = 0, 1 (accumulator elements 2h, 2h + 1).
+  const std::int64_t row_base = i0 + kWarpRows * warp + accumulator_row(0);
+  float o[kHn / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m equal across the quad
+  const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
+  const int tiles = static_cast<int>(last_row / kKeys) + 1;
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {  // prefetch the next k, v into the other stage (free since the last sync)
+      std::uint16_t* next = kv_s + ((j + 1) & 1) * 2 * kTileElems<kHn, kKeys>;
+      load_tile_async<kHn, kKeys>(next, k, g.qkv_ld, (j + 1) * kKeys, g.s);
+      load_tile_async<kHn, kKeys>(next + kTileElems<kHn, kKeys>, v, g.qkv_ld, (j + 1) * kKeys, g.s);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const std::uint16_t* k_s = kv_s + (j & 1) * 2 * kTileElems<kHn, kKeys>;
+    const std::uint16_t* v_s = k_s + kTileElems<kHn, kKeys>;
+    const std::int64_t j0 = static_cast<std::int64_t>(j) * kKeys;
+
+    float p[kKeys / 8][4] = {};
+    warp_product_abt<T, kHn, kKeys>(p, q_s, kWarpRows * warp, k_s);
+    // z = coeff·S with S = α·q·k as the CPU's GEMM gives it; keys past the row masked (only in
+    // the diagonal tile; j0 ≤ i0 ≤ row keeps every row's first key, so the maxima are finite).
+    const bool diagonal = j0 + kKeys > i0;
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const std::int64_t row = row_base + 8 * (e >> 1), key = j0 + 8 * nt + accumulator_col(e);
+        p[nt][e] = diagonal && key > row ? -INFINITY : alpha * p[nt][e] * coeff;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        tile_max = fmaxf(tile_max, fmaxf(p[nt][2 * h], p[nt][2 * h + 1]));
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);
+      const float rescale = expf(m[h] - m_new);  // first tile: exp(−inf) = 0
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          p[nt][e] = expf(p[nt][e] - m_new);  // masked: exp(−inf) = 0
+          sum += p[nt][e];
+        }
+      }
+      l[h] = l[h] * rescale + sum;  // this thread's part of the row's sum
+      m[h] = m_new;
+#pragma unroll
+      for (int dt = 0; dt < kHn / 8; ++dt) {
+        o[dt][2 * h] *= rescale;
+        o[dt][2 * h + 1] *= rescale;
+      }
+    }
+    // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask (masked
+    // keys and rows past the end are multiplied too, harmlessly).
+    if (g.dropout.p > 0.0f) {
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float f[2][2];
+          row_dropout(f, g, bh, row_base + 8 * h, j0 + 16 * np);
+#pragma unroll
+          for (int tile = 0; tile < 2; ++tile) {
+            p[2 * np + tile][2 * h] *= f[tile][0];
+            p[2 * np + tile][2 * h + 1] *= f[tile][1];
+          }
+        }
+      }
+    }
+    warp_product_pb<T, kHn, kKeys>(o, p, v_s);
+    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    const std::int64_t row = row_base + 8 * h;
+    if (row >= g.s) continue;
+    if (lane_id() % 4 == 0) lse[bh * g.s + row] = m[h] + logf(sum);
+    std::uint16_t* out = ctx + row * g.ctx_ld + bh * kHn + accumulator_col(0);
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      *reinterpret_cast<std::uint32_t*>(out + 8 * dt) =
+          mma::pack2<T>(o[dt][2 * h] / sum, o[dt][2 * h + 1] / sum);
+    }
+  }
+}
+
+// ---- backward -------------------------------------------------------------------------------
+
+// dS (and p) of one accumulator element, as attention_detail::pair_gradients: p = exp(z − lse),
+// dS = coeff·p·(dp·f − delta) with f the dropout factor (1 without dropout); p·f is what dv needs.
+// Zero for masked pairs and rows past the end.
+struct PairGradient {
+  float p, ds;
+};
+
+__device__ __forceinline__ PairGradient pair_gradient(float score, float dp, float row_lse,
+                                                      float row_delta, float factor, float alpha,
+                                                      float coeff) {
+  const float p = expf(alpha * score * coeff - row_lse);
+  return {p * factor, coeff * (p * (dp * factor - row_delta))};
+}
+
+// dk and dv of 64 keys: block (slice, key tile) walks the query tiles from its diagonal to the
+// end; warp w owns keys 16w … 16w + 15 and computes Sᵀ = k·qᵀ and dPᵀ = v·dOᵀ, so that pᵀ and dSᵀ
+// are A operands of dv += pᵀ·dO and dk += dSᵀ·q straight from registers.
+template <typename T, int kHn>
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
+    dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const std::uint16_t* ctx,
+                const float* lse, const std::uint16_t* qkv, Geometry g, float alpha, float coeff) {
+  static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
+  constexpr int kQueries = kBackwardStep<kHn>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* k_s = reinterpret_cast<std::uint16_t*>(smem);
+  std::uint16_t* v_s = k_s + kTileElems<kHn, kBlockRows>;
+  std::uint16_t* qdo_s = v_s + kTileElems<kHn, kBlockRows>;  // stage: q tile, then dO tile
+  auto* lse_s = reinterpret_cast<float*>(qdo_s + 4 * kTileElems<kHn, kQueries>);
+  float* delta_s = lse_s + kBlockRows;
+
+  const std::int64_t bh = blockIdx.x;
+  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kBlockRows;  // heavy first
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const std::uint16_t* q = qkv + bh * 3 * kHn;
+  const std::uint16_t* dout = dctx + bh * kHn;
+  load_tile_async<kHn, kBlockRows>(k_s, q + kHn, g.qkv_ld, j0, g.s);
+  load_tile_async<kHn, kBlockRows>(v_s, q + 2 * kHn, g.qkv_ld, j0, g.s);
+  load_tile_async<kHn, kQueries>(qdo_s, q, g.qkv_ld, j0, g.s);
+  load_tile_async<kHn, kQueries>(qdo_s + kTileElems<kHn, kQueries>, dout, g.ctx_ld, j0, g.s);
+  mma::cp_async_commit();
+
+  const std::int64_t key_base = j0 + kWarpRows * warp + accumulator_row(0);
+  float dk[kHn / 8][4] = {}, dv[kHn / 8][4] = {};
+  const int steps = static_cast<int>((g.s - j0 + kQueries - 1) / kQueries);
+  for (int it = 0; it < steps; ++it) {
+    const std::int64_t i0 = j0 + static_cast<std::int64_t>(it) * kQueries;
+    if (it + 1 < steps) {
+      std::uint16_t* next = qdo_s + ((it + 1) & 1) * 2 * kTileElems<kHn, kQueries>;
+      load_tile_async<kHn, kQueries>(next, q, g.qkv_ld, i0 + kQueries, g.s);
+      load_tile_async<kHn, kQueries>(next + kTileElems<kHn, kQueries>, dout, g.ctx_ld,
+                                     i0 + kQueries, g.s);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const std::uint16_t* q_s = qdo_s + (it & 1) * 2 * kTileElems<kHn, kQueries>;
+    const std::uint16_t* do_s = q_s + kTileElems<kHn, kQueries>;
+    row_statistics<T, kHn, kQueries>(lse_s, delta_s, do_s, ctx, lse, bh, i0, g);
+    __syncthreads();
+
+    float st[kQueries / 8][4] = {}, dpt[kQueries / 8][4] = {};
+    warp_product_abt<T, kHn, kQueries>(st, k_s, kWarpRows * warp, q_s);
+    warp_product_abt<T, kHn, kQueries>(dpt, v_s, kWarpRows * warp, do_s);
+#pragma unroll
+    for (int nt = 0; nt < kQueries / 8; ++nt) {
+      const std::int64_t query0 = i0 + 8 * nt + accumulator_col(0);
+      float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [query c][key h]
+      if (g.dropout.p > 0.0f) column_dropout(f, g, bh, query0, j0 + kWarpRows * warp);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int local = 8 * nt + accumulator_col(e);
+        const std::int64_t key = key_base + 8 * (e >> 1), row = i0 + local;
+        PairGradient pg = {0.0f, 0.0f};
+        if (row < g.s && key <= row) {
+          pg = pair_gradient(st[nt][e], dpt[nt][e], lse_s[local], delta_s[local], f[e & 1][e >> 1],
+                             alpha, coeff);
+        }
+        st[nt][e] = pg.p;
+        dpt[nt][e] = pg.ds;
+      }
+    }
+    warp_product_pb<T, kHn, kQueries>(dv, st, do_s);
+    warp_product_pb<T, kHn, kQueries>(dk, dpt, q_s);
+    __syncthreads();  // this stage and the statistics are rewritten by the next iteration
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t key = key_base + 8 * h;
+    if (key >= g.s) continue;
+    // dqkv += …: α applied at the end, as the CPU's GEMM; widened, added in fp32, rounded once.
+    std::uint16_t* out = dqkv + key * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      accumulate_pair<T>(out + kHn + 8 * dt, alpha * dk[dt][2 * h], alpha * dk[dt][2 * h + 1]);
+      accumulate_pair<T>(out + 2 * kHn + 8 * dt, dv[dt][2 * h], dv[dt][2 * h + 1]);
+    }
+  }
+}
+
+// dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal; warp w
+// owns rows 16w … 16w + 15: S = q·kᵀ, dP = dO·vᵀ, dq += dS·k.
+template <typename T, int kHn>
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
+    dq_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const std::uint16_t* ctx,
+              const float* lse, const std::uint16_t* qkv, Geometry g, float alpha, float coeff) {
+  static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
+  constexpr int kKeys = kBackwardStep<kHn>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* q_s = reinterpret_cast<std::uint16_t*>(smem);
+  std::uint16_t* do_s = q_s + kTileElems<kHn, kBlockRows>;
+  std::uint16_t* kv_s = do_s + kTileElems<kHn, kBlockRows>;  // stage: k tile, then v tile
+  auto* lse_s = reinterpret_cast<float*>(kv_s + 4 * kTileElems<kHn, kKeys>);
+  float* delta_s = lse_s + kBlockRows;
+
+  const std::int64_t bh = blockIdx.x;
+  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const std::uint16_t* q = qkv + bh * 3 * kHn;
+  const std::uint16_t* k = q + kHn;
+  const std::uint16_t* v = q + 2 * kHn;
+  load_tile_async<kHn, kBlockRows>(q_s, q, g.qkv_ld, i0, g.s);
+  load_tile_async<kHn, kBlockRows>(do_s, dctx + bh * kHn, g.ctx_ld, i0, g.s);
+  load_tile_async<kHn, kKeys>(kv_s, k, g.qkv_ld, 0, g.s);
+  load_tile_async<kHn, kKeys>(kv_s + kTileElems<kHn, kKeys>, v, g.qkv_ld, 0, g.s);
+  mma::cp_async_commit();
+
+  const int local_base = kWarpRows * warp + accumulator_row(0);
+  const std::int64_t row_base = i0 + local_base;
+  float dq[kHn / 8][4] = {};
+  float row_lse[2] = {0.0f, 0.0f}, row_delta[2] = {0.0f, 0.0f};
+  const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
+  const int tiles = static_cast<int>(last_row / kKeys) + 1;
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      std::uint16_t* next = kv_s + ((j + 1) & 1) * 2 * kTileElems<kHn, kKeys>;
+      load_tile_async<kHn, kKeys>(next, k, g.qkv_ld, (j + 1) * kKeys, g.s);
+      load_tile_async<kHn, kKeys>(next + kTileElems<kHn, kKeys>, v, g.qkv_ld, (j + 1) * kKeys, g.s);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (j == 0) {  // q and dO have landed with the first k, v
+      row_statistics<T, kHn, kBlockRows>(lse_s, delta_s, do_s, ctx, lse, bh, i0, g);
+      __syncthreads();
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_lse[h] = lse_s[local_base + 8 * h];
+        row_delta[h] = delta_s[local_base + 8 * h];
+      }
+    }
+    const std::uint16_t* k_s = kv_s + (j & 1) * 2 * kTileElems<kHn, kKeys>;
+    const std::uint16_t* v_s = k_s + kTileElems<kHn, kKeys>;
+    const std::int64_t j0 = static_cast<std::int64_t>(j) * kKeys;
+
+    float sc[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};
+    warp_product_abt<T, kHn, kKeys>(sc, q_s, kWarpRows * warp, k_s);
+    warp_product_abt<T, kHn, kKeys>(dp, do_s, kWarpRows * warp, v_s);
+#pragma unroll
+    for (int np = 0; np < kKeys / 16; ++np) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::int64_t row = row_base + 8 * h;
+        float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+        if (g.dropout.p > 0.0f) row_dropout(f, g, bh, row, j0 + 16 * np);
+#pragma unroll
+        for (int tile = 0; tile < 2; ++tile) {
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int nt = 2 * np + tile;
+            const std::int64_t key = j0 + 8 * nt + accumulator_col(c);
+            float ds = 0.0f;
+            if (row < g.s && key <= row) {
+              ds = pair_gradient(sc[nt][2 * h + c], dp[nt][2 * h + c], row_lse[h], row_delta[h],
+                                 f[tile][c], alpha, coeff)
+                       .ds;
+            }
+            dp[nt][2 * h + c] = ds;
+          }
+        }
+      }
+    }
+    warp_product_pb<T, kHn, kKeys>(dq, dp, k_s);
+    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t row = row_base + 8 * h;
+    if (row >= g.s) continue;
+    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      accumulate_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1]);
+    }
+  }
+}
+
+}  // namespace mds::kernels::attention_tc_detail

@@ -1,0 +1,409 @@
+// The tensor-core flash attention's device code (kernels/attention_tc_kernels.cuh) run on the CPU
+// under the SIMT emulation with emulated mma/ldmatrix/cp.async (tests/unit/simt_mma_emulation.h),
+// against the host's 16-bit attention (ops::attention_* on bf16/fp16 host tensors: the fp32 ops
+// on the widened inputs, each output rounded once). Every output must lie within the elementwise
+// bounds of attention_tc_bounds.h (P and dS rounded to 16 bits before their products); lse within
+// 1e-6 of its definition in double; reruns bit-identical; the lse of either kernel family serves
+// the other's backward. Outputs start poisoned (0xFFFF, NaN in both types; lse NaN; shared memory
+// 0xFF bytes before each block). Each case prints the largest error as a share of its bound and
+// the normwise relative error. tests/gpu/attention_tc_test.cpp runs the same comparison on a
+// device.
+#include "tests/unit/simt_mma_emulation.h"
+
+namespace mds::kernels::attention_detail {
+// The SIMT kernels' shared array; kernels_emulated_attention_test.cpp runs the same kernels and
+// defines the same inline variable.
+inline float smem[simt::kSharedFloats];
+}  // namespace mds::kernels::attention_detail
+
+namespace mds::kernels::attention_tc_detail {
+alignas(16) unsigned char smem[1 << 17];
+}
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/attention_kernels.cuh"
+#include "kernels/attention_tc_kernels.cuh"
+#include "ops/attention.h"
+#include "tensor/tensor.h"
+#include "tests/unit/attention_tc_bounds.h"
+#include "tests/unit/emulated_storage.h"
+
+namespace mds {
+namespace {
+
+namespace ad = kernels::attention_detail;
+namespace tc = kernels::attention_tc_detail;
+using emulated::bits;
+using emulated::HostBits16Io;
+using emulated::widened;
+
+struct Case {
+  std::int64_t s, b, np;
+  float coeff;
+  // Attention dropout (p = 0: none) and the heads of the layer these np are (0: np).
+  float p = 0.0f;
+  std::int64_t first_head = 0, stream_heads = 0;
+};
+
+template <typename T>
+using MmaType =
+    std::conditional_t<std::is_same_v<T, tensor::BFloat16>, kernels::mma::Bf16, kernels::mma::Fp16>;
+
+template <typename T>
+const char* type_name() {
+  return std::is_same_v<T, tensor::BFloat16> ? "bf16" : "fp16";
+}
+
+ops::DropoutStream dropout_of(const Case& c) {
+  return {c.p, 0x5EEDull, 77};
+}
+
+// As kernels/attention.cu's launch_of.
+ad::Geometry geometry_of(const Case& c, std::int64_t hn) {
+  ad::Geometry g{c.s, c.b * c.np * 3 * hn, c.b * c.np * hn};
+  const ops::DropoutStream stream = dropout_of(c);
+  g.dropout.p = stream.p;
+  g.dropout.scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(stream.p)));
+  g.dropout.seed = stream.seed;
+  g.dropout.offset = stream.offset;
+  g.dropout.np = c.np;
+  g.dropout.first_head = c.first_head;
+  g.dropout.stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
+  return g;
+}
+
+float alpha_of(std::int64_t hn, float coeff) {
+  return static_cast<float>(1.0 / (std::sqrt(static_cast<double>(hn)) * coeff));
+}
+
+unsigned grid_x(const Case& c) {
+  return static_cast<unsigned>(c.b * c.np);
+}
+
+unsigned tiles(const Case& c, std::int64_t rows) {
+  return static_cast<unsigned>((c.s + rows - 1) / rows);
+}
+
+// Before each block: shared memory poisoned, and ldmatrix/cp.async confined to the bytes the
+// launch gives the kernel.
+std::function<void()> poison_tc_shared(std::size_t bytes) {
+  return [bytes] {
+    std::memset(tc::smem, 0xFF, sizeof(tc::smem));
+    simt::mma_emulation::shared_window = {tc::smem, bytes};
+  };
+}
+
+void poison_simt_shared() {
+  for (float& x : ad::smem) x = NAN;
+}
+
+template <typename T>
+const std::uint16_t* raw(const std::vector<T>& v) {
+  return reinterpret_cast<const std::uint16_t*>(v.data());
+}
+
+template <typename T>
+std::uint16_t* raw(std::vector<T>& v) {
+  return reinterpret_cast<std::uint16_t*>(v.data());
+}
+
+template <typename T>
+std::vector<T> random_halves(std::size_t n, std::uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<T> v(n);
+  for (T& x : v) x = tensor::round_to<T>(dist(rng));
+  return v;
+}
+
+template <typename T>
+struct Forward {
+  std::vector<T> ctx;
+  std::vector<float> lse;
+};
+
+// ---- the kernels, emulated, as kernels/attention.cu and attention_tc.cu launch them -----------
+
+template <int kHn, typename T>
+Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv) {
+  Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
+               std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN)};
+  const ad::Geometry g = geometry_of(c, kHn);
+  const float alpha = alpha_of(kHn, c.coeff);
+  simt::launch(
+      grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+      [&] {
+        tc::forward_kernel<MmaType<T>, kHn>(raw(r.ctx), r.lse.data(), raw(qkv), g, alpha, c.coeff);
+      },
+      poison_tc_shared(tc::kForwardSharedBytes<kHn>));
+  return r;
+}
+
+template <int kHn, typename T>
+std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
+                           const Forward<T>& f, std::vector<T> dqkv) {
+  const ad::Geometry g = geometry_of(c, kHn);
+  const float alpha = alpha_of(kHn, c.coeff);
+  simt::launch(
+      grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+      [&] {
+        tc::dkdv_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), raw(f.ctx), f.lse.data(), raw(qkv),
+                                         g, alpha, c.coeff);
+      },
+      poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
+  simt::launch(
+      grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+      [&] {
+        tc::dq_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), raw(f.ctx), f.lse.data(), raw(qkv), g,
+                                       alpha, c.coeff);
+      },
+      poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
+  return dqkv;
+}
+
+template <int kHn, typename T>
+Forward<T> forward_simt(const Case& c, const std::vector<T>& qkv) {
+  using Io = HostBits16Io<T>;
+  Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
+               std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN)};
+  const ad::Geometry g = geometry_of(c, kHn);
+  const float alpha = alpha_of(kHn, c.coeff);
+  simt::launch(
+      grid_x(c), tiles(c, ad::kTile),
+      [&] {
+        ad::forward_kernel<kHn, Io>(r.ctx.data(), r.lse.data(), qkv.data(), g, alpha, c.coeff);
+      },
+      poison_simt_shared);
+  return r;
+}
+
+template <int kHn, typename T>
+std::vector<T> backward_simt(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
+                             const Forward<T>& f, std::vector<T> dqkv) {
+  using Io = HostBits16Io<T>;
+  const ad::Geometry g = geometry_of(c, kHn);
+  const float alpha = alpha_of(kHn, c.coeff);
+  simt::launch(
+      grid_x(c), tiles(c, ad::kTile),
+      [&] {
+        ad::dkdv_kernel<kHn, Io>(dqkv.data(), dctx.data(), f.ctx.data(), f.lse.data(), qkv.data(),
+                                 g, alpha, c.coeff);
+      },
+      poison_simt_shared);
+  simt::launch(
+      grid_x(c), tiles(c, ad::kTile),
+      [&] {
+        ad::dq_kernel<kHn, Io>(dqkv.data(), dctx.data(), f.ctx.data(), f.lse.data(), qkv.data(), g,
+                               alpha, c.coeff);
+      },
+      poison_simt_shared);
+  return dqkv;
+}
+
+// ---- the host reference and the comparisons ----------------------------------------------------
+
+template <typename T>
+struct Host {
+  std::vector<T> ctx, dqkv;
+  std::vector<float> probs, dropped;  // dropped = probs without dropout
+};
+
+template <int kHn, typename T>
+Host<T> host_attention(const Case& c, std::vector<T> qkv, std::vector<T> dctx,
+                       std::vector<T> dqkv) {
+  const tensor::Shape qkv_shape{c.s, c.b, c.np * 3 * kHn}, ctx_shape{c.s, c.b, c.np * kHn};
+  const tensor::Shape probs_shape{c.b, c.np, c.s, c.s};
+  Host<T> h{std::vector<T>(dctx.size()),
+            std::move(dqkv),
+            std::vector<float>(static_cast<std::size_t>(probs_shape.numel())),
+            {}};
+  std::vector<float> dprobs(h.probs.size());
+  const auto t = [](auto& v, const tensor::Shape& shape) {
+    return tensor::Tensor(
+        v.data(), tensor::dtype_of<typename std::decay_t<decltype(v)>::value_type>(), shape);
+  };
+  ops::attention_probs_forward(t(h.probs, probs_shape), t(qkv, qkv_shape), c.coeff);
+  if (c.p == 0.0f) {
+    h.dropped = h.probs;
+    ops::attention_context_forward(t(h.ctx, ctx_shape), t(h.probs, probs_shape), t(qkv, qkv_shape));
+    ops::attention_context_backward(t(dprobs, probs_shape), t(h.dqkv, qkv_shape),
+                                    t(dctx, ctx_shape), t(h.probs, probs_shape), t(qkv, qkv_shape));
+  } else {
+    h.dropped.resize(h.probs.size());
+    const ops::HeadRange heads{c.first_head, c.stream_heads};
+    ops::attention_context_forward_with_dropout(t(h.ctx, ctx_shape), t(h.dropped, probs_shape),
+                                                t(h.probs, probs_shape), t(qkv, qkv_shape),
+                                                dropout_of(c), heads);
+    ops::attention_context_backward_with_dropout(
+        t(dprobs, probs_shape), t(h.dqkv, qkv_shape), t(h.dropped, probs_shape), t(dctx, ctx_shape),
+        t(h.probs, probs_shape), t(qkv, qkv_shape), dropout_of(c), heads);
+  }
+  ops::attention_probs_backward(t(h.dqkv, qkv_shape), t(dprobs, probs_shape),
+                                t(h.probs, probs_shape), t(qkv, qkv_shape), c.coeff);
+  return h;
+}
+
+// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k.
+std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, std::int64_t hn) {
+  const double alpha = 1.0 / (std::sqrt(static_cast<double>(hn)) * c.coeff);
+  const std::int64_t ld = c.b * c.np * 3 * hn;
+  std::vector<float> lse(static_cast<std::size_t>(c.b * c.np * c.s));
+  for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
+    for (std::int64_t i = 0; i < c.s; ++i) {
+      std::vector<double> z;
+      double max = -INFINITY, sum = 0.0;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double dot = 0.0;
+        for (std::int64_t d = 0; d < hn; ++d) {
+          dot += static_cast<double>(qkv[static_cast<std::size_t>(i * ld + bh * 3 * hn + d)]) *
+                 qkv[static_cast<std::size_t>(j * ld + bh * 3 * hn + hn + d)];
+        }
+        z.push_back(c.coeff * alpha * dot);
+        max = std::max(max, z.back());
+      }
+      for (const double v : z) sum += std::exp(v - max);
+      lse[static_cast<std::size_t>(bh * c.s + i)] = static_cast<float>(max + std::log(sum));
+    }
+  }
+  return lse;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    diff += d * d;
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+using attention_tc_test::measure;
+using attention_tc_test::Measured;
+
+void expect_within(const Measured& m, const char* what) {
+  EXPECT_EQ(m.beyond, 0u) << what << ": elements beyond the bound (worst share " << m.worst_share
+                          << ")";
+}
+
+// Which kernel family runs each half.
+struct Kernels {
+  bool forward_tc = true, backward_tc = true;
+};
+
+template <int kHn, typename T>
+void check_against_host(const Case& c, Kernels kernels = {}, bool rerun = false) {
+  SCOPED_TRACE(testing::Message() << type_name<T>() << " s=" << c.s << " b=" << c.b << " np="
+                                  << c.np << " hn=" << kHn << " coeff=" << c.coeff << " p=" << c.p
+                                  << " heads " << c.first_head << "/" << c.stream_heads
+                                  << " forward " << (kernels.forward_tc ? "tc" : "simt")
+                                  << " backward " << (kernels.backward_tc ? "tc" : "simt"));
+  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
+  const auto qkv = random_halves<T>(qkv_n, 7, -2.0f, 2.0f);
+  const auto dctx = random_halves<T>(qkv_n / 3, 8, -1.0f, 1.0f);
+  const auto dqkv0 = random_halves<T>(qkv_n, 9, -0.01f, 0.01f);
+  const Host<T> host = host_attention<kHn, T>(c, qkv, dctx, dqkv0);
+
+  const attention_tc_test::BoundInputs in = attention_tc_test::bound_inputs(
+      c.s, c.b, c.np, kHn, c.coeff, qkv, dctx, host.ctx, host.probs, host.dropped);
+  const attention_tc_test::Bounds bounds = attention_tc_test::attention_bounds(in);
+
+  const auto run_forward = [&] {
+    return kernels.forward_tc ? forward_tc<kHn>(c, qkv) : forward_simt<kHn>(c, qkv);
+  };
+  const auto run_backward = [&](const Forward<T>& f) {
+    return kernels.backward_tc ? backward_tc<kHn>(c, qkv, dctx, f, dqkv0)
+                               : backward_simt<kHn>(c, qkv, dctx, f, dqkv0);
+  };
+  const Forward<T> f = run_forward();
+  const std::vector<T> dqkv = run_backward(f);
+
+  const double lse_error = relative_error(f.lse, reference_lse(widened(qkv), c, kHn));
+  EXPECT_LE(lse_error, 1e-6) << "lse";
+  const std::size_t hn = kHn, head = 3 * kHn;
+  const Measured ctx = measure(f.ctx, host.ctx, bounds.ctx, 0, hn, hn);
+  const Measured dq = measure(dqkv, host.dqkv, bounds.dqkv, 0, hn, head);
+  const Measured dk = measure(dqkv, host.dqkv, bounds.dqkv, hn, hn, head);
+  const Measured dv = measure(dqkv, host.dqkv, bounds.dqkv, 2 * hn, hn, head);
+  expect_within(ctx, "ctx");
+  expect_within(dq, "dq");
+  expect_within(dk, "dk");
+  expect_within(dv, "dv");
+  std::printf(
+      "[ measured ] %s hn=%d s=%lld b=%lld np=%lld coeff=%g p=%g %s/%s: worst error/bound ctx "
+      "%.3f dq %.3f dk %.3f dv %.3f; relative ctx %.2e dq %.2e dk %.2e dv %.2e; lse %.1e\n",
+      type_name<T>(), kHn, static_cast<long long>(c.s), static_cast<long long>(c.b),
+      static_cast<long long>(c.np), static_cast<double>(c.coeff), static_cast<double>(c.p),
+      kernels.forward_tc ? "tc" : "simt", kernels.backward_tc ? "tc" : "simt", ctx.worst_share,
+      dq.worst_share, dk.worst_share, dv.worst_share, ctx.relative, dq.relative, dk.relative,
+      dv.relative, lse_error);
+
+  if (rerun) {  // a fixed order of operations: the same bits again
+    const Forward<T> f2 = run_forward();
+    EXPECT_EQ(bits(f2.ctx), bits(f.ctx));
+    EXPECT_EQ(f2.lse, f.lse);
+    EXPECT_EQ(bits(run_backward(f2)), bits(dqkv));
+  }
+}
+
+// One token, a partial tile, several tiles with a partial last one (up to 150 rows), two batches
+// and heads, coeff > 1; bit-identical reruns. Sizes stay small: the emulation runs a std::thread
+// per CUDA thread (about 40 s for this file under ASan).
+TEST(KernelsEmulatedAttentionTc, Bf16WithinBoundsOfHost16BitOps) {
+  check_against_host<64, tensor::BFloat16>({1, 1, 1, 1.0f});
+  check_against_host<64, tensor::BFloat16>({17, 2, 2, 2.0f}, {}, true);
+  check_against_host<128, tensor::BFloat16>({67, 1, 1, 1.0f});
+  check_against_host<64, tensor::BFloat16>({150, 1, 1, 1.0f});
+}
+
+TEST(KernelsEmulatedAttentionTc, Fp16WithinBoundsOfHost16BitOps) {
+  check_against_host<128, tensor::Float16>({17, 1, 2, 1.0f});
+  check_against_host<64, tensor::Float16>({97, 1, 1, 3.0f});
+}
+
+// Dropout inside: the masks of the CPU's halves, numbered by the heads of the whole layer; with
+// s % 4 == 0 (the lanes sharing each Philox block, attention_tc_dropout.cuh) and without.
+TEST(KernelsEmulatedAttentionTc, DropoutWithinBoundsOfHostMasks) {
+  check_against_host<64, tensor::BFloat16>({68, 1, 2, 1.0f, 0.1f, 1, 4}, {}, true);
+  check_against_host<64, tensor::BFloat16>({70, 1, 1, 1.0f, 0.1f, 2, 3});
+  check_against_host<128, tensor::Float16>({36, 1, 1, 2.0f, 0.5f, 2, 3});
+  check_against_host<128, tensor::Float16>({33, 1, 1, 2.0f, 0.1f});
+}
+
+// The lse of either forward serves either backward (both are fp32 and within 1e-6 of the
+// definition): tensor-core forward with the SIMT backward and the other way round, same bounds.
+TEST(KernelsEmulatedAttentionTc, LseInterchangeableWithSimtKernels) {
+  check_against_host<64, tensor::BFloat16>({70, 1, 1, 1.0f, 0.1f}, {true, false});
+  check_against_host<64, tensor::BFloat16>({70, 1, 1, 1.0f, 0.1f}, {false, true});
+}
+
+// cp.async copies landing at issue instead of at the wait (simt_mma_emulation.h): the same bits,
+// so no tile is refilled while another warp still reads it.
+TEST(KernelsEmulatedAttentionTc, SameBitsWhenCopiesLandEarly) {
+  using T = tensor::BFloat16;
+  const Case c{68, 1, 1, 1.0f, 0.1f};
+  const auto qkv = random_halves<T>(static_cast<std::size_t>(c.s * 3 * 64), 3, -2.0f, 2.0f);
+  const auto dctx = random_halves<T>(static_cast<std::size_t>(c.s * 64), 4, -1.0f, 1.0f);
+  const std::vector<T> dqkv0(qkv.size(), T{0});
+  const Forward<T> late = forward_tc<64>(c, qkv);
+  const std::vector<T> late_grad = backward_tc<64>(c, qkv, dctx, late, dqkv0);
+  simt::mma_emulation::cp_async_immediate = true;
+  const Forward<T> early = forward_tc<64>(c, qkv);
+  const std::vector<T> early_grad = backward_tc<64>(c, qkv, dctx, early, dqkv0);
+  simt::mma_emulation::cp_async_immediate = false;
+  EXPECT_EQ(bits(early.ctx), bits(late.ctx));
+  EXPECT_EQ(early.lse, late.lse);
+  EXPECT_EQ(bits(early_grad), bits(late_grad));
+}
+
+}  // namespace
+}  // namespace mds
