@@ -57,9 +57,10 @@ class TrainingOnDevice : public ::testing::Test {
   ops::DeviceContext device_;
 };
 
-// 40 iterations (80 micro-batches): every iteration's loss within 1e-4 of the host's, the final
-// weights within 1e-3 (Adam's normalized steps carry rounding differences into the weights), the
-// evaluation loss and its per-token losses too.
+// 100 iterations (200 micro-batches; issue 5's "100 steps in fp32 within 1e-4"): every
+// iteration's loss within 1e-4 of the host's, the final weights within 1e-3 (Adam's normalized
+// steps carry rounding differences into the weights), the evaluation loss and its per-token
+// losses too.
 TEST_F(TrainingOnDevice, LossesFollowTheHostRun) {
   const ModelOptions options = tiny_options();
   TrainingRun cpu(options, table_, host_, initial_.flat());
@@ -67,18 +68,21 @@ TEST_F(TrainingOnDevice, LossesFollowTheHostRun) {
   EXPECT_EQ(gpu.model.device(), kCuda0);
   EXPECT_EQ(gpu.optimizer.device(), kCuda0);
   double worst = 0.0;
-  for (std::int64_t it = 0; it < 40; ++it) {
+  constexpr std::int64_t kIterations = 100;
+  for (std::int64_t it = 0; it < kIterations; ++it) {
     const double want = cpu.iteration(it), got = gpu.iteration(it);
     ASSERT_TRUE(std::isfinite(got)) << "iteration " << it;
     const double relative = std::abs(got - want) / std::abs(want);
     worst = std::max(worst, relative);
     EXPECT_LE(relative, 1e-4) << "iteration " << it << ": device " << got << ", host " << want;
   }
-  std::printf("worst relative loss difference over 40 iterations: %.3g\n", worst);
+  std::printf("worst relative loss difference over %lld iterations: %.3g\n",
+              static_cast<long long>(kIterations), worst);
   gpu.optimizer.copy_state_to_host();
   const double weights = relative_difference(host_values(gpu.optimizer.params().flat()),
                                              host_values(cpu.optimizer.params().flat()));
-  std::printf("relative weight difference after 40 iterations: %.3g\n", weights);
+  std::printf("relative weight difference after %lld iterations: %.3g\n",
+              static_cast<long long>(kIterations), weights);
   EXPECT_LE(weights, 1e-3);
   std::vector<float> cpu_tokens, gpu_tokens;
   const double cpu_eval = cpu.evaluate(cpu_tokens), gpu_eval = gpu.evaluate(gpu_tokens);
