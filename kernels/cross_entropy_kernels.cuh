@@ -58,8 +58,11 @@ __global__ void exp_sum_kernel(float* sum_exp, float* logits, const float* max, 
 
 __global__ void loss_kernel(float* loss, const float* sum_exp, const float* target_logit,
                             std::int64_t n) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) loss[i] = logf(sum_exp[i]) - target_logit[i];
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    loss[i] = logf(sum_exp[i]) - target_logit[i];
+  }
 }
 
 __global__ void forward_kernel(float* loss, float* max, float* sum_exp, float* logits,
@@ -104,7 +107,7 @@ inline detail::LaunchShape target_logit_shape(std::int64_t n) {
   return detail::thread_per_element_shape(n);
 }
 
-// loss_kernel: one thread per row, grid_for(n) blocks.
+// loss_kernel: a grid-stride loop over the rows.
 inline detail::LaunchShape loss_shape(std::int64_t n) {
   return detail::grid_stride_shape(n);
 }
