@@ -2,13 +2,14 @@
 // CUDA includes (kernels/*_kernels.cuh): the CUDA keywords become nothing, every CUDA thread of a
 // block is a fiber (simt_fibers.h: its own stack, all on the calling thread), __syncthreads is a
 // barrier of the block and a warp shuffle an exchange between two barriers of the warp. Between
-// two barriers the threads run one after the other in a shuffled order, different at every
-// barrier and every launch, and blocks run one at a time in a shuffled order: a kernel whose
-// result depends on the order (a missing barrier, a race between blocks) gives different bits on a
-// rerun, or reads poison. Enough to check a kernel's indexing, masking, tiling, launch shape and
-// barrier placement on a machine without a GPU; nothing about its speed, and the arithmetic is
-// the host's (no FMA contraction with -std=c++20, as the kernels' --fmad=false; the
-// transcendentals are glibc's, not CUDA's).
+// two barriers the threads run one after the other, in a shuffled order (different at every
+// barrier and launch) in half the blocks and depth first in the others (a warp runs ahead through
+// its shuffles), and blocks run one at a time in a shuffled order: a kernel whose result depends
+// on the order (a missing barrier before a read or before an overwrite of shared memory, a race
+// between blocks) gives wrong or different bits on a rerun, or reads poison. Enough to check a
+// kernel's indexing, masking, tiling, launch shape and barrier placement on a machine without a
+// GPU; nothing about its speed, and the arithmetic is the host's (no FMA contraction with
+// -std=c++20, as the kernels' --fmad=false; the transcendentals are glibc's, not CUDA's).
 //
 // Usage: include this first, then the kernel header, then call simt::launch with the kernel's
 // launch shape and a body calling the kernel. Fails loudly (launch throws std::runtime_error, the
@@ -134,8 +135,9 @@ class Barrier {
   const char* what_;
 };
 
-// The block being run: one fiber per thread, a scheduler that runs the runnable ones in a shuffled
-// order, the barriers, the words shuffles and votes exchange, and the first error.
+// The block being run: one fiber per thread, handing control to each other at barriers (in a
+// shuffled or a depth-first order, see switch_to_next), the barriers, the words shuffles and votes
+// exchange, and the first error.
 struct BlockState {
   enum class Run { kRunnable, kWaiting, kDone };
   struct Thread {
@@ -171,11 +173,14 @@ struct BlockState {
     block.waiting_.clear();
     for (auto& warp : warps) warp->exited_ = 0, warp->waiting_.clear();
     runnable.clear();
+    depth_first = (random() & 1) != 0;
     for (unsigned t = 0; t < threads; ++t) {
       fiber::prepare(pool[t]->context, *pool[t]->stack, &thread_main, this);
       pool[t]->run = Run::kRunnable;
       runnable.push_back(t);
     }
+    // Threads hand control to each other (switch_to_next); it comes back here only when none is
+    // runnable: every thread returned, or the rest wait at barriers that cannot complete.
     for (;;) {
       if (runnable.empty()) {
         const bool stuck = std::any_of(
@@ -186,17 +191,38 @@ struct BlockState {
             "complete (threads at different __syncthreads or shuffles: a hang on a GPU)");
         continue;  // fail() made the waiting threads runnable, to unwind
       }
-      // A random runnable thread next: the order within a barrier interval is a shuffle.
-      const std::size_t pick =
-          std::uniform_int_distribution<std::size_t>(0, runnable.size() - 1)(rng);
-      const unsigned t = runnable[pick];
-      runnable[pick] = runnable.back();
-      runnable.pop_back();
-      current = t;
-      thread_rank = t;
-      thread_index = pool[t]->index;
-      fiber::switch_to(scheduler, pool[t]->context);
+      switch_to_next(scheduler);
     }
+  }
+
+  // splitmix64: cheap, and enough for a shuffle.
+  std::uint64_t random() {
+    rng += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = rng;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+
+  // Resumes the next runnable thread, or the scheduler when there is none. `leaving`: `from` is a
+  // thread that returned for good. Half the blocks pick at random (the order within a barrier
+  // interval is a shuffle); the other half depth first, the thread made runnable last: a warp
+  // then runs through its shuffles ahead of the others, which shows a missing __syncthreads
+  // between one phase's reads of shared memory and the next phase's writes.
+  void switch_to_next(fiber::Context& from, bool leaving = false) {
+    if (runnable.empty()) return fiber::switch_to(from, scheduler, leaving);
+    const std::size_t pick =
+        depth_first ? runnable.size() - 1
+                    : static_cast<std::size_t>(((random() >> 32) * runnable.size()) >> 32);
+    const unsigned t = runnable[pick];
+    runnable[pick] = runnable.back();
+    runnable.pop_back();
+    current = t;
+    thread_rank = t;
+    thread_index = pool[t]->index;
+    // The suspending thread itself may be the pick: it just goes on (a switch to the context
+    // being saved would resume where it was last suspended).
+    if (&from != &pool[t]->context) fiber::switch_to(from, pool[t]->context, leaving);
   }
 
   // The fiber of a thread: the kernel, then the thread's exit, then back for good.
@@ -214,19 +240,16 @@ struct BlockState {
     state.thread_exit();
     Thread& thread = *state.pool[state.current];
     thread.run = Run::kDone;
-    fiber::switch_to(thread.context, state.scheduler, /*leaving=*/true);
+    state.switch_to_next(thread.context, /*leaving=*/true);
   }
 
-  // Suspends the current thread until the scheduler picks it again (kRunnable: at once in the
-  // shuffle; kWaiting: after a barrier released it).
+  // Suspends the current thread until it is picked again (kRunnable: it joins the runnable
+  // ones; kWaiting: a barrier releases it first).
   void suspend(Run run) {
     const unsigned self = current;
     pool[self]->run = run;
     if (run == Run::kRunnable) runnable.push_back(self);
-    fiber::switch_to(pool[self]->context, scheduler);
-    current = self;
-    thread_rank = self;
-    thread_index = pool[self]->index;
+    switch_to_next(pool[self]->context);
   }
 
   void release(unsigned t) {
@@ -275,7 +298,8 @@ struct BlockState {
   std::vector<unsigned> runnable;
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
-  std::mt19937_64 rng;
+  std::uint64_t rng;  // splitmix64 state
+  bool depth_first = false;
   bool failed = false;
   std::string error;
   Barrier block;

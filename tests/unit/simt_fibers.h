@@ -4,8 +4,9 @@
 // every barrier (hundreds per block on two cores); a fiber switch here is a few instructions, so
 // a block of 256 threads passing a dozen barriers takes well under a millisecond.
 //
-// x86-64 switches with a few lines of assembly (callee-saved registers, MXCSR and the x87 control
-// word, the stack pointer); other machines fall back to ucontext (a system call per switch).
+// x86-64 switches with a few lines of assembly (the callee-saved registers and the stack pointer;
+// not MXCSR or the x87 control word, which no kernel changes and restoring would stall); other
+// machines fall back to ucontext (a system call per switch).
 // Under AddressSanitizer every switch is announced (__sanitizer_start/finish_switch_fiber), so
 // that exceptions thrown on a fiber's stack and ASan's own stack checks know which stack is live.
 #pragma once
@@ -43,14 +44,8 @@ mds_simt_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -130,20 +125,19 @@ inline void prepare(Context& context, const Stack& stack, void (*entry)(void*), 
   context.stack_size = Stack::kBytes;
   context.fake_stack = nullptr;
 #if defined(__x86_64__)
-  // What mds_simt_switch pops, from the new stack pointer up: MXCSR and the x87 control word, r15,
-  // r14, r13 = entry, r12 = arg, rbx, rbp = 0 (ends frame-pointer walks), the return address.
-  // After its `ret` the stack pointer is 16-byte aligned, as a call requires.
+  // What mds_simt_switch pops, from the new stack pointer up: r15, r14, r13 = entry, r12 = arg,
+  // rbx, rbp = 0 (ends frame-pointer walks), the return address. After its `ret` the stack
+  // pointer is 16-byte aligned, as a call requires.
   auto* top = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(stack.top()) &
                                                ~std::uintptr_t{15});
-  std::uint64_t* sp = top - 8;
-  sp[0] = 0x037F'0000'1F80ull;  // default x87 control word (high half) and MXCSR (low half)
-  sp[1] = 0;                    // r15
-  sp[2] = 0;                    // r14
-  sp[3] = reinterpret_cast<std::uint64_t>(entry);
-  sp[4] = reinterpret_cast<std::uint64_t>(arg);
-  sp[5] = 0;  // rbx
-  sp[6] = 0;  // rbp
-  sp[7] = reinterpret_cast<std::uint64_t>(&mds_simt_fiber_start);
+  std::uint64_t* sp = top - 7;
+  sp[0] = 0;  // r15
+  sp[1] = 0;  // r14
+  sp[2] = reinterpret_cast<std::uint64_t>(entry);
+  sp[3] = reinterpret_cast<std::uint64_t>(arg);
+  sp[4] = 0;  // rbx
+  sp[5] = 0;  // rbp
+  sp[6] = reinterpret_cast<std::uint64_t>(&mds_simt_fiber_start);
   context.sp = sp;
 #else
   getcontext(&context.uc);
@@ -176,11 +170,18 @@ inline void switch_to(Context& from, Context& to, bool leaving = false) {
 #endif
 }
 
-// The first thing a new fiber does: completes the switch that started it and learns the bounds
-// of the stack it came from (the scheduler's), which the fiber's switches back need under ASan.
+// The first thing a new fiber does: completes the switch that started it. Under ASan the first
+// fiber of a launch, started from the scheduler, learns the bounds of the scheduler's stack there
+// (switches back to the scheduler need them).
 inline void started(Context& scheduler) {
 #if defined(MDS_SIMT_ASAN)
-  __sanitizer_finish_switch_fiber(nullptr, &scheduler.stack_bottom, &scheduler.stack_size);
+  const void* from_bottom = nullptr;
+  std::size_t from_size = 0;
+  __sanitizer_finish_switch_fiber(nullptr, &from_bottom, &from_size);
+  if (scheduler.stack_bottom == nullptr) {
+    scheduler.stack_bottom = from_bottom;
+    scheduler.stack_size = from_size;
+  }
 #else
   (void)scheduler;
 #endif
