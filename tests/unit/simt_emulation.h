@@ -119,10 +119,15 @@ std::string text(const Parts&... parts) {
 struct BlockState;
 
 // A barrier of some threads of a block (all of them for __syncthreads, one warp for shuffles).
+// Plain arrays on the hot paths: the sanitizer build runs them unoptimized.
 class Barrier {
  public:
   Barrier(BlockState& owner, unsigned members, const char* what)
-      : owner_(owner), members_(members), what_(what) {}
+      : owner_(owner),
+        members_(members),
+        waiting_storage_(new unsigned[members]),
+        waiting_(waiting_storage_.get()),
+        what_(what) {}
   // Suspends the calling thread until every member arrived; throws Aborted once the launch failed.
   void arrive_and_wait();
 
@@ -131,7 +136,9 @@ class Barrier {
   BlockState& owner_;
   const unsigned members_;
   unsigned exited_ = 0;  // members that returned from the kernel
-  std::vector<unsigned> waiting_;
+  std::unique_ptr<unsigned[]> waiting_storage_;
+  unsigned* waiting_;
+  unsigned waiting_count_ = 0;
   const char* what_;
 };
 
@@ -148,20 +155,28 @@ struct BlockState {
   };
 
   BlockState(unsigned block_threads, Index block_shape, std::uint64_t seed)
-      : threads(block_threads), rng(seed), block(*this, block_threads, "__syncthreads") {
+      : threads(block_threads),
+        pool_storage(new Thread[block_threads]),
+        runnable_storage(new unsigned[block_threads]),
+        warp_of_storage(new Barrier*[(block_threads + kWarpSize - 1) / kWarpSize]),
+        pool(pool_storage.get()),
+        runnable(runnable_storage.get()),
+        warp_of(warp_of_storage.get()),
+        rng(seed),
+        block(*this, block_threads, "__syncthreads") {
     // Stacks outlive launches: mapping and first touching 256 of them per launch would cost more
     // than most kernels take to run.
     static std::vector<std::unique_ptr<fiber::Stack>> stacks;
     while (stacks.size() < threads) stacks.push_back(std::make_unique<fiber::Stack>());
     for (unsigned t = 0; t < threads; ++t) {
-      pool.push_back(std::make_unique<Thread>());
-      pool.back()->stack = stacks[t].get();
-      pool.back()->index = {t % block_shape.x, t / block_shape.x % block_shape.y,
-                            t / (block_shape.x * block_shape.y)};
+      pool[t].stack = stacks[t].get();
+      pool[t].index = {t % block_shape.x, t / block_shape.x % block_shape.y,
+                       t / (block_shape.x * block_shape.y)};
     }
     for (unsigned first = 0; first < threads; first += kWarpSize) {
       warps.push_back(
           std::make_unique<Barrier>(*this, std::min(kWarpSize, threads - first), "a warp barrier"));
+      warp_of[first / kWarpSize] = warps.back().get();
     }
   }
 
@@ -169,22 +184,20 @@ struct BlockState {
   // every thread unwound).
   void run_block(const std::function<void()>& block_body) {
     body = &block_body;
-    block.exited_ = 0;
-    block.waiting_.clear();
-    for (auto& warp : warps) warp->exited_ = 0, warp->waiting_.clear();
-    runnable.clear();
+    for (Barrier* b : all_barriers()) b->exited_ = b->waiting_count_ = 0;
     depth_first = (random() & 1) != 0;
     for (unsigned t = 0; t < threads; ++t) {
-      fiber::prepare(pool[t]->context, *pool[t]->stack, &thread_main, this);
-      pool[t]->run = Run::kRunnable;
-      runnable.push_back(t);
+      fiber::prepare(pool[t].context, *pool[t].stack, &thread_main, this);
+      pool[t].run = Run::kRunnable;
+      runnable[t] = t;
     }
+    runnable_count = threads;
     // Threads hand control to each other (switch_to_next); it comes back here only when none is
     // runnable: every thread returned, or the rest wait at barriers that cannot complete.
     for (;;) {
-      if (runnable.empty()) {
-        const bool stuck = std::any_of(
-            pool.begin(), pool.end(), [](const auto& thread) { return thread->run != Run::kDone; });
+      if (runnable_count == 0) {
+        bool stuck = false;
+        for (unsigned t = 0; t < threads; ++t) stuck = stuck || pool[t].run != Run::kDone;
         if (!stuck) return;
         fail(
             "every thread of the block that has not returned waits at a barrier none of them can "
@@ -210,19 +223,18 @@ struct BlockState {
   // then runs through its shuffles ahead of the others, which shows a missing __syncthreads
   // between one phase's reads of shared memory and the next phase's writes.
   void switch_to_next(fiber::Context& from, bool leaving = false) {
-    if (runnable.empty()) return fiber::switch_to(from, scheduler, leaving);
-    const std::size_t pick =
-        depth_first ? runnable.size() - 1
-                    : static_cast<std::size_t>(((random() >> 32) * runnable.size()) >> 32);
+    if (runnable_count == 0) return fiber::switch_to(from, scheduler, leaving);
+    const unsigned pick = depth_first
+                              ? runnable_count - 1
+                              : static_cast<unsigned>(((random() >> 32) * runnable_count) >> 32);
     const unsigned t = runnable[pick];
-    runnable[pick] = runnable.back();
-    runnable.pop_back();
+    runnable[pick] = runnable[--runnable_count];
     current = t;
     thread_rank = t;
-    thread_index = pool[t]->index;
+    thread_index = pool[t].index;
     // The suspending thread itself may be the pick: it just goes on (a switch to the context
     // being saved would resume where it was last suspended).
-    if (&from != &pool[t]->context) fiber::switch_to(from, pool[t]->context, leaving);
+    if (&from != &pool[t].context) fiber::switch_to(from, pool[t].context, leaving);
   }
 
   // The fiber of a thread: the kernel, then the thread's exit, then back for good.
@@ -238,7 +250,7 @@ struct BlockState {
       state.fail(text("exception in thread ", state.current));
     }
     state.thread_exit();
-    Thread& thread = *state.pool[state.current];
+    Thread& thread = state.pool[state.current];
     thread.run = Run::kDone;
     state.switch_to_next(thread.context, /*leaving=*/true);
   }
@@ -247,14 +259,14 @@ struct BlockState {
   // ones; kWaiting: a barrier releases it first).
   void suspend(Run run) {
     const unsigned self = current;
-    pool[self]->run = run;
-    if (run == Run::kRunnable) runnable.push_back(self);
-    switch_to_next(pool[self]->context);
+    pool[self].run = run;
+    if (run == Run::kRunnable) runnable[runnable_count++] = self;
+    switch_to_next(pool[self].context);
   }
 
   void release(unsigned t) {
-    pool[t]->run = Run::kRunnable;
-    runnable.push_back(t);
+    pool[t].run = Run::kRunnable;
+    runnable[runnable_count++] = t;
   }
 
   // Records the first error and makes every waiting thread runnable (it throws Aborted on resume).
@@ -262,8 +274,8 @@ struct BlockState {
     if (!failed) error = message;
     failed = true;
     for (Barrier* b : all_barriers()) {
-      for (const unsigned t : b->waiting_) release(t);
-      b->waiting_.clear();
+      for (unsigned w = 0; w < b->waiting_count_; ++w) release(b->waiting_[w]);
+      b->waiting_count_ = 0;
     }
   }
 
@@ -276,10 +288,10 @@ struct BlockState {
   // The running thread returned from the kernel: its barriers can no longer complete.
   void thread_exit() {
     if (failed) return;
-    for (Barrier* b : {&block, warps[current / kWarpSize].get()}) {
+    for (Barrier* b : {&block, warp_of[current / kWarpSize]}) {
       ++b->exited_;
-      if (!b->waiting_.empty()) {
-        return fail(text("thread ", current, " returned while ", b->waiting_.size(),
+      if (b->waiting_count_ > 0) {
+        return fail(text("thread ", current, " returned while ", b->waiting_count_,
                          " threads wait at ", b->what_,
                          " (undefined in CUDA: a hang or garbage on a GPU)"));
       }
@@ -293,9 +305,15 @@ struct BlockState {
   }
 
   const unsigned threads;
-  std::vector<std::unique_ptr<Thread>> pool;
+  std::unique_ptr<Thread[]> pool_storage;
+  std::unique_ptr<unsigned[]> runnable_storage;
+  std::unique_ptr<Barrier*[]> warp_of_storage;
+  // Raw views of the three for the hot paths (the sanitizer build runs them unoptimized).
+  Thread* pool;
+  unsigned* runnable;
+  Barrier** warp_of;  // warps[w].get()
+  unsigned runnable_count = 0;
   fiber::Context scheduler;
-  std::vector<unsigned> runnable;
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
   std::uint64_t rng;  // splitmix64 state
@@ -316,12 +334,12 @@ inline void Barrier::arrive_and_wait() {
                           " of its threads returned (undefined in CUDA: a hang or garbage on a "
                           "GPU)"));
   }
-  if (waiting_.size() + 1 == members_) {
-    for (const unsigned t : waiting_) owner_.release(t);
-    waiting_.clear();
+  if (waiting_count_ + 1 == members_) {
+    for (unsigned w = 0; w < waiting_count_; ++w) owner_.release(waiting_[w]);
+    waiting_count_ = 0;
     owner_.suspend(BlockState::Run::kRunnable);  // the released and this one, in shuffled order
   } else {
-    waiting_.push_back(owner_.current);
+    waiting_[waiting_count_++] = owner_.current;
     owner_.suspend(BlockState::Run::kWaiting);
   }
   if (owner_.failed) throw Aborted{};
@@ -352,8 +370,8 @@ inline int syncthreads_and(int predicate) {
 // The lanes of this thread's warp: 32, or fewer in the last warp of a block that is not a
 // multiple of 32.
 inline unsigned warp_lanes() {
-  const unsigned first = thread_rank / kWarpSize * kWarpSize;
-  return std::min(kWarpSize, state->threads - first);
+  const unsigned left = state->threads - thread_rank / kWarpSize * kWarpSize;
+  return left < kWarpSize ? left : kWarpSize;
 }
 
 // Only full-warp masks are emulated (every lane of the warp calls, as the kernels here do).
@@ -367,7 +385,7 @@ inline void check_full_mask(unsigned mask, const char* what) {
 
 inline void syncwarp(unsigned mask = 0xFFFFFFFFu) {
   check_full_mask(mask, "__syncwarp");
-  state->warps[thread_rank / kWarpSize]->arrive_and_wait();
+  state->warp_of[thread_rank / kWarpSize]->arrive_and_wait();
 }
 
 // Every lane of the warp publishes `value`, then reads the value of lane source(lane) (its own
@@ -381,13 +399,14 @@ T warp_exchange(unsigned mask, T value, const char* what, Source source) {
   std::uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
   state->words[thread_rank] = bits;
-  state->warps[warp]->arrive_and_wait();
+  Barrier* const warp_barrier = state->warp_of[warp];
+  warp_barrier->arrive_and_wait();
   const unsigned from = source(lane);
   if (from >= warp_lanes()) {
     state->fail_here(text(what, " reads lane ", from, ", past the end of the block"));
   }
   bits = state->words[warp * kWarpSize + from];
-  state->warps[warp]->arrive_and_wait();  // nobody overwrites a word before every lane read it
+  warp_barrier->arrive_and_wait();  // nobody overwrites a word before every lane read it
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
