@@ -19,8 +19,8 @@
 //    48 KiB without the kernel's cudaFuncSetAttribute opt-in or over what sm_80 allows (163 KiB;
 //    sm_90: 227 KiB);
 //  - __syncthreads (or a shuffle, __syncwarp) reached after some threads of the block (warp)
-//    returned, or while others returned; threads of a block waiting at different barriers (a hang
-//    on a GPU);
+//    returned, or a thread returning while others wait there; threads of a block waiting at
+//    different barriers (a hang on a GPU);
 //  - a shuffle whose mask is not the whole warp, or that reads a lane past the block's end.
 // Shared memory no thread of the block wrote reads as NaN (0xFF bytes: NaN in fp32, fp64, bf16
 // and fp16; −1 as an integer): fixed `__shared__` arrays are poisoned before every block (with
