@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/sum_of_squares_partials.h"
 #include "ops/adam.h"
 #include "tensor/dtype.h"
 
@@ -23,8 +24,8 @@ void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, floa
 
 // Σ x² in double for the global gradient norm, deterministic: kSumOfSquaresPartials blocks each
 // sum a fixed set of elements into partials[block] (pass 1), one block adds those in a fixed
-// order into *result (pass 2). The split depends only on n, never on the GPU.
-constexpr std::int64_t kSumOfSquaresPartials = 512;
+// order into *result (pass 2). The split depends only on n, never on the GPU
+// (kSumOfSquaresPartials, sum_of_squares_partials.h).
 // result: one device double; partials: kSumOfSquaresPartials device doubles of workspace.
 void sum_of_squares(double* result, double* partials, const float* x, std::int64_t n,
                     cudaStream_t stream);

@@ -1,145 +1,60 @@
 #include "kernels/check.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/cross_entropy_kernels.cuh"
 #include "kernels/device_common.cuh"
+#include "kernels/launch.cuh"
 
 namespace mds::kernels {
 
 namespace {
 
-using detail::block_max;
-using detail::block_sum;
-using detail::grid_for;
-using detail::kThreads;
-using detail::kWarps;
-
-__device__ float row_max(const float* row, std::int64_t v, float* scratch) {
-  float m = -INFINITY;
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) m = row[j] > m ? row[j] : m;
-  return block_max(m, scratch);
-}
-
-// row[j] ← exp(row[j] − max); returns the sum to every thread.
-__device__ float exp_and_sum(float* row, float max, std::int64_t v, float* scratch) {
-  float sum = 0.0f;
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    const float e = expf(row[j] - max);
-    row[j] = e;
-    sum += e;
-  }
-  return block_sum(sum, scratch);
-}
-
-__global__ void row_max_kernel(float* max, const float* logits, std::int64_t v) {
-  __shared__ float scratch[kWarps];
-  const std::int64_t i = blockIdx.x;
-  const float m = row_max(logits + i * v, v, scratch);
-  if (threadIdx.x == 0) max[i] = m;
-}
-
-__global__ void target_logit_kernel(float* target_logit, const float* logits,
-                                    const std::int64_t* targets, const float* max, std::int64_t n,
-                                    std::int64_t v, std::int64_t vocab_start) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const std::int64_t local = targets[i] - vocab_start;
-  target_logit[i] = local >= 0 && local < v ? logits[i * v + local] - max[i] : 0.0f;
-}
-
-__global__ void exp_sum_kernel(float* sum_exp, float* logits, const float* max, std::int64_t v) {
-  __shared__ float scratch[kWarps];
-  const std::int64_t i = blockIdx.x;
-  const float s = exp_and_sum(logits + i * v, max[i], v, scratch);
-  if (threadIdx.x == 0) sum_exp[i] = s;
-}
-
-__global__ void loss_kernel(float* loss, const float* sum_exp, const float* target_logit,
-                            std::int64_t n) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) loss[i] = logf(sum_exp[i]) - target_logit[i];
-}
-
-__global__ void forward_kernel(float* loss, float* max, float* sum_exp, float* logits,
-                               const std::int64_t* targets, std::int64_t v) {
-  __shared__ float scratch[kWarps];
-  const std::int64_t i = blockIdx.x;
-  float* row = logits + i * v;
-  const float m = row_max(row, v, scratch);
-  const std::int64_t target = targets[i];
-  // Every thread reads the target's logit before any thread overwrites the row with exps.
-  const float target_logit = target >= 0 && target < v ? row[target] - m : 0.0f;
-  __syncthreads();
-  const float s = exp_and_sum(row, m, v, scratch);
-  if (threadIdx.x == 0) {
-    max[i] = m;
-    sum_exp[i] = s;
-    loss[i] = logf(s) - target_logit;
-  }
-}
-
-__global__ void backward_kernel(float* dlogits, const float* exp_logits,
-                                const std::int64_t* targets, const float* sum_exp,
-                                const float* dloss, std::int64_t v, std::int64_t vocab_start) {
-  const std::int64_t i = blockIdx.x;
-  const float* row = exp_logits + i * v;
-  float* grad = dlogits + i * v;
-  const float inv = 1.0f / sum_exp[i], scale = dloss[i];
-  const std::int64_t local = targets[i] - vocab_start;
-  // Each element is read and written by the same thread, so dlogits may alias exp_logits.
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    grad[j] = j == local ? (row[j] * inv - 1.0f) * scale : row[j] * inv * scale;
-  }
-}
+using detail::launch;
+using namespace cross_entropy_detail;
 
 }  // namespace
 
 void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,
                            cudaStream_t stream) {
   if (n <= 0) return;
-  row_max_kernel<<<detail::row_grid(n, "kernels::cross_entropy"), kThreads, 0, stream>>>(max,
-                                                                                         logits, v);
-  check_launch("kernels::cross_entropy_row_max");
+  launch("kernels::cross_entropy_row_max", row_max_kernel, row_shape(n), stream, max, logits, v);
 }
 
 void cross_entropy_target_logit(float* target_logit, const float* logits,
                                 const std::int64_t* targets, const float* max, std::int64_t n,
                                 std::int64_t v, std::int64_t vocab_start, cudaStream_t stream) {
   if (n <= 0) return;
-  target_logit_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
-                        stream>>>(target_logit, logits, targets, max, n, v, vocab_start);
-  check_launch("kernels::cross_entropy_target_logit");
+  launch("kernels::cross_entropy_target_logit", target_logit_kernel, target_logit_shape(n), stream,
+         target_logit, logits, targets, max, n, v, vocab_start);
 }
 
 void cross_entropy_exp_sum(float* sum_exp, float* logits, const float* max, std::int64_t n,
                            std::int64_t v, cudaStream_t stream) {
   if (n <= 0) return;
-  exp_sum_kernel<<<detail::row_grid(n, "kernels::cross_entropy"), kThreads, 0, stream>>>(
-      sum_exp, logits, max, v);
-  check_launch("kernels::cross_entropy_exp_sum");
+  launch("kernels::cross_entropy_exp_sum", exp_sum_kernel, row_shape(n), stream, sum_exp, logits,
+         max, v);
 }
 
 void cross_entropy_loss(float* loss, const float* sum_exp, const float* target_logit,
                         std::int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  loss_kernel<<<grid_for(n), kThreads, 0, stream>>>(loss, sum_exp, target_logit, n);
-  check_launch("kernels::cross_entropy_loss");
+  launch("kernels::cross_entropy_loss", loss_kernel, loss_shape(n), stream, loss, sum_exp,
+         target_logit, n);
 }
 
 void cross_entropy_forward(float* loss, float* max, float* sum_exp, float* logits,
                            const std::int64_t* targets, std::int64_t n, std::int64_t v,
                            cudaStream_t stream) {
   if (n <= 0) return;
-  forward_kernel<<<detail::row_grid(n, "kernels::cross_entropy"), kThreads, 0, stream>>>(
-      loss, max, sum_exp, logits, targets, v);
-  check_launch("kernels::cross_entropy_forward");
+  launch("kernels::cross_entropy_forward", forward_kernel, row_shape(n), stream, loss, max, sum_exp,
+         logits, targets, v);
 }
 
 void cross_entropy_backward(float* dlogits, const float* exp_logits, const std::int64_t* targets,
                             const float* sum_exp, const float* dloss, std::int64_t n,
                             std::int64_t v, std::int64_t vocab_start, cudaStream_t stream) {
   if (n <= 0) return;
-  backward_kernel<<<detail::row_grid(n, "kernels::cross_entropy"), kThreads, 0, stream>>>(
-      dlogits, exp_logits, targets, sum_exp, dloss, v, vocab_start);
-  check_launch("kernels::cross_entropy_backward");
+  launch("kernels::cross_entropy_backward", backward_kernel, row_shape(n), stream, dlogits,
+         exp_logits, targets, sum_exp, dloss, v, vocab_start);
 }
 
 }  // namespace mds::kernels

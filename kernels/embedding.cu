@@ -5,74 +5,15 @@
 #include "kernels/check.h"
 #include "kernels/device_common.cuh"
 #include "kernels/embedding.h"
+#include "kernels/embedding_kernels.cuh"
+#include "kernels/launch.cuh"
 
 namespace mds::kernels {
 
 namespace {
 
-using detail::kThreads;
-using detail::load;
-using detail::Storage;
-using detail::store;
-
-// out (and the backward's dout) are stored as kS: widened on load, rounded on store; tables fp32.
-template <Storage kS>
-__global__ void lookup_kernel(void* out, const std::int64_t* ids, const float* table,
-                              std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
-                              bool add) {
-  const std::int64_t t = blockIdx.x;
-  const std::int64_t local = ids[t] - vocab_start;
-  const std::int64_t first = t * h;
-  if (local < 0 || local >= rows) {
-    if (add) return;
-    for (std::int64_t c = threadIdx.x; c < h; c += kThreads) store<kS>(out, first + c, 0.0f);
-    return;
-  }
-  const float* row = table + local * h;
-  for (std::int64_t c = threadIdx.x; c < h; c += kThreads)
-    store<kS>(out, first + c, add ? load<kS>(out, first + c) + row[c] : row[c]);
-}
-
-template <Storage kS>
-__global__ void forward_kernel(void* out, const std::int64_t* tokens, const float* wte,
-                               const std::int64_t* positions, const float* wpe, std::int64_t h) {
-  const std::int64_t t = blockIdx.x;
-  const float* word = wte + tokens[t] * h;
-  const float* position = wpe + positions[t] * h;
-  for (std::int64_t c = threadIdx.x; c < h; c += kThreads)
-    store<kS>(out, t * h + c, word[c] + position[c]);
-}
-
-// Sort keys: the local row, or `rows` (sorting after every real row) for ids of other shards.
-__global__ void sort_keys_kernel(std::uint32_t* keys, std::uint32_t* tokens,
-                                 const std::int64_t* ids, std::int64_t n, std::int64_t rows,
-                                 std::int64_t vocab_start) {
-  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= n) return;
-  const std::int64_t local = ids[t] - vocab_start;
-  keys[t] = static_cast<std::uint32_t>(local >= 0 && local < rows ? local : rows);
-  tokens[t] = static_cast<std::uint32_t>(t);
-}
-
-// Block (p, y) is the owner of sorted position p's row if p starts that row's run of equal keys;
-// its threads take columns y·kThreads + threadIdx.x and add the run's tokens in sorted order,
-// which the stable sort leaves in token order. Other blocks return at once.
-template <Storage kS>
-__global__ void accumulate_kernel(float* dtable, const void* dout, const std::uint32_t* keys,
-                                  const std::uint32_t* tokens, std::int64_t n, std::int64_t h,
-                                  std::int64_t rows) {
-  const std::int64_t p = blockIdx.x;
-  const std::uint32_t key = keys[p];
-  if (key >= rows || (p > 0 && keys[p - 1] == key)) return;
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x;
-  if (c >= h) return;
-  float* entry = dtable + static_cast<std::int64_t>(key) * h + c;
-  float sum = *entry;
-  for (std::int64_t q = p; q < n && keys[q] == key; ++q) {
-    sum += load<kS>(dout, static_cast<std::int64_t>(tokens[q]) * h + c);
-  }
-  *entry = sum;
-}
+using detail::launch;
+using namespace embedding_detail;
 
 constexpr std::size_t kAlign = 256;
 
@@ -134,10 +75,9 @@ void embedding_lookup(void* out, const std::int64_t* ids, const float* table, te
                       bool add, cudaStream_t stream) {
   detail::with_storage(dtype, "embedding_lookup", [&](auto s) {
     if (n <= 0 || h <= 0) return;
-    lookup_kernel<decltype(s)::value>
-        <<<detail::row_grid(n, "kernels::embedding_lookup"), kThreads, 0, stream>>>(
-            out, ids, table, h, rows, vocab_start, add);
-    check_launch("kernels::embedding_lookup");
+    launch("kernels::embedding_lookup", lookup_kernel<decltype(s)::value>,
+           token_shape(n, "kernels::embedding_lookup"), stream, out, ids, table, h, rows,
+           vocab_start, add);
   });
 }
 
@@ -152,10 +92,9 @@ void embedding_forward(void* out, const std::int64_t* tokens, const float* wte,
                        std::int64_t n, std::int64_t h, cudaStream_t stream) {
   detail::with_storage(dtype, "embedding_forward", [&](auto s) {
     if (n <= 0 || h <= 0) return;
-    forward_kernel<decltype(s)::value>
-        <<<detail::row_grid(n, "kernels::embedding_forward"), kThreads, 0, stream>>>(
-            out, tokens, wte, positions, wpe, h);
-    check_launch("kernels::embedding_forward");
+    launch("kernels::embedding_forward", forward_kernel<decltype(s)::value>,
+           token_shape(n, "kernels::embedding_forward"), stream, out, tokens, wte, positions, wpe,
+           h);
   });
 }
 
@@ -183,25 +122,21 @@ void embedding_backward(float* dtable, const void* dout, tensor::DType dout_dtyp
     base::fail("cuda: kernels::embedding_backward: workspace of ", bytes, " bytes, ", needed,
                " needed");
   }
+  const detail::LaunchShape accumulate = accumulate_shape(n, h);  // refuses a too wide h first
   Workspace w = carve(workspace, n);
   w.cub_bytes =
       bytes - static_cast<std::size_t>(static_cast<char*>(w.cub) - static_cast<char*>(workspace));
-  sort_keys_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      w.keys, w.tokens, ids, n, rows, vocab_start);
-  check_launch("kernels::embedding_backward (keys)");
+  launch("kernels::embedding_backward (keys)", sort_keys_kernel, sort_keys_shape(n), stream, w.keys,
+         w.tokens, ids, n, rows, vocab_start);
   // Radix sort is stable: equal keys keep their token order.
   check_cuda(cub::DeviceRadixSort::SortPairs(w.cub, w.cub_bytes, w.keys, w.sorted_keys, w.tokens,
                                              w.sorted_tokens, static_cast<int>(n), 0,
                                              key_bits(rows), stream),
              "kernels::embedding_backward (sort)");
-  const dim3 grid(detail::row_grid(n, "kernels::embedding_backward"),
-                  static_cast<unsigned>((h + kThreads - 1) / kThreads));
-  if (grid.y > 65535) base::fail("cuda: kernels::embedding_backward: h = ", h, " is too wide");
   detail::with_storage(dout_dtype, "embedding_backward", [&](auto s) {
-    accumulate_kernel<decltype(s)::value>
-        <<<grid, kThreads, 0, stream>>>(dtable, dout, w.sorted_keys, w.sorted_tokens, n, h, rows);
+    launch("kernels::embedding_backward (accumulate)", accumulate_kernel<decltype(s)::value>,
+           accumulate, stream, dtable, dout, w.sorted_keys, w.sorted_tokens, n, h, rows);
   });
-  check_launch("kernels::embedding_backward (accumulate)");
 }
 
 void embedding_backward(float* dtable, const float* dout, const std::int64_t* ids, std::int64_t n,

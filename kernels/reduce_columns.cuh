@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/device_common.cuh"
+#include "kernels/device_portable.cuh"
 
 namespace mds::kernels::detail {
 
@@ -16,7 +16,13 @@ inline unsigned column_blocks(std::int64_t cols) {
   return static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
 }
 
-// Launched with column_blocks(cols) blocks of dim3(kColumnTile, kRowLanes). For each column c of
+// The launch of a kernel calling sum_columns: column_blocks(cols) blocks of
+// (kColumnTile, kRowLanes) threads.
+inline LaunchShape column_shape(std::int64_t cols) {
+  return {{column_blocks(cols)}, {kColumnTile, kRowLanes}};
+}
+
+// Launched with column_shape(cols). For each column c of
 // the block's tile, `term(r, c, i)` (i = r·cols + c) is summed over all rows and handed to
 // `finish(c, sum)` by one thread.
 template <int kSums, typename Term, typename Finish>

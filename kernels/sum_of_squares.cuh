@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/adam.h"
-#include "kernels/device_common.cuh"
+#include "kernels/device_portable.cuh"
+#include "kernels/sum_of_squares_partials.h"
 
 namespace mds::kernels::detail {
 

@@ -32,12 +32,8 @@
 #include "tensor/dtype.h"
 #include "tests/unit/simt_emulation.h"
 
-// Keywords the tensor-core kernels use beyond those simt_emulation.h maps: launch bounds with a
-// minimum of blocks per SM, forced inlining, and the alignment of the extern shared array (which
-// the test's definition of that array gives instead).
-#undef __launch_bounds__
-#define __launch_bounds__(...)
-#define __forceinline__ inline
+// The one keyword the tensor-core kernels use beyond those simt_emulation.h maps: the alignment of
+// the extern shared array (which the test's definition of that array gives instead).
 #define __align__(n)
 
 #include "kernels/mma.cuh"
@@ -54,9 +50,11 @@ struct LaneContribution {
 };
 
 // Two exchange areas per warp used in turn: lane L may overwrite area p only after passing another
-// barrier of its warp, which every lane reaches only after it has finished reading area p.
-inline LaneContribution exchange_areas[kBlockThreads / kWarpSize][2][kWarpSize];
-inline thread_local unsigned next_area = 0;
+// barrier of its warp, which every lane reaches only after it has finished reading area p. The
+// CUDA threads are fibers of one OS thread (simt_emulation.h), so per-thread state is an array
+// indexed by the thread's rank in its block, not thread_local.
+inline LaneContribution exchange_areas[kMaxBlockThreads / kWarpSize][2][kWarpSize];
+inline unsigned next_area[kMaxBlockThreads] = {};
 
 inline bool cp_async_immediate = false;
 
@@ -83,11 +81,11 @@ inline void check_shared_16(const void* address, const char* op) {
 
 // Publishes this lane's contribution and returns the warp's 32, in lane order.
 inline const LaneContribution* exchange(const LaneContribution& mine) {
-  const unsigned t = thread_index.x, warp = t / kWarpSize;
-  LaneContribution* area = exchange_areas[warp][next_area];
-  next_area ^= 1u;
+  const unsigned t = thread_rank, warp = t / kWarpSize;
+  LaneContribution* area = exchange_areas[warp][next_area[t]];
+  next_area[t] ^= 1u;
   area[t % kWarpSize] = mine;
-  state->warps[warp]->arrive_and_wait();
+  state->warp_of[warp]->arrive_and_wait();
   return area;
 }
 
@@ -143,8 +141,8 @@ inline void perform(const PendingCopy& copy) {
   }
 }
 
-inline thread_local std::vector<PendingCopy> open_group;
-inline thread_local std::deque<std::vector<PendingCopy>> committed_groups;
+inline std::vector<PendingCopy> open_groups[kMaxBlockThreads];
+inline std::deque<std::vector<PendingCopy>> committed_groups[kMaxBlockThreads];
 
 }  // namespace mds::simt::mma_emulation
 
@@ -206,7 +204,7 @@ inline void cp_async_16(void* dst, const void* src, bool inside) {
   if (em::cp_async_immediate) {
     em::perform(copy);
   } else {
-    em::open_group.push_back(copy);
+    em::open_groups[simt::thread_rank].push_back(copy);
   }
 }
 
@@ -221,16 +219,18 @@ inline Chunk16 load_16(const void* p) {
 
 inline void cp_async_commit() {
   namespace em = simt::mma_emulation;
-  em::committed_groups.push_back(std::move(em::open_group));
-  em::open_group.clear();
+  std::vector<em::PendingCopy>& open = em::open_groups[simt::thread_rank];
+  em::committed_groups[simt::thread_rank].push_back(std::move(open));
+  open.clear();
 }
 
 template <int kPending>
 void cp_async_wait() {
   namespace em = simt::mma_emulation;
-  while (em::committed_groups.size() > static_cast<std::size_t>(kPending)) {
-    for (const em::PendingCopy& copy : em::committed_groups.front()) em::perform(copy);
-    em::committed_groups.pop_front();
+  auto& committed = em::committed_groups[simt::thread_rank];
+  while (committed.size() > static_cast<std::size_t>(kPending)) {
+    for (const em::PendingCopy& copy : committed.front()) em::perform(copy);
+    committed.pop_front();
   }
 }
 

@@ -1,0 +1,161 @@
+// The part of device_common.cuh with no CUDA includes: launch shapes, deterministic block
+// reductions, the storage of activations (load/store) and the bf16 conversions. Kernel headers
+// (kernels/*_kernels.cuh) built on this alone also compile for the CPU under the SIMT emulation of
+// the unit tests (tests/unit/simt_emulation.h). The two fp16 conversions are only declared here:
+// device_common.cuh defines them with cuda_fp16.h, the emulation with their host twins
+// (tests/unit/emulated_device_common.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "base/error.h"
+#include "tensor/dtype.h"
+
+namespace mds::kernels::detail {
+
+constexpr int kThreads = 256;  // threads per block of every kernel here
+constexpr int kWarps = kThreads / 32;
+
+// A launch's grid, block and dynamic shared memory. The kernel headers compute them in host
+// functions that both the .cu launch (launch.cuh) and the CPU emulation call, so the emulation runs
+// the real shapes. (CUDA's dim3 needs its headers.)
+struct Extent {
+  unsigned x = 1, y = 1, z = 1;
+};
+struct LaunchShape {
+  Extent grid;
+  Extent block;
+  std::size_t shared_bytes = 0;
+};
+
+// Blocks for a grid-stride loop over n elements: enough to fill any GPU, never more than needed.
+inline unsigned grid_for(std::int64_t n) {
+  constexpr std::int64_t kMaxBlocks = 65536;
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+// One block per row: rows must fit the grid's x dimension (2^31 − 1).
+inline unsigned row_grid(std::int64_t rows, const char* kernel) {
+  if (rows > 0x7FFFFFFF) base::fail("cuda: ", kernel, ": ", rows, " rows exceed the grid limit");
+  return static_cast<unsigned>(rows);
+}
+
+// A grid-stride loop over n elements: grid_for(n) blocks of kThreads.
+inline LaunchShape grid_stride_shape(std::int64_t n) {
+  return {{grid_for(n)}, {kThreads}};
+}
+
+// One block of kThreads per row.
+inline LaunchShape row_shape(std::int64_t rows, const char* kernel) {
+  return {{row_grid(rows, kernel)}, {kThreads}};
+}
+
+// One thread per element, no grid-stride loop: n must stay below 2^31 · kThreads.
+inline LaunchShape thread_per_element_shape(std::int64_t n) {
+  return {{static_cast<unsigned>((n + kThreads - 1) / kThreads)}, {kThreads}};
+}
+
+// Σ over the block's kThreads values, returned to every thread. A fixed butterfly inside each
+// warp and the warps' sums added in warp order: the same operations every run, so results are
+// deterministic. `scratch` holds kWarps values; the call synchronizes the block twice.
+template <typename T>
+__device__ T block_sum(T value, T* scratch) {
+  for (int delta = 16; delta > 0; delta /= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, delta);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  T total = scratch[0];
+  for (int w = 1; w < kWarps; ++w) total += scratch[w];
+  return total;
+}
+
+// max over the block, skipping NaNs as the CPU's `x > m ? x : m` does.
+__device__ inline float block_max(float value, float* scratch) {
+  for (int delta = 16; delta > 0; delta /= 2) {
+    const float other = __shfl_xor_sync(0xFFFFFFFFu, value, delta);
+    value = other > value ? other : value;
+  }
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  float total = scratch[0];
+  for (int w = 1; w < kWarps; ++w) total = scratch[w] > total ? scratch[w] : total;
+  return total;
+}
+
+// bf16 as tensor::to_bfloat16: round to nearest even, a NaN keeps its top bits and turns quiet.
+__device__ inline std::uint16_t float_to_bf16_bits(float value) {
+  const std::uint32_t bits = __float_as_uint(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+}
+
+__device__ inline float bf16_bits_to_float(std::uint16_t bits) {
+  return __uint_as_float(static_cast<std::uint32_t>(bits) << 16);
+}
+
+// fp16, round to nearest even (__float2half_rn on a device, tensor::to_float16 on the host):
+// defined by device_common.cuh or by the emulation's host twins.
+__device__ inline std::uint16_t float_to_fp16_bits(float value);
+__device__ inline float fp16_bits_to_float(std::uint16_t bits);
+
+// The storage of an activation tensor: kernels templated on it load each element widened to fp32
+// (exact) and store fp32 results rounded once, so their arithmetic is the fp32 kernel's.
+enum class Storage { kF32, kBF16, kF16 };
+
+template <Storage kS>
+__device__ inline float load(const void* p, std::int64_t i) {
+  if constexpr (kS == Storage::kF32) {
+    return static_cast<const float*>(p)[i];
+  } else if constexpr (kS == Storage::kBF16) {
+    return bf16_bits_to_float(static_cast<const std::uint16_t*>(p)[i]);
+  } else {
+    return fp16_bits_to_float(static_cast<const std::uint16_t*>(p)[i]);
+  }
+}
+
+template <Storage kS>
+__device__ inline void store(void* p, std::int64_t i, float value) {
+  if constexpr (kS == Storage::kF32) {
+    static_cast<float*>(p)[i] = value;
+  } else if constexpr (kS == Storage::kBF16) {
+    static_cast<std::uint16_t*>(p)[i] = float_to_bf16_bits(value);
+  } else {
+    static_cast<std::uint16_t*>(p)[i] = float_to_fp16_bits(value);
+  }
+}
+
+// fp32, bf16 or fp16; anything else fails with one line naming the kernel.
+inline Storage storage_of(tensor::DType dtype, const char* kernel) {
+  switch (dtype) {
+    case tensor::DType::kFloat32:
+      return Storage::kF32;
+    case tensor::DType::kBFloat16:
+      return Storage::kBF16;
+    case tensor::DType::kFloat16:
+      return Storage::kF16;
+    default:
+      base::fail("kernels::", kernel, ": dtype ", tensor::dtype_name(dtype),
+                 " is not float32, bfloat16 or float16");
+  }
+}
+
+// Calls body(storage as a compile-time constant) for a launch templated on the storage.
+template <typename Body>
+void with_storage(tensor::DType dtype, const char* kernel, Body body) {
+  switch (storage_of(dtype, kernel)) {
+    case Storage::kF32:
+      return body(std::integral_constant<Storage, Storage::kF32>{});
+    case Storage::kBF16:
+      return body(std::integral_constant<Storage, Storage::kBF16>{});
+    case Storage::kF16:
+      return body(std::integral_constant<Storage, Storage::kF16>{});
+  }
+}
+
+}  // namespace mds::kernels::detail

@@ -1,0 +1,116 @@
+// Device code of kernels/gelu.cu (launched from there) and its launch shapes, plain CUDA with no
+// runtime includes so that tests/unit/kernels_emulated_gelu_test.cpp can compile it for the CPU
+// under the SIMT emulation (tests/unit/simt_emulation.h). Included by that .cu and that test only;
+// the kernels have internal linkage (see elementwise_kernels.cuh).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/device_portable.cuh"
+#include "kernels/reduce_columns.cuh"
+#include "ops/gelu.h"
+
+namespace mds::kernels::gelu_detail {
+namespace {
+
+using detail::load;
+using detail::Storage;
+using detail::store;
+using ops::GeluKind;
+
+// The expressions of ops/cpu/gelu.cpp, term by term (nvcc's FMA contraction is off for this
+// library, so each operation rounds as on the CPU).
+template <GeluKind kKind>
+__device__ inline float gelu_of(float z) {
+  if constexpr (kKind == GeluKind::kTanhFused) {
+    return z * 0.5f * (1.0f + tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z)));
+  } else if constexpr (kKind == GeluKind::kTanhOpenAI) {
+    return 0.5f * z * (1.0f + tanhf(0.7978845608028654f * z * (1.0f + 0.044715f * z * z)));
+  } else {
+    return z * 0.5f * (1.0f + erff(z * 0.70710678118654752f));
+  }
+}
+
+template <GeluKind kKind>
+__device__ inline float gelu_derivative_of(float z) {
+  if constexpr (kKind == GeluKind::kTanhFused) {
+    const float t = tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z));
+    return 0.5f * z * ((1.0f - t * t) * (0.79788456f + 0.1070322243f * z * z)) + 0.5f * (1.0f + t);
+  } else if constexpr (kKind == GeluKind::kTanhOpenAI) {
+    const float c = 0.7978845608028654f;
+    const float t = tanhf(c * z * (1.0f + 0.044715f * z * z));
+    return 0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * z * z);
+  } else {
+    return 0.5f * (1.0f + erff(z * 0.70710678118654752f)) +
+           z * 0.3989422804014327f * expf(-0.5f * z * z);
+  }
+}
+
+// Activations (out, x, dx, dout) are stored as kS, widened on load and rounded on store; bias is
+// fp32 and may be null (then cols is unused).
+template <Storage kS, GeluKind kKind>
+__global__ void forward_kernel(void* out, const void* x, const float* bias, std::int64_t n,
+                               std::int64_t cols) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float z = load<kS>(x, i);
+    store<kS>(out, i, gelu_of<kKind>(bias != nullptr ? z + bias[i % cols] : z));
+  }
+}
+
+template <Storage kS, GeluKind kKind>
+__global__ void backward_kernel(void* dx, const void* dout, const void* x, const float* bias,
+                                std::int64_t n, std::int64_t cols) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float z = load<kS>(x, i);
+    store<kS>(
+        dx, i,
+        load<kS>(dx, i) + gelu_derivative_of<kKind>(bias != nullptr ? z + bias[i % cols] : z) *
+                              load<kS>(dout, i));
+  }
+}
+
+// Each element's gradient once (in fp32), feeding dx and its column's sum, as the CPU's
+// backward_block.
+template <Storage kS, GeluKind kKind>
+__global__ void backward_bias_kernel(void* dx, float* dbias, const void* dout, const void* x,
+                                     const float* bias, std::int64_t rows, std::int64_t cols) {
+  detail::sum_columns<1>(
+      rows, cols,
+      [&](std::int64_t, std::int64_t c, std::int64_t i, float* sums) {
+        const float g = gelu_derivative_of<kKind>(load<kS>(x, i) + bias[c]) * load<kS>(dout, i);
+        sums[0] += g;
+        store<kS>(dx, i, load<kS>(dx, i) + g);
+      },
+      [&](std::int64_t c, const float* total) { dbias[c] += total[0]; });
+}
+
+// forward_kernel and backward_kernel: a grid-stride loop over the n elements.
+inline detail::LaunchShape elementwise_shape(std::int64_t n) {
+  return detail::grid_stride_shape(n);
+}
+
+// backward_bias_kernel: column sums over [rows, cols].
+inline detail::LaunchShape bias_backward_shape(std::int64_t cols) {
+  return detail::column_shape(cols);
+}
+
+// Calls body(kind as a compile-time constant).
+template <typename Body>
+void with_kind(GeluKind kind, Body body) {
+  switch (kind) {
+    case GeluKind::kTanhFused:
+      return body(std::integral_constant<GeluKind, GeluKind::kTanhFused>{});
+    case GeluKind::kTanhOpenAI:
+      return body(std::integral_constant<GeluKind, GeluKind::kTanhOpenAI>{});
+    case GeluKind::kErf:
+      return body(std::integral_constant<GeluKind, GeluKind::kErf>{});
+  }
+}
+
+}  // namespace
+}  // namespace mds::kernels::gelu_detail

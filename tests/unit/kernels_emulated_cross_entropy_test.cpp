@@ -1,0 +1,168 @@
+// The cross-entropy kernels' device code (kernels/cross_entropy_kernels.cuh) run on the CPU under
+// the SIMT emulation with the launch shapes kernels/cross_entropy.cu uses, against their CPU twins
+// (ops/cpu/cross_entropy): the fused one-block-per-row forward and the in-place backward against
+// the CPU's four steps and backward, and the four vocab-parallel steps on a shard that some targets
+// miss. Bounds of tests/gpu/cross_entropy_test.cpp: max and the target logit bit for bit, sums,
+// losses and gradients 1e-5, the kept exps 1e-6. Outputs start poisoned, guards stay untouched,
+// reruns give the same bits; the loss kernel's grid-stride loop also runs on a narrowed grid.
+// First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
+#include "tests/unit/emulated_device_common.h"
+
+#include "kernels/cross_entropy_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/cross_entropy.h"
+#include "tests/unit/emulated_compare.h"
+#include "tests/unit/guarded_buffer.h"
+
+namespace mds {
+namespace {
+
+namespace ck = kernels::cross_entropy_detail;
+using emulated::bits_of;
+using emulated::GuardedBuffer;
+
+std::vector<std::int64_t> random_targets(std::int64_t n, std::int64_t v, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int64_t> dist(0, v - 1);
+  std::vector<std::int64_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = dist(rng);
+  return t;
+}
+
+// The CPU's steps on [n, v] logits of a shard starting at vocab_start, then the backward.
+struct CpuSteps {
+  std::vector<float> exps, max, target_logit, sum_exp, loss, dlogits;
+};
+
+CpuSteps cpu_steps(const std::vector<float>& logits, const std::vector<std::int64_t>& targets,
+                   const std::vector<float>& dloss, std::int64_t n, std::int64_t v,
+                   std::int64_t vocab_start) {
+  const auto un = static_cast<std::size_t>(n);
+  CpuSteps c{logits,
+             std::vector<float>(un),
+             std::vector<float>(un),
+             std::vector<float>(un),
+             std::vector<float>(un),
+             std::vector<float>(logits.size())};
+  ops::cpu::cross_entropy_row_max(c.max.data(), c.exps.data(), n, v);
+  ops::cpu::cross_entropy_target_logit(c.target_logit.data(), c.exps.data(), targets.data(),
+                                       c.max.data(), n, v, vocab_start);
+  ops::cpu::cross_entropy_exp_sum(c.sum_exp.data(), c.exps.data(), c.max.data(), n, v);
+  ops::cpu::cross_entropy_loss(c.loss.data(), c.sum_exp.data(), c.target_logit.data(), n);
+  ops::cpu::cross_entropy_backward(c.dlogits.data(), c.exps.data(), targets.data(),
+                                   c.sum_exp.data(), dloss.data(), n, v, vocab_start);
+  return c;
+}
+
+struct Case {
+  std::int64_t n, v;
+};
+
+TEST(KernelsEmulatedCrossEntropy, FusedForwardAndInPlaceBackwardMatchCpu) {
+  const Case cases[] = {{1, 1}, {3, 7}, {5, 255}, {4, 257}, {6, 1000}, {2, 50257}, {17, 4099}};
+  for (const Case& c : cases) {
+    const std::int64_t n = c.n, v = c.v;
+    const std::string what = std::to_string(n) + "x" + std::to_string(v);
+    const auto un = static_cast<std::size_t>(n), size = static_cast<std::size_t>(n * v);
+    const std::vector<float> logits0 = emulated::random_floats(size, 30, -8.0f, 8.0f);
+    const GuardedBuffer<std::int64_t> targets(random_targets(n, v, 31));
+    const GuardedBuffer<float> dloss(emulated::random_floats(un, 32));
+    const CpuSteps want = cpu_steps(logits0, targets.values(), dloss.values(), n, v, 0);
+
+    GuardedBuffer<float> logits(logits0), loss(un), max(un), sum_exp(un);
+    const auto run = [&] {
+      logits.assign(logits0);
+      loss.poison();
+      max.poison();
+      sum_exp.poison();
+      emulated::launch(ck::row_shape(n), [&] {
+        ck::forward_kernel(loss.data(), max.data(), sum_exp.data(), logits.data(), targets.data(),
+                           v);
+      });
+      const std::vector<float> exps = logits.values();
+      // In place, as the training step runs it.
+      emulated::launch(ck::row_shape(n), [&] {
+        ck::backward_kernel(logits.data(), logits.data(), targets.data(), sum_exp.data(),
+                            dloss.data(), v, 0);
+      });
+      EXPECT_EQ(logits.guard_bytes_written() + loss.guard_bytes_written() +
+                    max.guard_bytes_written() + sum_exp.guard_bytes_written(),
+                0u)
+          << what;
+      return std::make_tuple(max.values(), sum_exp.values(), loss.values(), exps, logits.values());
+    };
+    const auto [got_max, got_sum, got_loss, got_exps, got_dlogits] = run();
+    EXPECT_EQ(got_max, want.max) << what;  // a max is exact
+    emulated::expect_close(got_sum, want.sum_exp, 1e-5, what + " fused sum_exp");
+    emulated::expect_close(got_loss, want.loss, 1e-5, what + " fused loss");
+    emulated::expect_close(got_exps, want.exps, 1e-6, what + " fused exps");
+    emulated::expect_close(got_dlogits, want.dlogits, 1e-5, what + " backward in place");
+    const auto [max2, sum2, loss2, exps2, dlogits2] = run();
+    EXPECT_EQ(bits_of(sum2), bits_of(got_sum)) << what << " rerun";
+    EXPECT_EQ(bits_of(loss2), bits_of(got_loss)) << what << " rerun";
+    EXPECT_EQ(bits_of(dlogits2), bits_of(got_dlogits)) << what << " rerun";
+  }
+}
+
+TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
+  // A vocab shard [vocab_start, vocab_start + v): some targets fall outside it.
+  const std::int64_t n = 37, v = 1003, vocab_start = 500;
+  const auto un = static_cast<std::size_t>(n), size = static_cast<std::size_t>(n * v);
+  const GuardedBuffer<float> logits0(emulated::random_floats(size, 33, -6.0f, 6.0f));
+  const GuardedBuffer<std::int64_t> targets(random_targets(n, 2 * v + vocab_start, 34));
+  const GuardedBuffer<float> dloss(emulated::random_floats(un, 35));
+  const CpuSteps want =
+      cpu_steps(logits0.values(), targets.values(), dloss.values(), n, v, vocab_start);
+
+  GuardedBuffer<float> logits(logits0.values()), max(un), target_logit(un), sum_exp(un), loss(un),
+      grad(size);
+  emulated::launch(ck::row_shape(n), [&] { ck::row_max_kernel(max.data(), logits.data(), v); });
+  emulated::launch(ck::target_logit_shape(n), [&] {
+    ck::target_logit_kernel(target_logit.data(), logits.data(), targets.data(), max.data(), n, v,
+                            vocab_start);
+  });
+  emulated::launch(ck::row_shape(n),
+                   [&] { ck::exp_sum_kernel(sum_exp.data(), logits.data(), max.data(), v); });
+  emulated::launch(ck::loss_shape(n),
+                   [&] { ck::loss_kernel(loss.data(), sum_exp.data(), target_logit.data(), n); });
+  emulated::launch(ck::row_shape(n), [&] {
+    ck::backward_kernel(grad.data(), logits.data(), targets.data(), sum_exp.data(), dloss.data(), v,
+                        vocab_start);
+  });
+  EXPECT_EQ(max.values(), want.max);
+  EXPECT_EQ(target_logit.values(), want.target_logit);  // one subtraction: exact twin
+  emulated::expect_close(logits.values(), want.exps, 1e-6, "sharded exps");
+  emulated::expect_close(sum_exp.values(), want.sum_exp, 1e-5, "sharded sum_exp");
+  emulated::expect_close(loss.values(), want.loss, 1e-5, "sharded loss");
+  emulated::expect_close(grad.values(), want.dlogits, 1e-5, "sharded grad");
+  for (const auto* b : {&logits, &max, &target_logit, &sum_exp, &loss, &grad}) {
+    EXPECT_EQ(b->guard_bytes_written(), 0u);
+  }
+}
+
+// The loss kernel is a grid-stride loop (one thread per row before: rows past 2^24 were left
+// unwritten): 1000 rows on one block wrap four times.
+TEST(KernelsEmulatedCrossEntropy, LossLoopWrapsOnANarrowGrid) {
+  const std::int64_t n = 1000;
+  const auto un = static_cast<std::size_t>(n);
+  const GuardedBuffer<float> sum_exp(emulated::random_floats(un, 36, 1.0f, 100.0f));
+  const GuardedBuffer<float> target_logit(emulated::random_floats(un, 37, -5.0f, 0.0f));
+  std::vector<float> want(un);
+  ops::cpu::cross_entropy_loss(want.data(), sum_exp.data(), target_logit.data(), n);
+  GuardedBuffer<float> loss(un);
+  emulated::launch_narrowed(ck::loss_shape(n), 1, [&] {
+    ck::loss_kernel(loss.data(), sum_exp.data(), target_logit.data(), n);
+  });
+  EXPECT_EQ(loss.values(), want);  // one log and one subtraction, the host's on both sides
+  EXPECT_EQ(loss.guard_bytes_written(), 0u);
+}
+
+}  // namespace
+}  // namespace mds

@@ -1,0 +1,170 @@
+// The dropout kernels' device code (kernels/dropout_kernels.cuh, philox.cuh) run on the CPU under
+// the SIMT emulation with the launch shapes kernels/dropout.cu uses, against their CPU twins
+// (ops/cpu/dropout): the mask element by element against ops::dropout_keep (sizes that are not
+// multiples of the 4-element Philox group included), the forward plain and as bias-dropout-add,
+// the backward written and accumulated, bit for bit, and the bias gradient's column sums within
+// 1e-5 (tests/gpu/dropout_test.cpp's bounds), fp32 and the 16-bit storages (the fp32 op on widened
+// inputs, rounded once). Outputs start poisoned, guards stay untouched, reruns give the same
+// bits; the grid-stride loop also runs on a narrowed grid.
+// First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
+#include "tests/unit/emulated_device_common.h"
+
+#include "kernels/dropout_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/dropout.h"
+#include "ops/dropout.h"
+#include "tests/unit/emulated_compare.h"
+#include "tests/unit/guarded_buffer.h"
+
+namespace mds {
+namespace {
+
+namespace dk = kernels::dropout_detail;
+using emulated::bits_of;
+using emulated::GuardedBuffer;
+using emulated::StorageOf;
+using emulated::to_fp32;
+using emulated::to_storage;
+using kernels::detail::Storage;
+using ops::DropoutStream;
+
+const DropoutStream kStreams[] = {
+    {0.1f, 1234, 0}, {0.5f, 0xDEADBEEFCAFEull, 77ull << 40}, {0.0f, 5, 9}};
+
+TEST(KernelsEmulatedDropout, MaskIsTheCpuMask) {
+  for (const DropoutStream& stream : kStreams) {
+    for (const std::int64_t n : {1, 3, 255, 256, 257, 1000, 4099}) {
+      SCOPED_TRACE(testing::Message() << "p=" << stream.p << " n=" << n);
+      const auto un = static_cast<std::size_t>(n);
+      // x = 1: out is the factor, scale or 0, so it spells the mask.
+      const GuardedBuffer<float> ones(std::vector<float>(un, 1.0f));
+      GuardedBuffer<float> out(un);
+      emulated::launch(dk::groups_shape(n), [&] {
+        dk::forward_kernel<Storage::kF32>(out.data(), ones.data(), nullptr, nullptr, n, n, stream,
+                                          dk::keep_scale(stream));
+      });
+      const std::vector<float> got = out.values();
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < un; ++i) {
+        mismatches += (got[i] != 0.0f) != ops::dropout_keep(stream, i) ? 1 : 0;
+        mismatches += got[i] != 0.0f && got[i] != dk::keep_scale(stream) ? 1 : 0;
+      }
+      EXPECT_EQ(mismatches, 0u);
+      EXPECT_EQ(out.guard_bytes_written(), 0u);
+    }
+  }
+}
+
+template <Storage kS>
+void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t cols) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::string what = std::string(emulated::storage_name(kS)) +
+                           " p=" + std::to_string(stream.p) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols);
+  const std::int64_t n = rows * cols;
+  const auto un = static_cast<std::size_t>(n), uc = static_cast<std::size_t>(cols);
+  const float scale = dk::keep_scale(stream);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(un, 50)));
+  const GuardedBuffer<T> residual(to_storage<kS>(emulated::random_floats(un, 52)));
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(un, 53)));
+  const GuardedBuffer<float> bias(emulated::random_floats(uc, 51));
+  const std::vector<T> acc0 = to_storage<kS>(emulated::random_floats(un, 54));
+  const std::vector<float> dbias0 = emulated::random_floats(uc, 55);
+  const std::vector<float> wx = to_fp32<kS>(x.values()), wres = to_fp32<kS>(residual.values());
+  const std::vector<float> wdout = to_fp32<kS>(dout.values());
+
+  std::vector<float> plain(un), bda(un), dx(un), acc = to_fp32<kS>(acc0), dbias = dbias0;
+  ops::cpu::dropout_forward(plain.data(), wx.data(), nullptr, nullptr, n, cols, stream);
+  ops::cpu::dropout_forward(bda.data(), wx.data(), bias.data(), wres.data(), n, cols, stream);
+  ops::cpu::dropout_backward(dx.data(), wdout.data(), n, stream, false);
+  ops::cpu::dropout_backward(acc.data(), wdout.data(), n, stream, true);
+  ops::cpu::dropout_bias_grad(dbias.data(), wdout.data(), rows, cols, stream);
+
+  GuardedBuffer<T> out(un);
+  const auto forward = [&](const float* b, const T* r) {
+    out.poison();
+    emulated::launch(dk::groups_shape(n), [&] {
+      dk::forward_kernel<kS>(out.data(), x.data(), b, r, n, cols, stream, scale);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return out.values();
+  };
+  const auto backward = [&](bool accumulate) {
+    if (accumulate) {
+      out.assign(acc0);
+    } else {
+      out.poison();
+    }
+    emulated::launch(dk::groups_shape(n), [&] {
+      dk::backward_kernel<kS>(out.data(), dout.data(), n, stream, scale, accumulate);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return out.values();
+  };
+  GuardedBuffer<float> got_dbias(dbias0);
+  const auto bias_grad = [&] {
+    got_dbias.assign(dbias0);
+    emulated::launch(dk::bias_grad_shape(cols), [&] {
+      dk::bias_grad_kernel<kS>(got_dbias.data(), dout.data(), rows, cols, stream, scale);
+    });
+    EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
+    return got_dbias.values();
+  };
+  const auto got_plain = forward(nullptr, nullptr);
+  emulated::expect_activation_equal<kS>(got_plain, plain, what + " forward");
+  emulated::expect_activation_equal<kS>(forward(bias.data(), residual.data()), bda,
+                                        what + " bias-dropout-add");
+  emulated::expect_activation_equal<kS>(backward(false), dx, what + " backward");
+  emulated::expect_activation_equal<kS>(backward(true), acc, what + " backward accumulate");
+  const auto got_db = bias_grad();
+  emulated::expect_close(got_db, dbias, 1e-5, what + " bias grad");
+  EXPECT_EQ(bits_of(forward(nullptr, nullptr)), bits_of(got_plain)) << what << " rerun";
+  EXPECT_EQ(bits_of(bias_grad()), bits_of(got_db)) << what << " rerun";
+}
+
+struct Size {
+  std::int64_t rows, cols;
+};
+
+TEST(KernelsEmulatedDropout, ForwardBackwardAndBiasGradMatchCpu) {
+  constexpr Size kSizes[] = {{1, 1},    {3, 17},   {7, 255},  {5, 256},
+                             {4, 1000}, {2, 4099}, {33, 100}, {129, 40}};
+  for (const DropoutStream& stream : kStreams) {
+    for (const Size size : kSizes) check_storage<Storage::kF32>(stream, size.rows, size.cols);
+  }
+}
+
+TEST(KernelsEmulatedDropout, Bf16AndFp16MatchCpu) {
+  constexpr Size kSizes[] = {{3, 17}, {5, 256}, {33, 100}};
+  for (const DropoutStream& stream : kStreams) {
+    for (const Size size : kSizes) {
+      check_storage<Storage::kBF16>(stream, size.rows, size.cols);
+      check_storage<Storage::kF16>(stream, size.rows, size.cols);
+    }
+  }
+}
+
+TEST(KernelsEmulatedDropout, GridStrideLoopWrapsOnANarrowGrid) {
+  const DropoutStream stream = kStreams[1];
+  const std::int64_t n = 4099;  // 1025 groups of four on one block of 256 threads
+  const auto un = static_cast<std::size_t>(n);
+  const GuardedBuffer<float> x(emulated::random_floats(un, 56));
+  std::vector<float> want(un);
+  ops::cpu::dropout_forward(want.data(), x.data(), nullptr, nullptr, n, n, stream);
+  GuardedBuffer<float> out(un);
+  emulated::launch_narrowed(dk::groups_shape(n), 1, [&] {
+    dk::forward_kernel<Storage::kF32>(out.data(), x.data(), nullptr, nullptr, n, n, stream,
+                                      dk::keep_scale(stream));
+  });
+  EXPECT_EQ(bits_of(out.values()), bits_of(want));
+  EXPECT_EQ(out.guard_bytes_written(), 0u);
+}
+
+}  // namespace
+}  // namespace mds

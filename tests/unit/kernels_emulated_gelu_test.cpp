@@ -1,0 +1,172 @@
+// The GeLU kernels' device code (kernels/gelu_kernels.cuh) run on the CPU under the SIMT emulation
+// with the launch shapes kernels/gelu.cu uses, against their CPU twins (ops/cpu/gelu): forward and
+// backward, plain and with a bias, dbias by the column-sum kernel, every GeluKind, fp32 and the
+// 16-bit storages (fp32 math on widened loads, each output rounded once). Bounds of
+// tests/gpu/gelu_test.cpp: 2e-6 for out and dx (the CPU's vector_tanh against tanhf), 1e-5 for
+// dbias (summation order); 16-bit outputs within one ulp of the fp32 reference rounded. Outputs
+// start poisoned (accumulated ones from known values), guards stay untouched, reruns give the
+// same bits.
+// First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
+#include "tests/unit/emulated_device_common.h"
+
+#include "kernels/gelu_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/gelu.h"
+#include "tests/unit/emulated_compare.h"
+#include "tests/unit/guarded_buffer.h"
+
+namespace mds {
+namespace {
+
+namespace gk = kernels::gelu_detail;
+using emulated::bits_of;
+using emulated::GuardedBuffer;
+using emulated::StorageOf;
+using emulated::to_fp32;
+using emulated::to_storage;
+using kernels::detail::Storage;
+using ops::GeluKind;
+
+struct Size {
+  std::int64_t rows, cols;
+};
+// Straddling the 256-thread block and the 32-column tile of the column sums.
+constexpr Size kSizes[] = {{1, 1}, {3, 17}, {7, 255}, {5, 256}, {4, 1000}, {33, 100}, {129, 40}};
+constexpr GeluKind kKinds[] = {GeluKind::kTanhFused, GeluKind::kTanhOpenAI, GeluKind::kErf};
+
+const char* kind_name(GeluKind kind) {
+  return kind == GeluKind::kTanhFused    ? "tanh-fused"
+         : kind == GeluKind::kTanhOpenAI ? "openai"
+                                         : "erf";
+}
+
+template <Storage kS, GeluKind kKind>
+void check_forward(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::int64_t n = size.rows * size.cols;
+  const auto un = static_cast<std::size_t>(n);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(un, 1)));
+  const GuardedBuffer<float> bias(emulated::random_floats(static_cast<std::size_t>(size.cols), 2));
+  const std::vector<float> wx = to_fp32<kS>(x.values());
+  std::vector<float> plain(un), biased(un);
+  ops::cpu::gelu_forward(plain.data(), wx.data(), n, kKind);
+  ops::cpu::bias_gelu_forward(biased.data(), wx.data(), bias.data(), size.rows, size.cols, kKind);
+
+  GuardedBuffer<T> out(un);
+  const auto run = [&](const float* b, std::int64_t cols) {
+    out.poison();
+    emulated::launch(gk::elementwise_shape(n),
+                     [&] { gk::forward_kernel<kS, kKind>(out.data(), x.data(), b, n, cols); });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return out.values();
+  };
+  const auto got_plain = run(nullptr, 1);
+  emulated::expect_activation_close<kS>(got_plain, plain, 2e-6, what + " forward");
+  EXPECT_EQ(bits_of(run(nullptr, 1)), bits_of(got_plain)) << what << " rerun";
+  emulated::expect_activation_close<kS>(run(bias.data(), size.cols), biased, 2e-6,
+                                        what + " bias forward");
+}
+
+template <Storage kS, GeluKind kKind>
+void check_backward(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::int64_t n = size.rows * size.cols;
+  const auto un = static_cast<std::size_t>(n), uc = static_cast<std::size_t>(size.cols);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(un, 3)));
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(un, 4)));
+  const GuardedBuffer<float> bias(emulated::random_floats(uc, 5));
+  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(un, 6));
+  const std::vector<float> dbias0 = emulated::random_floats(uc, 7);
+  const std::vector<float> wx = to_fp32<kS>(x.values()), wdout = to_fp32<kS>(dout.values());
+
+  // dx += g (plain; biased with and without dbias), dbias += Σ_rows g.
+  std::vector<float> dx_plain = to_fp32<kS>(dx0), dx_biased = dx_plain, dx_nodbias = dx_plain;
+  std::vector<float> dbias = dbias0;
+  ops::cpu::gelu_backward(dx_plain.data(), wdout.data(), wx.data(), n, kKind);
+  ops::cpu::bias_gelu_backward(dx_biased.data(), dbias.data(), wdout.data(), wx.data(), bias.data(),
+                               size.rows, size.cols, kKind);
+  ops::cpu::bias_gelu_backward(dx_nodbias.data(), nullptr, wdout.data(), wx.data(), bias.data(),
+                               size.rows, size.cols, kKind);
+
+  GuardedBuffer<T> dx(dx0);
+  GuardedBuffer<float> got_dbias(dbias0);
+  const auto run = [&](auto launch_kernel) {
+    dx.assign(dx0);
+    got_dbias.assign(dbias0);
+    launch_kernel();
+    EXPECT_EQ(dx.guard_bytes_written() + got_dbias.guard_bytes_written(), 0u) << what;
+    return std::make_pair(dx.values(), got_dbias.values());
+  };
+  const auto plain = [&] {
+    emulated::launch(gk::elementwise_shape(n), [&] {
+      gk::backward_kernel<kS, kKind>(dx.data(), dout.data(), x.data(), nullptr, n, 1);
+    });
+  };
+  const auto nodbias = [&] {
+    emulated::launch(gk::elementwise_shape(n), [&] {
+      gk::backward_kernel<kS, kKind>(dx.data(), dout.data(), x.data(), bias.data(), n, size.cols);
+    });
+  };
+  const auto with_dbias = [&] {
+    emulated::launch(gk::bias_backward_shape(size.cols), [&] {
+      gk::backward_bias_kernel<kS, kKind>(dx.data(), got_dbias.data(), dout.data(), x.data(),
+                                          bias.data(), size.rows, size.cols);
+    });
+  };
+  emulated::expect_activation_close<kS>(run(plain).first, dx_plain, 2e-6, what + " backward");
+  emulated::expect_activation_close<kS>(run(nodbias).first, dx_nodbias, 2e-6,
+                                        what + " bias backward, no dbias");
+  const auto got = run(with_dbias);
+  emulated::expect_activation_close<kS>(got.first, dx_biased, 2e-6, what + " bias backward dx");
+  emulated::expect_close(got.second, dbias, 1e-5, what + " bias backward dbias");
+  const auto again = run(with_dbias);
+  EXPECT_EQ(bits_of(again.first), bits_of(got.first)) << what << " rerun";
+  EXPECT_EQ(bits_of(again.second), bits_of(got.second)) << what << " rerun";
+}
+
+template <Storage kS>
+void check_storage(const std::vector<Size>& sizes) {
+  for (const GeluKind kind : kKinds) {
+    for (const Size size : sizes) {
+      const std::string what = std::string(emulated::storage_name(kS)) + " " + kind_name(kind) +
+                               " " + std::to_string(size.rows) + "x" + std::to_string(size.cols);
+      gk::with_kind(kind, [&](auto k) {
+        check_forward<kS, decltype(k)::value>(size, what);
+        check_backward<kS, decltype(k)::value>(size, what);
+      });
+    }
+  }
+}
+
+TEST(KernelsEmulatedGelu, Fp32EveryKindMatchesCpu) {
+  check_storage<Storage::kF32>({std::begin(kSizes), std::end(kSizes)});
+}
+
+// The 16-bit instances share every line but the loads and stores: fewer sizes.
+TEST(KernelsEmulatedGelu, Bf16AndFp16EveryKindWithinOneUlp) {
+  check_storage<Storage::kBF16>({{3, 17}, {5, 256}, {33, 100}});
+  check_storage<Storage::kF16>({{3, 17}, {5, 256}, {33, 100}});
+}
+
+TEST(KernelsEmulatedGelu, GridStrideLoopWrapsOnANarrowGrid) {
+  const std::int64_t n = 4099;
+  const auto un = static_cast<std::size_t>(n);
+  const GuardedBuffer<float> x(emulated::random_floats(un, 8));
+  std::vector<float> want(un);
+  ops::cpu::gelu_forward(want.data(), x.data(), n, GeluKind::kErf);
+  GuardedBuffer<float> out(un);
+  emulated::launch_narrowed(gk::elementwise_shape(n), 3, [&] {
+    gk::forward_kernel<Storage::kF32, GeluKind::kErf>(out.data(), x.data(), nullptr, n, 1);
+  });
+  emulated::expect_close(out.values(), want, 2e-6, "erf forward on 3 blocks");
+  EXPECT_EQ(out.guard_bytes_written(), 0u);
+}
+
+}  // namespace
+}  // namespace mds

@@ -1,0 +1,212 @@
+// The LayerNorm kernels' device code (kernels/layernorm_kernels.cuh) run on the CPU under the SIMT
+// emulation with the launch shapes kernels/layernorm.cu uses, against their CPU twins
+// (ops/cpu/layernorm; the residual forward against ops::cpu::add then layernorm_forward): forward,
+// the residual forward (also in place on the residual), backward dx and the parameter-gradient
+// column sums (dweight and dbias together or alone), fp32 and the 16-bit storages. Bounds of
+// tests/gpu/layernorm_test.cpp: out, rstd, dx, dweight, dbias 1e-5, mean 1e-6, the residual sum
+// bit for bit; 16-bit outputs within one ulp of the fp32 reference rounded once. Outputs start
+// poisoned (accumulated ones from known values), guards stay untouched, reruns give the same bits.
+// First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
+#include "tests/unit/emulated_device_common.h"
+
+#include "kernels/layernorm_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/layernorm.h"
+#include "tests/unit/emulated_compare.h"
+#include "tests/unit/guarded_buffer.h"
+
+namespace mds {
+namespace {
+
+namespace lk = kernels::layernorm_detail;
+using emulated::bits_of;
+using emulated::GuardedBuffer;
+using emulated::StorageOf;
+using emulated::to_fp32;
+using emulated::to_storage;
+using kernels::detail::Storage;
+
+struct Size {
+  std::int64_t rows, cols;
+};
+constexpr float kEps = 1e-5f;
+
+// The fp32 forward's outputs.
+struct Forward {
+  std::vector<float> out, mean, rstd;
+};
+
+Forward cpu_forward(const std::vector<float>& x, const std::vector<float>& weight,
+                    const std::vector<float>& bias, Size size) {
+  Forward f{std::vector<float>(x.size()), std::vector<float>(static_cast<std::size_t>(size.rows)),
+            std::vector<float>(static_cast<std::size_t>(size.rows))};
+  ops::cpu::layernorm_forward(f.out.data(), f.mean.data(), f.rstd.data(), x.data(), weight.data(),
+                              bias.data(), size.rows, size.cols, kEps);
+  return f;
+}
+
+template <Storage kS>
+void check_forward(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const auto n = static_cast<std::size_t>(size.rows * size.cols);
+  const auto uc = static_cast<std::size_t>(size.cols), ur = static_cast<std::size_t>(size.rows);
+  // An offset mean, as activations have, so the two-pass variance matters.
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 20, 1.0f, 4.0f)));
+  const GuardedBuffer<float> weight(emulated::random_floats(uc, 21));
+  const GuardedBuffer<float> bias(emulated::random_floats(uc, 22));
+  const Forward want = cpu_forward(to_fp32<kS>(x.values()), weight.values(), bias.values(), size);
+
+  GuardedBuffer<T> out(n);
+  GuardedBuffer<float> mean(ur), rstd(ur);
+  const auto run = [&] {
+    out.poison();
+    mean.poison();
+    rstd.poison();
+    emulated::launch(lk::row_shape(size.rows), [&] {
+      lk::forward_kernel<kS, false>(out.data(), mean.data(), rstd.data(), nullptr, x.data(),
+                                    nullptr, weight.data(), bias.data(), size.cols, kEps);
+    });
+    EXPECT_EQ(out.guard_bytes_written() + mean.guard_bytes_written() + rstd.guard_bytes_written(),
+              0u)
+        << what;
+    return std::make_tuple(out.values(), mean.values(), rstd.values());
+  };
+  const auto [got_out, got_mean, got_rstd] = run();
+  emulated::expect_activation_close<kS>(got_out, want.out, 1e-5, what + " out");
+  emulated::expect_close(got_mean, want.mean, 1e-6, what + " mean");
+  emulated::expect_close(got_rstd, want.rstd, 1e-5, what + " rstd");
+  const auto [again_out, again_mean, again_rstd] = run();
+  EXPECT_EQ(bits_of(again_out), bits_of(got_out)) << what << " rerun";
+  EXPECT_EQ(bits_of(again_mean), bits_of(got_mean)) << what << " rerun";
+}
+
+template <Storage kS>
+void check_residual_forward(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const auto n = static_cast<std::size_t>(size.rows * size.cols);
+  const auto uc = static_cast<std::size_t>(size.cols), ur = static_cast<std::size_t>(size.rows);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 30, -1.0f, 1.0f)));
+  GuardedBuffer<T> residual(to_storage<kS>(emulated::random_floats(n, 31, 1.0f, 4.0f)));
+  const std::vector<T> residual0 = residual.values();
+  const GuardedBuffer<float> weight(emulated::random_floats(uc, 32));
+  const GuardedBuffer<float> bias(emulated::random_floats(uc, 33));
+  // add, rounded to the storage, then LayerNorm of the rounded sum.
+  std::vector<float> sum(n);
+  ops::cpu::add(sum.data(), to_fp32<kS>(x.values()).data(), to_fp32<kS>(residual0).data(),
+                size.rows * size.cols);
+  const std::vector<float> rounded_sum = to_fp32<kS>(to_storage<kS>(sum));
+  const Forward want = cpu_forward(rounded_sum, weight.values(), bias.values(), size);
+
+  GuardedBuffer<T> sum_out(n), out(n);
+  GuardedBuffer<float> mean(ur), rstd(ur);
+  const auto run = [&](T* sum_target) {
+    out.poison();
+    emulated::launch(lk::row_shape(size.rows), [&] {
+      lk::forward_kernel<kS, true>(out.data(), mean.data(), rstd.data(), sum_target, x.data(),
+                                   residual.data(), weight.data(), bias.data(), size.cols, kEps);
+    });
+    EXPECT_EQ(
+        out.guard_bytes_written() + sum_out.guard_bytes_written() + residual.guard_bytes_written(),
+        0u)
+        << what;
+  };
+  run(sum_out.data());
+  emulated::expect_activation_equal<kS>(sum_out.values(), sum, what + " residual sum");
+  emulated::expect_activation_close<kS>(out.values(), want.out, 1e-5, what + " residual out");
+  emulated::expect_close(mean.values(), want.mean, 1e-6, what + " residual mean");
+  emulated::expect_close(rstd.values(), want.rstd, 1e-5, what + " residual rstd");
+  // In place on the residual stream: the same results.
+  const std::vector<T> first_out = out.values();
+  run(residual.data());
+  EXPECT_EQ(bits_of(residual.values()), bits_of(sum_out.values())) << what << " in place";
+  EXPECT_EQ(bits_of(out.values()), bits_of(first_out)) << what << " in place";
+}
+
+template <Storage kS>
+void check_backward(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const auto n = static_cast<std::size_t>(size.rows * size.cols);
+  const auto uc = static_cast<std::size_t>(size.cols);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 40, 1.0f, 4.0f)));
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(n, 41)));
+  const GuardedBuffer<float> weight(emulated::random_floats(uc, 42));
+  const std::vector<float> bias = emulated::random_floats(uc, 43);
+  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(n, 44));
+  const std::vector<float> dweight0 = emulated::random_floats(uc, 45);
+  const std::vector<float> dbias0 = emulated::random_floats(uc, 46);
+  const std::vector<float> wx = to_fp32<kS>(x.values()), wdout = to_fp32<kS>(dout.values());
+  // mean and rstd of the CPU forward: both sides take the same statistics.
+  const Forward forward = cpu_forward(wx, weight.values(), bias, size);
+  const GuardedBuffer<float> mean(forward.mean), rstd(forward.rstd);
+  std::vector<float> want_dx = to_fp32<kS>(dx0), want_dweight = dweight0, want_dbias = dbias0;
+  ops::cpu::layernorm_backward(want_dx.data(), want_dweight.data(), want_dbias.data(), wdout.data(),
+                               wx.data(), weight.data(), mean.data(), rstd.data(), size.rows,
+                               size.cols);
+
+  GuardedBuffer<T> dx(dx0);
+  GuardedBuffer<float> dweight(dweight0), dbias(dbias0);
+  const auto run = [&](bool with_dweight, bool with_dbias) {
+    dx.assign(dx0);
+    dweight.assign(dweight0);
+    dbias.assign(dbias0);
+    emulated::launch(lk::row_shape(size.rows), [&] {
+      lk::backward_dx_kernel<kS>(dx.data(), dout.data(), x.data(), weight.data(), mean.data(),
+                                 rstd.data(), size.cols);
+    });
+    emulated::launch(lk::params_shape(size.cols), [&] {
+      lk::backward_params_kernel<kS>(with_dweight ? dweight.data() : nullptr,
+                                     with_dbias ? dbias.data() : nullptr, dout.data(), x.data(),
+                                     mean.data(), rstd.data(), size.rows, size.cols);
+    });
+    EXPECT_EQ(
+        dx.guard_bytes_written() + dweight.guard_bytes_written() + dbias.guard_bytes_written(), 0u)
+        << what;
+    return std::make_tuple(dx.values(), dweight.values(), dbias.values());
+  };
+  const auto [got_dx, got_dweight, got_dbias] = run(true, true);
+  emulated::expect_activation_close<kS>(got_dx, want_dx, 1e-5, what + " dx");
+  emulated::expect_close(got_dweight, want_dweight, 1e-5, what + " dweight");
+  emulated::expect_close(got_dbias, want_dbias, 1e-5, what + " dbias");
+  const auto [again_dx, again_dweight, again_dbias] = run(true, true);
+  EXPECT_EQ(bits_of(again_dx), bits_of(got_dx)) << what << " rerun";
+  EXPECT_EQ(bits_of(again_dweight), bits_of(got_dweight)) << what << " rerun";
+  EXPECT_EQ(bits_of(again_dbias), bits_of(got_dbias)) << what << " rerun";
+  // Either parameter gradient alone: the other stays as it was, the given one as with both.
+  const auto [dx_w, only_dweight, untouched_dbias] = run(true, false);
+  EXPECT_EQ(bits_of(only_dweight), bits_of(got_dweight)) << what;
+  EXPECT_EQ(untouched_dbias, dbias0) << what;
+  const auto [dx_b, untouched_dweight, only_dbias] = run(false, true);
+  EXPECT_EQ(bits_of(only_dbias), bits_of(got_dbias)) << what;
+  EXPECT_EQ(untouched_dweight, dweight0) << what;
+}
+
+template <Storage kS>
+void check_storage(const std::vector<Size>& sizes) {
+  for (const Size size : sizes) {
+    const std::string what = std::string(emulated::storage_name(kS)) + " " +
+                             std::to_string(size.rows) + "x" + std::to_string(size.cols);
+    check_forward<kS>(size, what);
+    check_residual_forward<kS>(size, what);
+    check_backward<kS>(size, what);
+  }
+}
+
+TEST(KernelsEmulatedLayerNorm, Fp32MatchesCpu) {
+  check_storage<Storage::kF32>(
+      {{1, 1}, {3, 17}, {7, 255}, {5, 256}, {4, 1000}, {2, 4099}, {9, 768}, {67, 64}});
+}
+
+TEST(KernelsEmulatedLayerNorm, Bf16AndFp16WithinOneUlp) {
+  check_storage<Storage::kBF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}});
+  check_storage<Storage::kF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}});
+}
+
+}  // namespace
+}  // namespace mds
