@@ -122,6 +122,15 @@ void to_flat_group(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
 void from_flat_group(const ops::DeviceContext& ctx, tensor::Tensor flat_group,
                      const ZeroLayout& layout, std::size_t group, tensor::Tensor buffer_flat);
 
+// Any range of the flat group: elements [begin, begin + range.numel()) of it, out of or into
+// the table buffer (the functions above are these ranges: a partition is [r·ps, (r+1)·ps), the
+// flat group [0, aligned_numel)). What ZeRO's chunked collectives move one chunk at a time.
+void to_flat_range(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
+                   const ZeroLayout& layout, std::size_t group, std::int64_t begin,
+                   tensor::Tensor range_out);
+void from_flat_range(const ops::DeviceContext& ctx, tensor::Tensor range, const ZeroLayout& layout,
+                     std::size_t group, std::int64_t begin, tensor::Tensor buffer_flat);
+
 // One all-gather of §4.6: every rank contributes elements [offset, offset + numel) of its
 // partition.
 struct GatherShard {
