@@ -229,25 +229,4 @@ void from_flat_group(const ops::DeviceContext& ctx, Tensor flat_group, const Zer
                   layout, group, 0, buffer_flat);
 }
 
-std::vector<GatherShard> allgather_shards(std::int64_t partition_numel, std::int64_t dp_size,
-                                          std::int64_t bucket_size) {
-  if (partition_numel < 0 || dp_size < 1 || bucket_size < 1) {
-    base::fail(
-        "allgather_shards: need partition_numel >= 0, dp_size >= 1 and bucket_size >= 1, "
-        "got ",
-        partition_numel, ", ", dp_size, ", ", bucket_size);
-  }
-  std::vector<GatherShard> shards;
-  // Upstream skips the all-gather when no other rank shares the group.
-  if (dp_size == 1 || partition_numel == 0) return shards;
-  const std::int64_t count = std::max<std::int64_t>(1, partition_numel * dp_size / bucket_size);
-  std::int64_t shard = partition_numel / count;
-  shard -= shard % kNcclStartAlignment;  // each shard starts 4-byte aligned
-  for (std::int64_t s = 0; s < count; ++s) {
-    const std::int64_t numel = s == count - 1 ? partition_numel - s * shard : shard;
-    shards.push_back({s * shard, numel});
-  }
-  return shards;
-}
-
 }  // namespace mds::train

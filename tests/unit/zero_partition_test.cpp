@@ -423,27 +423,5 @@ TEST(ZeroPartition, RangesOfAFlatGroupCutAnywhere) {
                base::Error);
 }
 
-TEST(ZeroPartition, AllGatherShards) {
-  // One bucket holds everything: a single all-gather of the whole partition.
-  const std::vector<GatherShard> one = allgather_shards(250'002, 4);
-  ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].offset, 0);
-  EXPECT_EQ(one[0].numel, 250'002);
-  // 1,000,008 / 100,000 = 10 shards of 25,000; the last takes the remainder.
-  const std::vector<GatherShard> ten = allgather_shards(250'002, 4, 100'000);
-  ASSERT_EQ(ten.size(), 10u);
-  EXPECT_EQ(ten[1].offset, 25'000);
-  EXPECT_EQ(ten[8].numel, 25'000);
-  EXPECT_EQ(ten[9].offset, 225'000);
-  EXPECT_EQ(ten[9].numel, 25'002);
-  // 1005 / 3 = 335 rounds down to 334 so every shard starts 4-byte aligned.
-  const std::vector<GatherShard> odd = allgather_shards(1005, 3, 1000);
-  ASSERT_EQ(odd.size(), 3u);
-  EXPECT_EQ(odd[1].offset, 334);
-  EXPECT_EQ(odd[2].offset, 668);
-  EXPECT_EQ(odd[2].numel, 337);
-  EXPECT_TRUE(allgather_shards(1000, 1).empty());
-}
-
 }  // namespace
 }  // namespace mds::train
