@@ -10,6 +10,7 @@
 #include "ops/elementwise.h"
 #include "tensor/device_memory.h"
 #include "train/grad_accumulation.h"
+#include "train/zero_partition.h"
 
 namespace mds::train {
 namespace {
@@ -80,6 +81,23 @@ tensor::Device device_of(const ops::DeviceContext* device) {
   return device != nullptr ? device->device() : tensor::Device{};
 }
 
+bool is_partitioned(const OptimizerOptions& options) {
+  return options.precision == Precision::kBf16 || options.zero_stage >= 1;
+}
+
+std::int64_t ranks_of(dist::Communicator* group) {
+  return group != nullptr ? group->size() : 1;
+}
+
+// Elements of the micro-batch gradient buffer: the table's, or a partitioned step's fp32
+// gradient partitions where those are more (padding can make them a few elements longer at D = 1).
+std::int64_t micro_grads_capacity(const model::ParamTable& table, const OptimizerOptions& options,
+                                  dist::Communicator* data_parallel) {
+  if (!is_partitioned(options)) return table.buffer_numel();
+  return std::max(table.buffer_numel(),
+                  ZeroLayout(table, ranks_of(data_parallel)).partition_numel());
+}
+
 }  // namespace
 
 std::string_view to_string(Precision precision) {
@@ -124,11 +142,13 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
                                                                               : nullptr),
       device_(device),
       params_(table, param_dtype(options_.precision), device_of(device)),
-      micro_grads_(table, DType::kFloat32, params_.flat().device()) {
+      staging_(options_.collective_chunk_numel, device_of(device)),
+      micro_grads_(table, DType::kFloat32, device_of(device),
+                   micro_grads_capacity(table, options_, data_parallel_)) {
   const tensor::Device where = params_.flat().device();
   const DType accumulator = accumulator_dtype(options_.precision);
-  if (options_.precision == Precision::kBf16 || is_zero()) {
-    shard_.emplace(table, data_parallel_, device_);
+  if (is_partitioned(options_)) {
+    shard_.emplace(table, data_parallel_, staging_, device_);
   } else {
     exp_avg_.emplace(table, DType::kFloat32, where);
     exp_avg_sq_.emplace(table, DType::kFloat32, where);
@@ -141,16 +161,12 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
                             HostCopy(master_on_device()), HostCopy(exp_avg_on_device()),
                             HostCopy(exp_avg_sq_on_device())});
   }
-  if (is_zero()) {
+  if (options_.zero_stage == 2) {
     const std::int64_t n = shard_->layout().partition_numel();
     partition_accumulator_buffer_ = tensor::Buffer(
         static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * tensor::dtype_size(accumulator),
         where);
     partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
-  }
-  if (data_parallel_ != nullptr && options_.zero_stage == 0 &&
-      options_.communication_dtype != accumulator) {
-    comm_scratch_.emplace(table, options_.communication_dtype, where);
   }
 }
 
@@ -221,32 +237,80 @@ tensor::Tensor MixedPrecisionOptimizer::grad_accumulator() const {
 }
 
 std::int64_t MixedPrecisionOptimizer::dp_size() const {
-  return data_parallel_ != nullptr ? data_parallel_->size() : 1;
+  return ranks_of(data_parallel_);
+}
+
+tensor::Tensor MixedPrecisionOptimizer::step_gradients() const {
+  return micro_grads_.scratch(shard_->layout().partition_numel());
+}
+
+ShardAdamStep MixedPrecisionOptimizer::shard_adam_step(double lr) const {
+  const AdamHyperParams& adam = options_.adam;
+  return {lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_};
+}
+
+std::vector<BufferBytes> MixedPrecisionOptimizer::memory() const {
+  std::vector<BufferBytes> buffers;
+  const auto add = [&buffers](std::string_view name, std::size_t bytes) {
+    if (bytes > 0) buffers.push_back({name, bytes});
+  };
+  add("weights", params_.bytes());
+  add("compute", compute_ ? compute_->bytes() : 0);
+  add("micro_grads", micro_grads_.bytes());
+  add("grad_accumulator", grad_accumulator_ ? grad_accumulator_->bytes() : 0);
+  add("partition_accumulator", partition_accumulator_buffer_.bytes());
+  add("master", shard_ ? shard_->master().bytes() : master_ ? master_->bytes() : 0);
+  add("exp_avg", shard_ ? shard_->exp_avg().bytes() : exp_avg_->bytes());
+  add("exp_avg_sq", shard_ ? shard_->exp_avg_sq().bytes() : exp_avg_sq_->bytes());
+  add("staging", staging_.bytes());
+  return buffers;
 }
 
 void MixedPrecisionOptimizer::initialize(tensor::Tensor initial_params, double initial_lr) {
-  if (initialized_) base::fail("optimizer: initialize() called twice");
   if (initial_params.dtype() != DType::kFloat32 ||
       initial_params.numel() != table_->buffer_numel()) {
     base::fail("optimizer: initial parameters must be an fp32 buffer of ", table_->buffer_numel(),
                " elements, got ", tensor::dtype_name(initial_params.dtype()), " of ",
                initial_params.numel());
   }
-  // On a device the weights are rounded into the host view first, then copied over whole.
-  for (std::size_t i = 0; i < table_->size(); ++i) {
-    const model::ParamSpec& param = (*table_)[i];
-    ops::cast(params().view(i), initial_params.narrow(param.offset, param.local_numel()));
+  initialize_with(
+      [&](const model::ParamBuffer& fp32) {
+        for (std::size_t i = 0; i < table_->size(); ++i) {
+          const model::ParamSpec& param = (*table_)[i];
+          ops::cast(fp32.view(i), initial_params.narrow(param.offset, param.local_numel()));
+        }
+      },
+      initial_lr);
+}
+
+void MixedPrecisionOptimizer::initialize_with(
+    const std::function<void(const model::ParamBuffer&)>& write_initial, double initial_lr) {
+  if (initialized_) base::fail("optimizer: initialize() called twice");
+  if (host_) {
+    // On a device the values are written into a host buffer, rounded into the host view of the
+    // weights, and copied over whole.
+    const model::ParamBuffer initial(*table_, DType::kFloat32);
+    write_initial(initial);
+    for (std::size_t i = 0; i < table_->size(); ++i) ops::cast(params().view(i), initial.view(i));
+    copy_state_to_device();
+  } else {
+    // On the host into the fp32 buffer the model reads (fp32: the weights themselves), from which
+    // 16-bit weights are rounded parameter by parameter.
+    write_initial(compute());
+    if (compute_) {
+      for (std::size_t i = 0; i < table_->size(); ++i)
+        ops::cast(params_.view(i), compute_->view(i));
+    }
   }
-  copy_state_to_device();
   if (compute_) ops::cast(context(), compute_->flat(), params_.flat());
   // The construction step of BF16_Optimizer, FP16_Optimizer and ZeRO (initialize_optimizer_
   // states): all-zero gradients, masters only. The bare fp32 optimizer takes none.
   if (shard_) {
     shard_->master_from_params(params_.flat());
-    ops::fill(context(), shard_->grads(), 0.0f);
+    const tensor::Tensor grads = step_gradients();
+    ops::fill(context(), grads, 0.0f);
     ++adam_step_;
-    const AdamHyperParams& adam = options_.adam;
-    shard_->adam_step(initial_lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_);
+    shard_->adam_step(grads, shard_adam_step(initial_lr));
   } else if (master_) {
     ops::cast(context(), master_->flat(), params_.flat());
     ops::fill(context(), micro_grads_.flat(), 0.0f);
@@ -271,33 +335,8 @@ void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
     embedding.all_reduce(grad_accumulator_->view(param), dist::ReduceOp::kSum);
     return;
   }
-  // Stage 2: the partitions of the first and the last stage cut the parameter at different
-  // places, so it is made whole over the data-parallel group first (every element has one
-  // owner, the others add zeros: exact), summed over the embedding group, then put back.
-  const model::ParamSpec& spec = (*table_)[param];
-  const DType dtype = partition_accumulator_.dtype();
-  const std::size_t bytes =
-      static_cast<std::size_t>(spec.local_numel()) * tensor::dtype_size(dtype);
-  if (tied_buffer_.bytes() < bytes) tied_buffer_ = tensor::Buffer(bytes, device());
-  const tensor::Tensor whole = tied_buffer_.as(dtype, tensor::Shape{spec.local_numel()});
-  ops::fill(context(), whole, 0.0f);
-  const ZeroLayout& layout = shard_->layout();
-  const auto for_each_fragment = [&](auto&& action) {
-    for (std::size_t g = 0; g < layout.size(); ++g) {
-      for (const ZeroFragment& f : layout[g].fragments[static_cast<std::size_t>(shard_->rank())]) {
-        if (f.param != param) continue;
-        action(partition_accumulator_.narrow(shard_->group_offset(g) + f.hp_start, f.numel),
-               whole.narrow(f.param_offset, f.numel));
-      }
-    }
-  };
-  const ops::DeviceContext& ctx = context();
-  for_each_fragment(
-      [&ctx](tensor::Tensor partition, tensor::Tensor part) { ops::cast(ctx, part, partition); });
-  if (data_parallel_ != nullptr) data_parallel_->all_reduce(whole, dist::ReduceOp::kSum);
-  embedding.all_reduce(whole, dist::ReduceOp::kSum);
-  for_each_fragment(
-      [&ctx](tensor::Tensor partition, tensor::Tensor part) { ops::cast(ctx, partition, part); });
+  // Stage 2: the gradient is already reduced and partitioned over DP.
+  shard_->all_reduce_parameter(partition_accumulator_, param, embedding);
 }
 
 StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
@@ -319,18 +358,26 @@ StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
 
 void MixedPrecisionOptimizer::all_reduce_gradients() {
   const tensor::Tensor grads = grad_accumulator_->flat();
+  const DType comm = options_.communication_dtype;
   if (data_parallel_ == nullptr) {
     // A data-parallel group of one rank: only the dtype round trip remains.
-    train::round_through(context(), grads, options_.communication_dtype);
+    train::round_through(context(), grads, comm);
     return;
   }
-  const tensor::Tensor reduced = comm_scratch_ ? comm_scratch_->flat() : grads;
-  if (comm_scratch_) ops::cast(context(), reduced, grads);
-  data_parallel_->all_reduce(reduced, dist::ReduceOp::kSum);
-  // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D in the
-  // communication dtype.
-  scale_in_dtype(context(), reduced, 1.0 / static_cast<double>(dp_size()));
-  if (comm_scratch_) ops::cast(context(), grads, reduced);
+  const double inverse = 1.0 / static_cast<double>(dp_size());
+  for_each_chunk(grads.numel(), staging_.all_reduce_chunk(dp_size()), [&](const Chunk& chunk) {
+    const tensor::Tensor part = grads.narrow(chunk.offset, chunk.numel);
+    // In place when the gradients are in the communication dtype, else through the staging.
+    const bool staged = comm != grads.dtype();
+    const tensor::Tensor reduced =
+        staged ? staging_.get(CollectiveStaging::Slot::kCollective, comm, chunk.numel) : part;
+    if (staged) ops::cast(context(), reduced, part);
+    data_parallel_->all_reduce(reduced, dist::ReduceOp::kSum);
+    // DeepSpeed's allreduce_bucket with postscale_gradients (its default): sum, then × 1/D in
+    // the communication dtype.
+    scale_in_dtype(context(), reduced, inverse);
+    if (staged) ops::cast(context(), part, reduced);
+  });
 }
 
 bool MixedPrecisionOptimizer::any_overflow(tensor::Tensor grads, bool partitioned_grads) const {
@@ -381,13 +428,13 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
       result.clipped = true;
     }
   }
-  shard_->grads_from_full(grads);
-  ++adam_step_;
-  const AdamHyperParams& adam = options_.adam;
-  shard_->adam_step_and_publish(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_,
-                                params_.flat());
-  refresh_compute();
+  const tensor::Tensor partitions = step_gradients();
+  shard_->grads_from_full(grads, partitions);
   ops::fill(context(), grads, 0.0f);
+  ++adam_step_;
+  shard_->adam_step_and_publish(partitions, shard_adam_step(lr), params_.flat());
+  refresh_compute();
+  ops::fill(context(), partitions, 0.0f);
   result.grad_norm = norm;
   result.adam_step = adam_step_;
   return result;
@@ -430,12 +477,12 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   return result;
 }
 
-double MixedPrecisionOptimizer::zero_grad_norm() const {
+double MixedPrecisionOptimizer::zero_grad_norm(tensor::Tensor grads) const {
   // One norm per group (get_grad_norm_direct): the host sum goes through an fp32 tensor that is
   // all-reduced over DP, then over the model-parallel group; then the groups combine.
   double total = 0.0;
   for (std::size_t g = 0; g < shard_->layout().size(); ++g) {
-    float sum = static_cast<float>(shard_->group_sum_of_squares(g));
+    float sum = static_cast<float>(shard_->group_sum_of_squares(grads, g));
     for (dist::Communicator* group : {data_parallel_, model_parallel_}) {
       if (group == nullptr) continue;
       group->all_reduce(tensor::Tensor(&sum, DType::kFloat32, tensor::Shape{1}),
@@ -450,39 +497,45 @@ double MixedPrecisionOptimizer::zero_grad_norm() const {
 
 StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   StepResult result;
-  if (options_.zero_stage == 1) {
-    shard_->reduce_scatter_into(grad_accumulator_->flat(), options_.communication_dtype,
-                                partition_accumulator_, params_.dtype());
+  const tensor::Tensor grads = step_gradients();
+  // Stage 1 reduces its whole accumulator now into the fp32 partitions, through a fresh
+  // accumulator chunk by chunk; stage 2's partitions hold what every micro-batch added.
+  const bool stage1 = options_.zero_stage == 1;
+  if (stage1) {
+    shard_->reduce_scatter_fresh(grad_accumulator_->flat(), options_.communication_dtype,
+                                 grad_accumulator_->dtype(), params_.dtype(), grads);
     ops::fill(context(), grad_accumulator_->flat(), 0.0f);
   }
+  const tensor::Tensor reduced = stage1 ? grads : partition_accumulator_;
   LossScaler& scaler = options_.loss_scaler;
   const double prev_scale = scaler.scale();
   // ZeRO checks its own partition, then agrees over DP and model parallel. An fp32 run has a
-  // static scale of 1 but still skips a non-finite step, as DeepSpeedZeroOptimizer does.
-  const bool overflow = any_overflow(partition_accumulator_, true);
+  // static scale of 1 but still skips a non-finite step, as DeepSpeedZeroOptimizer does. (The
+  // widened fp32 partition of stage 1 is non-finite exactly where its accumulator was.)
+  const bool overflow = any_overflow(reduced, true);
   scaler.update(overflow);
   const double scale = scaler.scale();
   result.loss_scale = scale;
   if (overflow) {
-    ops::fill(context(), partition_accumulator_, 0.0f);
+    ops::fill(context(), reduced, 0.0f);
     result.skipped = true;
     result.grad_norm = last_grad_norm_;
     result.adam_step = adam_step_;
     return result;
   }
-  const tensor::Tensor grads = shard_->grads();
-  ops::cast(context(), grads, partition_accumulator_);
-  ops::fill(context(), partition_accumulator_, 0.0f);
-  const double scaled_norm = zero_grad_norm();
+  if (!stage1) {
+    ops::cast(context(), grads, partition_accumulator_);
+    ops::fill(context(), partition_accumulator_, 0.0f);
+  }
+  const double scaled_norm = zero_grad_norm(grads);
   last_grad_norm_ = scaled_norm / prev_scale;
   const double combined = combined_unscale_factor(scale, scaled_norm, options_.gradient_clipping);
   result.clipped = combined != scale;
   scale_gradients(context(), grads, 1.0 / combined);
   ++adam_step_;
-  const AdamHyperParams& adam = options_.adam;
-  shard_->adam_step_and_publish(lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam_step_,
-                                params_.flat());
+  shard_->adam_step_and_publish(grads, shard_adam_step(lr), params_.flat());
   refresh_compute();
+  ops::fill(context(), grads, 0.0f);
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;
@@ -553,7 +606,7 @@ void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
   }
   refresh_compute();
   ops::fill(context(), grad_accumulator(), 0.0f);
-  ops::fill(context(), micro_grads_.flat(), 0.0f);
+  ops::fill(context(), micro_grads_.scratch(micro_grads_.capacity_numel()), 0.0f);
   initialized_ = true;
 }
 

@@ -12,6 +12,13 @@
 // `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
 // have been.
 //
+// Memory (memory(), planned by train/optimizer_memory.h): besides the weights, their compute
+// copy, the micro-batch gradients and the Adam state, one gradient accumulator: whole (stages 0
+// and 1) or this rank's partitions (stage 2). The fp32 gradient partitions a partitioned step
+// reads are borrowed from the micro-batch gradient buffer, which is free between the last
+// accumulate_micro_batch() and the end of step(); the collectives go through a bounded
+// CollectiveStaging, so no other buffer grows with the model.
+//
 // On a CUDA device (a DeviceContext lent by the caller) every wrapper runs there, on any grid:
 // weights (16-bit, and their fp32 compute copy), fp32 masters, gradients and Adam moments in
 // device buffers; accumulation with its roundings, the data-parallel averaging, the gradient
@@ -25,8 +32,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "model/param_buffer.h"
@@ -34,8 +43,10 @@
 #include "ops/device_context.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
+#include "train/collective_staging.h"
 #include "train/grad_clip.h"
 #include "train/loss_scaler.h"
+#include "train/optimizer_memory.h"
 #include "train/zero_shard.h"
 
 namespace mds::config {
@@ -64,6 +75,9 @@ struct OptimizerOptions {
   // fp32-accumulated gradients are rounded to bf16 once per step).
   tensor::DType communication_dtype = tensor::DType::kFloat32;
   LossScaler loss_scaler = LossScaler::none();
+  // The most elements one gradient or weight collective moves per call (CollectiveStaging), and
+  // so the bound of the optimizer's scratch; any value gives the same numbers.
+  std::int64_t collective_chunk_numel = kDefaultCollectiveChunk;
 };
 
 // The options DeepSpeed derives from its JSON (precision, ZeRO stage, clipping, communication
@@ -111,6 +125,11 @@ class MixedPrecisionOptimizer {
   // groups × (1 − lr₀·wd), where lr₀ is the LR the scheduler's constructor set. Like upstream,
   // that step touches only the masters; params see it at the first real step. fp32 takes none.
   void initialize(tensor::Tensor initial_params, double initial_lr);
+  // The same with the initial values written by `write_initial` into an fp32 host buffer laid
+  // out by the table (zeroed; padding ignored). On the host that buffer is the fp32 weights or
+  // their compute copy itself, so initializing needs no model-sized buffer of its own.
+  void initialize_with(const std::function<void(const model::ParamBuffer&)>& write_initial,
+                       double initial_lr);
 
   const OptimizerOptions& options() const { return options_; }
   const model::ParamTable& table() const { return *table_; }
@@ -167,6 +186,10 @@ class MixedPrecisionOptimizer {
   // is written from them, or partly overwritten by a load). Nothing to do on the host.
   void copy_state_to_host();
 
+  // The buffers this optimizer holds on device(), in bytes (the host copies of a device run
+  // excepted): what plan_optimizer_memory() predicts, the staging as it has grown so far.
+  std::vector<BufferBytes> memory() const;
+
   // Adam's per-group `step` (equal in every group).
   std::int64_t adam_step() const { return adam_step_; }
   void set_adam_step(std::int64_t step);
@@ -203,6 +226,9 @@ class MixedPrecisionOptimizer {
   bool is_16bit() const { return options_.precision != Precision::kFp32; }
   bool is_zero() const { return options_.zero_stage >= 1; }
   std::int64_t dp_size() const;
+  // The fp32 gradient partitions of a partitioned step, in the micro-batch gradient buffer.
+  tensor::Tensor step_gradients() const;
+  ShardAdamStep shard_adam_step(double lr) const;
   // One FusedAdam step over every non-empty group of `weights` with its weight decay; when
   // `rounded` (a table-layout 16-bit buffer) is given, the new weights rounded into it too.
   void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr,
@@ -211,7 +237,7 @@ class MixedPrecisionOptimizer {
   void publish_master();
   // compute = params widened (16-bit only).
   void refresh_compute();
-  // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D.
+  // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D, chunk by chunk.
   void all_reduce_gradients();
   // Whether any rank of the model-parallel group (and of the DP group, for partitioned
   // gradients) saw an inf/NaN.
@@ -220,8 +246,8 @@ class MixedPrecisionOptimizer {
   StepResult step_bf16(double lr, std::int64_t iteration);
   StepResult step_fp16(double lr);
   StepResult step_zero(double lr);
-  // ZeRO's per-group norm over the partitions, reduced over DP and model parallel.
-  double zero_grad_norm() const;
+  // ZeRO's per-group norm over the gradient partitions, reduced over DP and model parallel.
+  double zero_grad_norm(tensor::Tensor grads) const;
 
   const model::ParamTable* table_;
   OptimizerOptions options_;
@@ -230,20 +256,18 @@ class MixedPrecisionOptimizer {
   const ops::DeviceContext* device_;  // null: host_ctx_
   ops::DeviceContext host_ctx_;
   model::ParamBuffer params_;
+  CollectiveStaging staging_;
   std::optional<ZeroShard> shard_;                      // partitioned state
   std::optional<model::ParamBuffer> master_;            // FP16_Optimizer's whole master
   std::optional<model::ParamBuffer> compute_;           // 16-bit only
   std::optional<model::ParamBuffer> exp_avg_;           // unpartitioned state
   std::optional<model::ParamBuffer> exp_avg_sq_;        // unpartitioned state
   std::optional<model::ParamBuffer> grad_accumulator_;  // stages 0 and 1
-  // ZeRO's reduced gradient partitions (accumulator dtype): stage 2 adds every micro-batch here.
+  // Stage 2's reduced gradient partitions (accumulator dtype), to which every micro-batch adds.
   tensor::Buffer partition_accumulator_buffer_;
   tensor::Tensor partition_accumulator_;
-  // Stage 2's ReduceTiedGrads: the tied parameter's whole gradient (allocated on first use).
-  tensor::Buffer tied_buffer_;
-  // Stage 0 with a communication dtype other than the accumulator's: the whole gradient in it.
-  std::optional<model::ParamBuffer> comm_scratch_;
-  // Also the fp32 gradient scratch of the fp16 step, which leaves it zeroed.
+  // Also the fp32 gradient scratch of the fp16 step and the gradient partitions of a partitioned
+  // step (room for both), which leave it zeroed.
   model::ParamBuffer micro_grads_;
   std::optional<HostState> host_;  // on a device only
   std::int64_t adam_step_ = 0;

@@ -125,9 +125,10 @@ void Trainer::broadcast_tied_weights() {
 }
 
 void Trainer::initialize_parameters() {
-  model::ParamBuffer initial(table_, tensor::DType::kFloat32);
-  model::initialize_parameters(initial, options_.seed);
-  optimizer_.initialize(initial.flat(), lr_scheduler_.lr());
+  // Written straight into the optimizer's fp32 buffer on the host: no model-sized copy.
+  optimizer_.initialize_with(
+      [this](const model::ParamBuffer& fp32) { model::initialize_parameters(fp32, options_.seed); },
+      lr_scheduler_.lr());
 }
 
 Trainer::IterationResult Trainer::train_iteration(data::BatchLoader& loader) {

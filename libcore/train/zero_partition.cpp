@@ -122,11 +122,62 @@ const ZeroGroup& checked_group(const char* op, const ZeroLayout& layout, std::si
   return g;
 }
 
-std::int64_t buffer_offset(const ZeroLayout& layout, const ZeroFragment& fragment) {
-  return layout.table()[fragment.param].offset + fragment.param_offset;
+// Calls copy(range_offset, buffer_offset, numel) for each piece of a parameter that falls into
+// [begin, end) of the flat group: where it goes in the range and where it is in the table buffer.
+template <typename Copy>
+void for_each_param_piece(const ZeroLayout& layout, const ZeroGroup& g, std::int64_t begin,
+                          std::int64_t end, Copy&& copy) {
+  // The last parameter starting at or before `begin` is the first that can overlap the range.
+  const auto after = std::upper_bound(g.flat_offsets.begin(), g.flat_offsets.end(), begin);
+  std::size_t k = after == g.flat_offsets.begin()
+                      ? 0
+                      : static_cast<std::size_t>(after - g.flat_offsets.begin()) - 1;
+  for (; k < g.params.size() && g.flat_offsets[k] < end; ++k) {
+    const model::ParamSpec& param = layout.table()[g.params[k]];
+    const std::int64_t lp_begin = g.flat_offsets[k];
+    const std::int64_t first = std::max(lp_begin, begin);
+    const std::int64_t last = std::min(lp_begin + param.local_numel(), end);
+    if (first < last) copy(first - begin, param.offset + (first - lp_begin), last - first);
+  }
+}
+
+void check_range(const char* op, const ZeroGroup& g, std::int64_t begin, std::int64_t numel) {
+  if (begin < 0 || numel < 0 || begin + numel > g.aligned_numel) {
+    base::fail(op, ": range [", begin, ", ", begin + numel, ") is outside the flat group of ",
+               g.aligned_numel, " elements");
+  }
 }
 
 }  // namespace
+
+void to_flat_range(const ops::DeviceContext& ctx, Tensor buffer_flat, const ZeroLayout& layout,
+                   std::size_t group, std::int64_t begin, Tensor range_out) {
+  constexpr const char* kOp = "to_flat_range";
+  const ZeroGroup& g = layout[group];
+  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
+  const Tensor range = flat_view(kOp, "range", range_out, range_out.numel());
+  const std::int64_t end = begin + range.numel();
+  check_range(kOp, g, begin, range.numel());
+  for_each_param_piece(layout, g, begin, end,
+                       [&](std::int64_t at, std::int64_t from, std::int64_t numel) {
+                         ops::cast(ctx, range.narrow(at, numel), buffer.narrow(from, numel));
+                       });
+  const std::int64_t padding = std::max(g.numel, begin);
+  if (padding < end) ops::fill(ctx, range.narrow(padding - begin, end - padding), 0.0f);
+}
+
+void from_flat_range(const ops::DeviceContext& ctx, Tensor range_in, const ZeroLayout& layout,
+                     std::size_t group, std::int64_t begin, Tensor buffer_flat) {
+  constexpr const char* kOp = "from_flat_range";
+  const ZeroGroup& g = layout[group];
+  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
+  const Tensor range = flat_view(kOp, "range", range_in, range_in.numel());
+  check_range(kOp, g, begin, range.numel());
+  for_each_param_piece(layout, g, begin, begin + range.numel(),
+                       [&](std::int64_t at, std::int64_t to, std::int64_t numel) {
+                         ops::cast(ctx, buffer.narrow(to, numel), range.narrow(at, numel));
+                       });
+}
 
 void gather_partition(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,
                       std::int64_t rank, Tensor partition_out) {
@@ -137,14 +188,8 @@ void gather_partition(const ops::DeviceContext& ctx, Tensor buffer_flat, const Z
                       std::size_t group, std::int64_t rank, Tensor partition_out) {
   constexpr const char* kOp = "gather_partition";
   const ZeroGroup& g = checked_group(kOp, layout, group, rank);
-  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
-  const Tensor partition = flat_view(kOp, "partition", partition_out, g.partition_numel);
-  for (const ZeroFragment& fragment : g.fragments[static_cast<std::size_t>(rank)]) {
-    ops::cast(ctx, partition.narrow(fragment.hp_start, fragment.numel),
-              buffer.narrow(buffer_offset(layout, fragment), fragment.numel));
-  }
-  const std::int64_t owned = g.owned_numel(rank);
-  ops::fill(ctx, partition.narrow(owned, g.partition_numel - owned), 0.0f);
+  to_flat_range(ctx, buffer_flat, layout, group, g.partition_begin(rank),
+                flat_view(kOp, "partition", partition_out, g.partition_numel));
 }
 
 void scatter_partition(Tensor partition_in, const ZeroLayout& layout, std::size_t group,
@@ -156,12 +201,8 @@ void scatter_partition(const ops::DeviceContext& ctx, Tensor partition_in, const
                        std::size_t group, std::int64_t rank, Tensor buffer_flat) {
   constexpr const char* kOp = "scatter_partition";
   const ZeroGroup& g = checked_group(kOp, layout, group, rank);
-  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
-  const Tensor partition = flat_view(kOp, "partition", partition_in, g.partition_numel);
-  for (const ZeroFragment& fragment : g.fragments[static_cast<std::size_t>(rank)]) {
-    ops::cast(ctx, buffer.narrow(buffer_offset(layout, fragment), fragment.numel),
-              partition.narrow(fragment.hp_start, fragment.numel));
-  }
+  from_flat_range(ctx, flat_view(kOp, "partition", partition_in, g.partition_numel), layout, group,
+                  g.partition_begin(rank), buffer_flat);
 }
 
 void to_flat_group(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,
@@ -171,16 +212,9 @@ void to_flat_group(Tensor buffer_flat, const ZeroLayout& layout, std::size_t gro
 
 void to_flat_group(const ops::DeviceContext& ctx, Tensor buffer_flat, const ZeroLayout& layout,
                    std::size_t group, Tensor flat_group_out) {
-  constexpr const char* kOp = "to_flat_group";
   const ZeroGroup& g = layout[group];
-  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
-  const Tensor flat = flat_view(kOp, "flat group", flat_group_out, g.aligned_numel);
-  for (std::size_t k = 0; k < g.params.size(); ++k) {
-    const model::ParamSpec& param = layout.table()[g.params[k]];
-    ops::cast(ctx, flat.narrow(g.flat_offsets[k], param.local_numel()),
-              buffer.narrow(param.offset, param.local_numel()));
-  }
-  ops::fill(ctx, flat.narrow(g.numel, g.padding()), 0.0f);
+  to_flat_range(ctx, buffer_flat, layout, group, 0,
+                flat_view("to_flat_group", "flat group", flat_group_out, g.aligned_numel));
 }
 
 void from_flat_group(Tensor flat_group, const ZeroLayout& layout, std::size_t group,
@@ -190,36 +224,9 @@ void from_flat_group(Tensor flat_group, const ZeroLayout& layout, std::size_t gr
 
 void from_flat_group(const ops::DeviceContext& ctx, Tensor flat_group, const ZeroLayout& layout,
                      std::size_t group, Tensor buffer_flat) {
-  constexpr const char* kOp = "from_flat_group";
   const ZeroGroup& g = layout[group];
-  const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
-  const Tensor flat = flat_view(kOp, "flat group", flat_group, g.aligned_numel);
-  for (std::size_t k = 0; k < g.params.size(); ++k) {
-    const model::ParamSpec& param = layout.table()[g.params[k]];
-    ops::cast(ctx, buffer.narrow(param.offset, param.local_numel()),
-              flat.narrow(g.flat_offsets[k], param.local_numel()));
-  }
-}
-
-std::vector<GatherShard> allgather_shards(std::int64_t partition_numel, std::int64_t dp_size,
-                                          std::int64_t bucket_size) {
-  if (partition_numel < 0 || dp_size < 1 || bucket_size < 1) {
-    base::fail(
-        "allgather_shards: need partition_numel >= 0, dp_size >= 1 and bucket_size >= 1, "
-        "got ",
-        partition_numel, ", ", dp_size, ", ", bucket_size);
-  }
-  std::vector<GatherShard> shards;
-  // Upstream skips the all-gather when no other rank shares the group.
-  if (dp_size == 1 || partition_numel == 0) return shards;
-  const std::int64_t count = std::max<std::int64_t>(1, partition_numel * dp_size / bucket_size);
-  std::int64_t shard = partition_numel / count;
-  shard -= shard % kNcclStartAlignment;  // each shard starts 4-byte aligned
-  for (std::int64_t s = 0; s < count; ++s) {
-    const std::int64_t numel = s == count - 1 ? partition_numel - s * shard : shard;
-    shards.push_back({s * shard, numel});
-  }
-  return shards;
+  from_flat_range(ctx, flat_view("from_flat_group", "flat group", flat_group, g.aligned_numel),
+                  layout, group, 0, buffer_flat);
 }
 
 }  // namespace mds::train

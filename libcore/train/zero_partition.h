@@ -27,8 +27,6 @@ namespace mds::train {
 // NCCL wants 4-byte aligned start addresses: 2 elements of a 16-bit dtype. Groups are padded to a
 // multiple of this times D so that every partition starts aligned.
 inline constexpr std::int64_t kNcclStartAlignment = 2;
-// DeepSpeed's default allgather_bucket_size (elements).
-inline constexpr std::int64_t kDefaultAllgatherBucket = 500'000'000;
 
 // The sizes of one flat group of `numel` elements split over `dp_size` ranks.
 struct AlignedPartition {
@@ -122,15 +120,13 @@ void to_flat_group(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
 void from_flat_group(const ops::DeviceContext& ctx, tensor::Tensor flat_group,
                      const ZeroLayout& layout, std::size_t group, tensor::Tensor buffer_flat);
 
-// One all-gather of §4.6: every rank contributes elements [offset, offset + numel) of its
-// partition.
-struct GatherShard {
-  std::int64_t offset = 0;
-  std::int64_t numel = 0;
-};
-// How DeepSpeed 0.8.3's all_gather_dp_groups cuts a partition into all-gathers (none when
-// dp_size is 1: the partition is the whole group).
-std::vector<GatherShard> allgather_shards(std::int64_t partition_numel, std::int64_t dp_size,
-                                          std::int64_t bucket_size = kDefaultAllgatherBucket);
+// Any range of the flat group: elements [begin, begin + range.numel()) of it, out of or into
+// the table buffer (the functions above are these ranges: a partition is [r·ps, (r+1)·ps), the
+// flat group [0, aligned_numel)). What ZeRO's chunked collectives move one chunk at a time.
+void to_flat_range(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
+                   const ZeroLayout& layout, std::size_t group, std::int64_t begin,
+                   tensor::Tensor range_out);
+void from_flat_range(const ops::DeviceContext& ctx, tensor::Tensor range, const ZeroLayout& layout,
+                     std::size_t group, std::int64_t begin, tensor::Tensor buffer_flat);
 
 }  // namespace mds::train

@@ -7,48 +7,37 @@
 #include "ops/adam.h"
 #include "ops/elementwise.h"
 #include "ops/gradients.h"
-#include "tensor/device_memory.h"
 #include "train/grad_accumulation.h"
 
 namespace mds::train {
 
 using tensor::DType;
 using tensor::Tensor;
+using Slot = CollectiveStaging::Slot;
 
 ZeroShard::ZeroShard(const model::ParamTable& table, dist::Communicator* data_parallel,
-                     const ops::DeviceContext* device)
+                     CollectiveStaging& staging, const ops::DeviceContext* device)
     : layout_(table, data_parallel != nullptr ? data_parallel->size() : 1),
       data_parallel_(data_parallel != nullptr && data_parallel->size() > 1 ? data_parallel
                                                                            : nullptr),
+      staging_(&staging),
       device_(device),
       rank_(data_parallel != nullptr ? data_parallel->rank() : 0) {
-  for (const ZeroGroup& group : layout_.groups()) {
-    largest_group_ = std::max(largest_group_, group.aligned_numel);
-  }
   const std::int64_t n = layout_.partition_numel();
-  master_ = allocate(master_buffer_, DType::kFloat32, n);
-  exp_avg_ = allocate(exp_avg_buffer_, DType::kFloat32, n);
-  exp_avg_sq_ = allocate(exp_avg_sq_buffer_, DType::kFloat32, n);
-  grads_ = allocate(grads_buffer_, DType::kFloat32, n);
-  // Room for the largest flat group in the widest dtype, and one fp32 partition of it.
-  flat_buffer_ = tensor::Buffer(
-      static_cast<std::size_t>(std::max<std::int64_t>(largest_group_, 1)) * sizeof(float),
-      context().device());
-  partition_fp32_buffer_ = tensor::Buffer(
-      static_cast<std::size_t>(std::max<std::int64_t>(largest_group_ / dp_size(), 1)) *
-          sizeof(float),
-      context().device());
+  master_ = allocate(master_buffer_, n);
+  exp_avg_ = allocate(exp_avg_buffer_, n);
+  exp_avg_sq_ = allocate(exp_avg_sq_buffer_, n);
 }
 
-Tensor ZeroShard::allocate(tensor::Buffer& buffer, DType dtype, std::int64_t numel) {
-  buffer = tensor::Buffer(
-      static_cast<std::size_t>(std::max<std::int64_t>(numel, 1)) * tensor::dtype_size(dtype),
-      context().device());
-  return buffer.as(dtype, tensor::Shape{numel});
+Tensor ZeroShard::allocate(tensor::Buffer& buffer, std::int64_t numel) {
+  buffer = tensor::Buffer(static_cast<std::size_t>(std::max<std::int64_t>(numel, 1)) *
+                              tensor::dtype_size(DType::kFloat32),
+                          context().device());
+  return buffer.as(DType::kFloat32, tensor::Shape{numel});
 }
 
-Tensor ZeroShard::flat_scratch(DType dtype, std::size_t group) {
-  return flat_buffer_.as(dtype, tensor::Shape{layout_[group].aligned_numel});
+std::size_t ZeroShard::state_bytes() const {
+  return master_buffer_.bytes() + exp_avg_buffer_.bytes() + exp_avg_sq_buffer_.bytes();
 }
 
 std::int64_t ZeroShard::group_offset(std::size_t group) const {
@@ -57,11 +46,15 @@ std::int64_t ZeroShard::group_offset(std::size_t group) const {
   return offset;
 }
 
-Tensor ZeroShard::group_slice(Tensor partitions, std::size_t group) const {
+void ZeroShard::check_partitions(const char* what, Tensor partitions) const {
   if (partitions.numel() != layout_.partition_numel()) {
-    base::fail("ZeroShard: a partition buffer has ", partitions.numel(), " elements, expected ",
+    base::fail("ZeroShard: ", what, " has ", partitions.numel(), " elements, expected ",
                layout_.partition_numel());
   }
+}
+
+Tensor ZeroShard::group_slice(Tensor partitions, std::size_t group) const {
+  check_partitions("a partition buffer", partitions);
   return partitions.reshape(tensor::Shape{partitions.numel()})
       .narrow(group_offset(group), layout_[group].partition_numel);
 }
@@ -72,31 +65,102 @@ void ZeroShard::master_from_params(Tensor params_flat) {
   }
 }
 
-void ZeroShard::grads_from_full(Tensor grads_flat) {
+void ZeroShard::grads_from_full(Tensor grads_flat, Tensor grads) const {
   for (std::size_t g = 0; g < layout_.size(); ++g) {
-    gather_partition(context(), grads_flat, layout_, g, rank_, group_slice(grads_, g));
+    gather_partition(context(), grads_flat, layout_, g, rank_, group_slice(grads, g));
+  }
+}
+
+template <typename Reduced>
+void ZeroShard::for_each_reduced_chunk(Tensor grads_flat, DType comm_dtype, Reduced&& reduced) {
+  const std::int64_t d = dp_size();
+  const std::int64_t per_rank = staging_->per_rank_chunk(d);
+  for (std::size_t g = 0; g < layout_.size(); ++g) {
+    const ZeroGroup& group = layout_[g];
+    for_each_chunk(group.partition_numel, per_rank, [&](const Chunk& chunk) {
+      // The chunk's slice of every rank's partition, rank after rank: a reduce-scatter of this
+      // buffer leaves each rank its own slice reduced, exactly as one of the whole flat group.
+      const Tensor gathered = staging_->get(Slot::kCollective, comm_dtype, d * chunk.numel);
+      for (std::int64_t r = 0; r < d; ++r) {
+        to_flat_range(context(), grads_flat, layout_, g, group.partition_begin(r) + chunk.offset,
+                      gathered.narrow(r * chunk.numel, chunk.numel));
+      }
+      const Tensor own = gathered.narrow(rank_ * chunk.numel, chunk.numel);
+      if (data_parallel_ != nullptr) {
+        divide_in_dtype(context(), gathered, static_cast<double>(d));
+        data_parallel_->reduce_scatter(gathered, own, dist::ReduceOp::kSum);
+      }
+      if (comm_dtype == DType::kFloat32) {
+        reduced(g, chunk, own);
+        return;
+      }
+      const Tensor widened = staging_->get(Slot::kWidened, DType::kFloat32, chunk.numel);
+      ops::cast(context(), widened, own);
+      reduced(g, chunk, widened);
+    });
   }
 }
 
 void ZeroShard::reduce_scatter_into(Tensor grads_flat, DType comm_dtype, Tensor accumulator,
                                     DType grad_dtype) {
-  for (std::size_t g = 0; g < layout_.size(); ++g) {
-    const ZeroGroup& group = layout_[g];
-    const Tensor flat = flat_scratch(comm_dtype, g);
-    to_flat_group(context(), grads_flat, layout_, g, flat);
-    const Tensor own = flat.narrow(group.partition_begin(rank_), group.partition_numel);
-    if (data_parallel_ != nullptr) {
-      divide_in_dtype(context(), flat, static_cast<double>(dp_size()));
-      data_parallel_->reduce_scatter(flat, own, dist::ReduceOp::kSum);
-    }
-    const Tensor widened =
-        partition_fp32_buffer_.as(DType::kFloat32, tensor::Shape{group.partition_numel});
-    ops::cast(context(), widened, own);
-    accumulate_gradient(context(), group_slice(accumulator, g), widened, grad_dtype);
-  }
+  check_partitions("the accumulator", accumulator);
+  for_each_reduced_chunk(
+      grads_flat, comm_dtype, [&](std::size_t g, const Chunk& chunk, Tensor reduced) {
+        accumulate_gradient(context(),
+                            group_slice(accumulator, g).narrow(chunk.offset, chunk.numel), reduced,
+                            grad_dtype);
+      });
 }
 
-double ZeroShard::group_sum_of_squares(std::size_t group) const {
+void ZeroShard::reduce_scatter_fresh(Tensor grads_flat, DType comm_dtype, DType accumulator_dtype,
+                                     DType grad_dtype, Tensor grads) {
+  check_partitions("the gradients", grads);
+  for_each_reduced_chunk(
+      grads_flat, comm_dtype, [&](std::size_t g, const Chunk& chunk, Tensor reduced) {
+        const Tensor out = group_slice(grads, g).narrow(chunk.offset, chunk.numel);
+        // An fp32 accumulator is the gradient chunk itself; a 16-bit one passes through the
+        // staging and is widened after its rounding.
+        const Tensor accumulator =
+            accumulator_dtype == DType::kFloat32
+                ? out
+                : staging_->get(Slot::kAccumulator, accumulator_dtype, chunk.numel);
+        ops::fill(context(), accumulator, 0.0f);
+        accumulate_gradient(context(), accumulator, reduced, grad_dtype);
+        if (accumulator_dtype != DType::kFloat32) ops::cast(context(), out, accumulator);
+      });
+}
+
+void ZeroShard::all_reduce_parameter(Tensor partitions, std::size_t param,
+                                     dist::Communicator& group) {
+  check_partitions("the partitions", partitions);
+  const std::int64_t numel = layout_.table()[param].local_numel();
+  // A multiple of both group sizes: every chunk but the last splits evenly over either.
+  const std::int64_t chunk_numel = staging_->all_reduce_chunk(dp_size() * group.size());
+  for_each_chunk(numel, chunk_numel, [&](const Chunk& chunk) {
+    const Tensor whole = staging_->get(Slot::kCollective, partitions.dtype(), chunk.numel);
+    // The pieces of this rank's fragments of `param` that fall into the chunk.
+    const auto for_each_piece = [&](auto&& action) {
+      for (std::size_t g = 0; g < layout_.size(); ++g) {
+        for (const ZeroFragment& f : layout_[g].fragments[static_cast<std::size_t>(rank_)]) {
+          if (f.param != param) continue;
+          const std::int64_t first = std::max(f.param_offset, chunk.offset);
+          const std::int64_t last = std::min(f.param_offset + f.numel, chunk.offset + chunk.numel);
+          if (first >= last) continue;
+          action(
+              group_slice(partitions, g).narrow(f.hp_start + first - f.param_offset, last - first),
+              whole.narrow(first - chunk.offset, last - first));
+        }
+      }
+    };
+    ops::fill(context(), whole, 0.0f);
+    for_each_piece([&](Tensor partition, Tensor part) { ops::cast(context(), part, partition); });
+    if (data_parallel_ != nullptr) data_parallel_->all_reduce(whole, dist::ReduceOp::kSum);
+    group.all_reduce(whole, dist::ReduceOp::kSum);
+    for_each_piece([&](Tensor partition, Tensor part) { ops::cast(context(), partition, part); });
+  });
+}
+
+double ZeroShard::group_sum_of_squares(Tensor grads, std::size_t group) const {
   const model::ParamTable& table = layout_.table();
   std::vector<ops::SquaresSegment> segments;
   for (const ZeroFragment& fragment : layout_[group].fragments[static_cast<std::size_t>(rank_)]) {
@@ -105,90 +169,75 @@ double ZeroShard::group_sum_of_squares(std::size_t group) const {
     segments.push_back({fragment.hp_start, fragment.numel});
   }
   double sum = 0.0;
-  for (const double part : ops::sums_of_squares(context(), group_slice(grads_, group), segments)) {
+  for (const double part : ops::sums_of_squares(context(), group_slice(grads, group), segments)) {
     sum += part;
   }
   return sum;
 }
 
-ops::AdamWConfig ZeroShard::adam_config(std::size_t group, double lr, double beta1, double beta2,
-                                        double eps, double weight_decay) const {
+ops::AdamWConfig ZeroShard::adam_config(std::size_t group, const ShardAdamStep& adam) const {
   ops::AdamWConfig config;
-  config.lr = static_cast<float>(lr);
-  config.beta1 = static_cast<float>(beta1);
-  config.beta2 = static_cast<float>(beta2);
-  config.eps = static_cast<float>(eps);
+  config.lr = static_cast<float>(adam.lr);
+  config.beta1 = static_cast<float>(adam.beta1);
+  config.beta2 = static_cast<float>(adam.beta2);
+  config.eps = static_cast<float>(adam.eps);
   config.weight_decay = layout_[group].decay_group == model::DecayGroup::kNoDecay
                             ? 0.0f
-                            : static_cast<float>(weight_decay);
+                            : static_cast<float>(adam.weight_decay);
   return config;
 }
 
-void ZeroShard::adam_step(double lr, double beta1, double beta2, double eps, double weight_decay,
-                          std::int64_t step) {
+void ZeroShard::adam_step(Tensor grads, const ShardAdamStep& adam) {
+  check_partitions("the gradients", grads);
   for (std::size_t g = 0; g < layout_.size(); ++g) {
-    ops::adamw_step(context(), group_slice(master_, g), group_slice(grads_, g),
-                    group_slice(exp_avg_, g), group_slice(exp_avg_sq_, g),
-                    adam_config(g, lr, beta1, beta2, eps, weight_decay), step);
+    ops::adamw_step(context(), group_slice(master_, g), group_slice(grads, g),
+                    group_slice(exp_avg_, g), group_slice(exp_avg_sq_, g), adam_config(g, adam),
+                    adam.step);
   }
 }
 
-void ZeroShard::adam_step_and_publish(double lr, double beta1, double beta2, double eps,
-                                      double weight_decay, std::int64_t step, Tensor params_flat) {
-  if (params_flat.dtype() == DType::kFloat32) {  // nothing to round: the plain step and a copy
-    adam_step(lr, beta1, beta2, eps, weight_decay, step);
-    publish(params_flat);
-    return;
-  }
+template <typename Fill>
+void ZeroShard::for_each_published_chunk(Tensor params_flat, Fill&& fill) {
+  const std::int64_t d = dp_size();
+  const std::int64_t per_rank = staging_->per_rank_chunk(d);
   for (std::size_t g = 0; g < layout_.size(); ++g) {
     const ZeroGroup& group = layout_[g];
-    const Tensor flat = flat_scratch(params_flat.dtype(), g);
-    ops::adamw_step_and_cast(context(), group_slice(master_, g), group_slice(grads_, g),
-                             group_slice(exp_avg_, g), group_slice(exp_avg_sq_, g),
-                             adam_config(g, lr, beta1, beta2, eps, weight_decay), step,
-                             flat.narrow(group.partition_begin(rank_), group.partition_numel));
-    gather_into_params(flat, g, params_flat);
+    for_each_chunk(group.partition_numel, per_rank, [&](const Chunk& chunk) {
+      // Rank r's rounded slice lands at r·chunk: the all-gather (in place) fills in the others',
+      // each of which is the chunk of its owner's partition of the flat group (§4.6).
+      const Tensor gathered =
+          staging_->get(Slot::kCollective, params_flat.dtype(), d * chunk.numel);
+      const Tensor own = gathered.narrow(rank_ * chunk.numel, chunk.numel);
+      fill(g, chunk, own);
+      if (data_parallel_ != nullptr) data_parallel_->all_gather(own, gathered);
+      for (std::int64_t r = 0; r < d; ++r) {
+        from_flat_range(context(), gathered.narrow(r * chunk.numel, chunk.numel), layout_, g,
+                        group.partition_begin(r) + chunk.offset, params_flat);
+      }
+    });
   }
-}
-
-void ZeroShard::all_gather_group(Tensor flat, const ZeroGroup& group) {
-  const std::int64_t begin = group.partition_begin(rank_);
-  const std::vector<GatherShard> shards = allgather_shards(group.partition_numel, dp_size());
-  if (shards.size() == 1) {
-    data_parallel_->all_gather(flat.narrow(begin, group.partition_numel), flat);
-    return;
-  }
-  // Several buckets: each gathers the same-offset slice of every partition, which is not one
-  // contiguous range of the flat group, so it lands in a staging tensor first.
-  for (const GatherShard& shard : shards) {
-    const std::size_t bytes =
-        static_cast<std::size_t>(shard.numel * dp_size()) * tensor::dtype_size(flat.dtype());
-    if (gather_staging_buffer_.bytes() < bytes) {
-      gather_staging_buffer_ = tensor::Buffer(bytes, context().device());
-    }
-    const Tensor gathered =
-        gather_staging_buffer_.as(flat.dtype(), tensor::Shape{shard.numel * dp_size()});
-    data_parallel_->all_gather(flat.narrow(begin + shard.offset, shard.numel), gathered);
-    for (std::int64_t r = 0; r < dp_size(); ++r) {
-      ops::cast(context(), flat.narrow(group.partition_begin(r) + shard.offset, shard.numel),
-                gathered.narrow(r * shard.numel, shard.numel));
-    }
-  }
-}
-
-void ZeroShard::gather_into_params(Tensor flat, std::size_t group, Tensor params_flat) {
-  if (data_parallel_ != nullptr) all_gather_group(flat, layout_[group]);
-  from_flat_group(context(), flat, layout_, group, params_flat);
 }
 
 void ZeroShard::publish(Tensor params_flat) {
-  for (std::size_t g = 0; g < layout_.size(); ++g) {
-    const ZeroGroup& group = layout_[g];
-    const Tensor flat = flat_scratch(params_flat.dtype(), g);
-    ops::cast(context(), flat.narrow(group.partition_begin(rank_), group.partition_numel),
-              group_slice(master_, g));
-    gather_into_params(flat, g, params_flat);
+  for_each_published_chunk(params_flat, [&](std::size_t g, const Chunk& chunk, Tensor own) {
+    ops::cast(context(), own, group_slice(master_, g).narrow(chunk.offset, chunk.numel));
+  });
+}
+
+void ZeroShard::adam_step_and_publish(Tensor grads, const ShardAdamStep& adam, Tensor params_flat) {
+  if (params_flat.dtype() == DType::kFloat32) {  // nothing to round: the plain step and a copy
+    adam_step(grads, adam);
+    publish(params_flat);
+    return;
   }
+  check_partitions("the gradients", grads);
+  for_each_published_chunk(params_flat, [&](std::size_t g, const Chunk& chunk, Tensor own) {
+    const auto part = [&](Tensor partitions) {
+      return group_slice(partitions, g).narrow(chunk.offset, chunk.numel);
+    };
+    ops::adamw_step_and_cast(context(), part(master_), part(grads), part(exp_avg_),
+                             part(exp_avg_sq_), adam_config(g, adam), adam.step, own);
+  });
 }
 
 }  // namespace mds::train

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "model/gpt_config.h"
 #include "model/param_buffer.h"
 #include "model/param_table.h"
+#include "ops/device_context.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -375,26 +377,50 @@ TEST(ZeroPartition, CopiesRejectWrongSizesAndRanks) {
   EXPECT_THROW(ZeroLayout(table, 0), base::Error);
 }
 
-TEST(ZeroPartition, AllGatherShards) {
-  // One bucket holds everything: a single all-gather of the whole partition.
-  const std::vector<GatherShard> one = allgather_shards(250'002, 4);
-  ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].offset, 0);
-  EXPECT_EQ(one[0].numel, 250'002);
-  // 1,000,008 / 100,000 = 10 shards of 25,000; the last takes the remainder.
-  const std::vector<GatherShard> ten = allgather_shards(250'002, 4, 100'000);
-  ASSERT_EQ(ten.size(), 10u);
-  EXPECT_EQ(ten[1].offset, 25'000);
-  EXPECT_EQ(ten[8].numel, 25'000);
-  EXPECT_EQ(ten[9].offset, 225'000);
-  EXPECT_EQ(ten[9].numel, 25'002);
-  // 1005 / 3 = 335 rounds down to 334 so every shard starts 4-byte aligned.
-  const std::vector<GatherShard> odd = allgather_shards(1005, 3, 1000);
-  ASSERT_EQ(odd.size(), 3u);
-  EXPECT_EQ(odd[1].offset, 334);
-  EXPECT_EQ(odd[2].offset, 668);
-  EXPECT_EQ(odd[2].numel, 337);
-  EXPECT_TRUE(allgather_shards(1000, 1).empty());
+// What the chunked collectives rely on: any cut of a flat group into ranges copies out the same
+// elements as the whole group, and copying the ranges back restores the buffer, gaps untouched.
+TEST(ZeroPartition, RangesOfAFlatGroupCutAnywhere) {
+  const ops::DeviceContext host;
+  for (const GptConfig& config : invariant_configs()) {
+    const ParamTable table = ParamTable::build(config);
+    model::ParamBuffer source(table, DType::kFloat32);
+    fill_numbered(table, source.flat());
+    for (const std::int64_t dp : {1, 3}) {
+      const ZeroLayout layout(table, dp);
+      for (const std::int64_t chunk : {1, 2, 7, 64, 1000}) {
+        SCOPED_TRACE("dp " + std::to_string(dp) + ", chunk " + std::to_string(chunk));
+        model::ParamBuffer restored(table, DType::kFloat32);
+        float* out = restored.flat().data<float>();
+        for (std::int64_t i = 0; i < table.buffer_numel(); ++i) out[i] = kGapSentinel;
+        for (std::size_t g = 0; g < layout.size(); ++g) {
+          const ZeroGroup& group = layout[g];
+          const std::vector<float> expected =
+              reference_flat_group(layout, group, source.flat().data<float>());
+          for (std::int64_t begin = 0; begin < group.aligned_numel; begin += chunk) {
+            const std::int64_t n = std::min(chunk, group.aligned_numel - begin);
+            std::vector<float> range(static_cast<std::size_t>(n), 1e9f);
+            to_flat_range(host, source.flat(), layout, g, begin, vector_tensor(range));
+            ASSERT_EQ(range,
+                      std::vector<float>(expected.begin() + begin, expected.begin() + begin + n))
+                << "group " << g << " at " << begin;
+            for (float& v : range) v = v == 0.0f ? 1234.0f : v;  // padding must not be written
+            from_flat_range(host, vector_tensor(range), layout, g, begin, restored.flat());
+          }
+        }
+        const float* in = source.flat().data<float>();
+        for (std::int64_t i = 0; i < table.buffer_numel(); ++i) ASSERT_EQ(out[i], in[i]) << i;
+      }
+    }
+  }
+  const ParamTable table = ParamTable::build(odd_config());
+  const ZeroLayout layout(table, 2);
+  model::ParamBuffer buffer(table, DType::kFloat32);
+  std::vector<float> range(4);
+  EXPECT_THROW(to_flat_range(host, buffer.flat(), layout, 0, layout[0].aligned_numel - 3,
+                             vector_tensor(range)),
+               base::Error);
+  EXPECT_THROW(from_flat_range(host, vector_tensor(range), layout, 0, -1, buffer.flat()),
+               base::Error);
 }
 
 }  // namespace
