@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,17 +17,11 @@
 #include "tensor/dtype.h"
 #include "tensor/round_to.h"
 #include "tests/unit/emulated_storage.h"
+#include "tests/unit/kernel_compare.h"
 
 namespace mds::emulated {
 
-inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -3.0f,
-                                        float hi = 3.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using kernel_test::random_floats;
 
 // The element type and dtype of a kernel's storage, and the host's widening and rounding.
 template <kernels::detail::Storage kS>
@@ -103,17 +96,7 @@ std::vector<std::uint64_t> bits_of(const std::vector<T>& values) {
   return out;
 }
 
-// ‖out − ref‖₂ / ‖ref‖₂ in double (‖out − ref‖₂ when ref is all zeros); NaN when out holds a NaN.
-inline double relative_error(const std::vector<float>& out, const std::vector<float>& ref) {
-  EXPECT_EQ(out.size(), ref.size());
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < out.size() && i < ref.size(); ++i) {
-    const double d = static_cast<double>(out[i]) - ref[i];
-    diff += d * d;
-    norm += static_cast<double>(ref[i]) * ref[i];
-  }
-  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
+using kernel_test::relative_error;
 
 inline void report(const std::string& what, double error) {
   static const bool enabled = std::getenv("MDS_SIMT_REPORT") != nullptr;
