@@ -42,7 +42,7 @@ void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head
                       float loss_scale, const TensorParallel& tp, std::int64_t vocab_start) {
   ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, loss_scale);
   // The forward left exp(logits − max) in head.logits; the gradient overwrites it.
-  ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.sum_exp,
+  ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
                               head.dloss, vocab_start);
   Tensor dlogits = head.logits;
   if (head.logits_half.raw() != nullptr) {
