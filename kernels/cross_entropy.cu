@@ -9,29 +9,38 @@ namespace mds::kernels {
 namespace {
 
 using detail::launch;
+using detail::with_storage;
+using tensor::DType;
 using namespace cross_entropy_detail;
 
 }  // namespace
 
-void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,
-                           cudaStream_t stream) {
-  if (n <= 0) return;
-  launch("kernels::cross_entropy_row_max", row_max_kernel, row_shape(n), stream, max, logits, v);
+void cross_entropy_row_max(float* max, const void* logits, DType dtype, std::int64_t n,
+                           std::int64_t v, cudaStream_t stream) {
+  with_storage(dtype, "cross_entropy_row_max", [&](auto s) {
+    if (n <= 0) return;
+    launch("kernels::cross_entropy_row_max", row_max_kernel<decltype(s)::value>, row_shape(n),
+           stream, max, logits, v);
+  });
 }
 
-void cross_entropy_target_logit(float* target_logit, const float* logits,
+void cross_entropy_target_logit(float* target_logit, const void* logits, DType dtype,
                                 const std::int64_t* targets, const float* max, std::int64_t n,
                                 std::int64_t v, std::int64_t vocab_start, cudaStream_t stream) {
-  if (n <= 0) return;
-  launch("kernels::cross_entropy_target_logit", target_logit_kernel, target_logit_shape(n), stream,
-         target_logit, logits, targets, max, n, v, vocab_start);
+  with_storage(dtype, "cross_entropy_target_logit", [&](auto s) {
+    if (n <= 0) return;
+    launch("kernels::cross_entropy_target_logit", target_logit_kernel<decltype(s)::value>,
+           target_logit_shape(n), stream, target_logit, logits, targets, max, n, v, vocab_start);
+  });
 }
 
-void cross_entropy_exp_sum(float* sum_exp, float* logits, const float* max, std::int64_t n,
-                           std::int64_t v, cudaStream_t stream) {
-  if (n <= 0) return;
-  launch("kernels::cross_entropy_exp_sum", exp_sum_kernel, row_shape(n), stream, sum_exp, logits,
-         max, v);
+void cross_entropy_exp_sum(float* sum_exp, void* logits, DType dtype, const float* max,
+                           std::int64_t n, std::int64_t v, cudaStream_t stream) {
+  with_storage(dtype, "cross_entropy_exp_sum", [&](auto s) {
+    if (n <= 0) return;
+    launch("kernels::cross_entropy_exp_sum", exp_sum_kernel<decltype(s)::value>, row_shape(n),
+           stream, sum_exp, logits, max, v);
+  });
 }
 
 void cross_entropy_loss(float* loss, const float* sum_exp, const float* target_logit,
@@ -41,20 +50,55 @@ void cross_entropy_loss(float* loss, const float* sum_exp, const float* target_l
          target_logit, n);
 }
 
+void cross_entropy_forward(float* loss, float* max, float* sum_exp, void* logits, DType dtype,
+                           const std::int64_t* targets, std::int64_t n, std::int64_t v,
+                           cudaStream_t stream) {
+  with_storage(dtype, "cross_entropy_forward", [&](auto s) {
+    if (n <= 0) return;
+    launch("kernels::cross_entropy_forward", forward_kernel<decltype(s)::value>, row_shape(n),
+           stream, loss, max, sum_exp, logits, targets, v);
+  });
+}
+
+void cross_entropy_backward(void* dlogits, const void* logits, DType dtype,
+                            const std::int64_t* targets, const float* max, const float* sum_exp,
+                            const float* dloss, std::int64_t n, std::int64_t v,
+                            std::int64_t vocab_start, cudaStream_t stream) {
+  with_storage(dtype, "cross_entropy_backward", [&](auto s) {
+    if (n <= 0) return;
+    launch("kernels::cross_entropy_backward", backward_kernel<decltype(s)::value>, row_shape(n),
+           stream, dlogits, logits, targets, max, sum_exp, dloss, v, vocab_start);
+  });
+}
+
+void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,
+                           cudaStream_t stream) {
+  cross_entropy_row_max(max, logits, DType::kFloat32, n, v, stream);
+}
+
+void cross_entropy_target_logit(float* target_logit, const float* logits,
+                                const std::int64_t* targets, const float* max, std::int64_t n,
+                                std::int64_t v, std::int64_t vocab_start, cudaStream_t stream) {
+  cross_entropy_target_logit(target_logit, logits, DType::kFloat32, targets, max, n, v, vocab_start,
+                             stream);
+}
+
+void cross_entropy_exp_sum(float* sum_exp, float* logits, const float* max, std::int64_t n,
+                           std::int64_t v, cudaStream_t stream) {
+  cross_entropy_exp_sum(sum_exp, logits, DType::kFloat32, max, n, v, stream);
+}
+
 void cross_entropy_forward(float* loss, float* max, float* sum_exp, float* logits,
                            const std::int64_t* targets, std::int64_t n, std::int64_t v,
                            cudaStream_t stream) {
-  if (n <= 0) return;
-  launch("kernels::cross_entropy_forward", forward_kernel, row_shape(n), stream, loss, max, sum_exp,
-         logits, targets, v);
+  cross_entropy_forward(loss, max, sum_exp, logits, DType::kFloat32, targets, n, v, stream);
 }
 
 void cross_entropy_backward(float* dlogits, const float* exp_logits, const std::int64_t* targets,
                             const float* sum_exp, const float* dloss, std::int64_t n,
                             std::int64_t v, std::int64_t vocab_start, cudaStream_t stream) {
-  if (n <= 0) return;
-  launch("kernels::cross_entropy_backward", backward_kernel, row_shape(n), stream, dlogits,
-         exp_logits, targets, sum_exp, dloss, v, vocab_start);
+  cross_entropy_backward(dlogits, exp_logits, DType::kFloat32, targets, nullptr, sum_exp, dloss, n,
+                         v, vocab_start, stream);
 }
 
 }  // namespace mds::kernels

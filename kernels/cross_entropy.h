@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "tensor/dtype.h"
+
 namespace mds::kernels {
 
 // 1. max[i] = max_j logits[i, j] (NaNs skipped as on the CPU).
@@ -32,5 +34,27 @@ void cross_entropy_forward(float* loss, float* max, float* sum_exp, float* logit
 void cross_entropy_backward(float* dlogits, const float* exp_logits, const std::int64_t* targets,
                             const float* sum_exp, const float* dloss, std::int64_t n,
                             std::int64_t v, std::int64_t vocab_start, cudaStream_t stream);
+
+// The same with logits (and dlogits) of `dtype` (kFloat32, kBFloat16 or kFloat16), widened
+// exactly on load; max, sums, target logits and losses stay fp32, and the fp32 dtype is the
+// functions above. 16-bit logits are never overwritten: exp_sum and forward only read them, and
+// the backward recomputes exp(logit − max) with the forward's expression (so it needs max; for
+// fp32 max is not read) and writes the gradient rounded once into the 16-bit dlogits, which may
+// be the logits themselves. Results are bit for bit the fp32 kernels' on the widened logits, the
+// gradient rounded once.
+void cross_entropy_row_max(float* max, const void* logits, tensor::DType dtype, std::int64_t n,
+                           std::int64_t v, cudaStream_t stream);
+void cross_entropy_target_logit(float* target_logit, const void* logits, tensor::DType dtype,
+                                const std::int64_t* targets, const float* max, std::int64_t n,
+                                std::int64_t v, std::int64_t vocab_start, cudaStream_t stream);
+void cross_entropy_exp_sum(float* sum_exp, void* logits, tensor::DType dtype, const float* max,
+                           std::int64_t n, std::int64_t v, cudaStream_t stream);
+void cross_entropy_forward(float* loss, float* max, float* sum_exp, void* logits,
+                           tensor::DType dtype, const std::int64_t* targets, std::int64_t n,
+                           std::int64_t v, cudaStream_t stream);
+void cross_entropy_backward(void* dlogits, const void* logits, tensor::DType dtype,
+                            const std::int64_t* targets, const float* max, const float* sum_exp,
+                            const float* dloss, std::int64_t n, std::int64_t v,
+                            std::int64_t vocab_start, cudaStream_t stream);
 
 }  // namespace mds::kernels

@@ -15,44 +15,63 @@ using detail::block_max;
 using detail::block_sum;
 using detail::kThreads;
 using detail::kWarps;
+using detail::load;
+using detail::Storage;
+using detail::store;
 
-__device__ inline float row_max(const float* row, std::int64_t v, float* scratch) {
+// The logits (and dlogits) are stored as kS and widened exactly on load; max, sums, the target
+// logit and the loss are fp32. The kF32 instances are the fp32 kernels statement for statement.
+// Row i of the logits starts at element i·v.
+
+template <Storage kS>
+__device__ inline float row_max(const void* logits, std::int64_t first, std::int64_t v,
+                                float* scratch) {
   float m = -INFINITY;
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) m = row[j] > m ? row[j] : m;
+  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
+    const float x = load<kS>(logits, first + j);
+    m = x > m ? x : m;
+  }
   return block_max(m, scratch);
 }
 
-// row[j] ← exp(row[j] − max); returns the sum to every thread.
-__device__ inline float exp_and_sum(float* row, float max, std::int64_t v, float* scratch) {
+// Σ_j exp(row[j] − max), returned to every thread. An fp32 row is overwritten with the exps (the
+// backward reads them); a 16-bit row is only read (rounded exps would change the gradient, so the
+// backward recomputes them with the same expression).
+template <Storage kS>
+__device__ inline float exp_and_sum(void* logits, std::int64_t first, float max, std::int64_t v,
+                                    float* scratch) {
   float sum = 0.0f;
   for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    const float e = expf(row[j] - max);
-    row[j] = e;
+    const float e = expf(load<kS>(logits, first + j) - max);
+    if constexpr (kS == Storage::kF32) store<kS>(logits, first + j, e);
     sum += e;
   }
   return block_sum(sum, scratch);
 }
 
-__global__ void row_max_kernel(float* max, const float* logits, std::int64_t v) {
+template <Storage kS>
+__global__ void row_max_kernel(float* max, const void* logits, std::int64_t v) {
   __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  const float m = row_max(logits + i * v, v, scratch);
+  const float m = row_max<kS>(logits, i * v, v, scratch);
   if (threadIdx.x == 0) max[i] = m;
 }
 
-__global__ void target_logit_kernel(float* target_logit, const float* logits,
+template <Storage kS>
+__global__ void target_logit_kernel(float* target_logit, const void* logits,
                                     const std::int64_t* targets, const float* max, std::int64_t n,
                                     std::int64_t v, std::int64_t vocab_start) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const std::int64_t local = targets[i] - vocab_start;
-  target_logit[i] = local >= 0 && local < v ? logits[i * v + local] - max[i] : 0.0f;
+  target_logit[i] = local >= 0 && local < v ? load<kS>(logits, i * v + local) - max[i] : 0.0f;
 }
 
-__global__ void exp_sum_kernel(float* sum_exp, float* logits, const float* max, std::int64_t v) {
+template <Storage kS>
+__global__ void exp_sum_kernel(float* sum_exp, void* logits, const float* max, std::int64_t v) {
   __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  const float s = exp_and_sum(logits + i * v, max[i], v, scratch);
+  const float s = exp_and_sum<kS>(logits, i * v, max[i], v, scratch);
   if (threadIdx.x == 0) sum_exp[i] = s;
 }
 
@@ -65,17 +84,18 @@ __global__ void loss_kernel(float* loss, const float* sum_exp, const float* targ
   }
 }
 
-__global__ void forward_kernel(float* loss, float* max, float* sum_exp, float* logits,
+template <Storage kS>
+__global__ void forward_kernel(float* loss, float* max, float* sum_exp, void* logits,
                                const std::int64_t* targets, std::int64_t v) {
   __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  float* row = logits + i * v;
-  const float m = row_max(row, v, scratch);
+  const float m = row_max<kS>(logits, i * v, v, scratch);
   const std::int64_t target = targets[i];
-  // Every thread reads the target's logit before any thread overwrites the row with exps.
-  const float target_logit = target >= 0 && target < v ? row[target] - m : 0.0f;
+  // Every thread reads the target's logit before any thread overwrites an fp32 row with exps.
+  const float target_logit =
+      target >= 0 && target < v ? load<kS>(logits, i * v + target) - m : 0.0f;
   __syncthreads();
-  const float s = exp_and_sum(row, m, v, scratch);
+  const float s = exp_and_sum<kS>(logits, i * v, m, v, scratch);
   if (threadIdx.x == 0) {
     max[i] = m;
     sum_exp[i] = s;
@@ -83,17 +103,24 @@ __global__ void forward_kernel(float* loss, float* max, float* sum_exp, float* l
   }
 }
 
-__global__ void backward_kernel(float* dlogits, const float* exp_logits,
-                                const std::int64_t* targets, const float* sum_exp,
-                                const float* dloss, std::int64_t v, std::int64_t vocab_start) {
+// An fp32 `logits` holds the exps the forward left (max is not read, and may be null); a 16-bit
+// one holds the logits, whose exps are recomputed as exp_and_sum computed them (the same fp32
+// inputs, the same expf: the same bits), and the gradient is rounded once on store.
+template <Storage kS>
+__global__ void backward_kernel(void* dlogits, const void* logits, const std::int64_t* targets,
+                                const float* max, const float* sum_exp, const float* dloss,
+                                std::int64_t v, std::int64_t vocab_start) {
   const std::int64_t i = blockIdx.x;
-  const float* row = exp_logits + i * v;
-  float* grad = dlogits + i * v;
   const float inv = 1.0f / sum_exp[i], scale = dloss[i];
   const std::int64_t local = targets[i] - vocab_start;
-  // Each element is read and written by the same thread, so dlogits may alias exp_logits.
+  float m = 0.0f;
+  if constexpr (kS != Storage::kF32) m = max[i];
+  // Each element is read and written by the same thread, so dlogits may alias logits.
   for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    grad[j] = j == local ? (row[j] * inv - 1.0f) * scale : row[j] * inv * scale;
+    const float x = load<kS>(logits, i * v + j);
+    float e = x;
+    if constexpr (kS != Storage::kF32) e = expf(x - m);
+    store<kS>(dlogits, i * v + j, j == local ? (e * inv - 1.0f) * scale : e * inv * scale);
   }
 }
 

@@ -67,12 +67,11 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
   const auto fp32 = [&](Tensor& t, const std::string& name, Shape shape) {
     visit(t, name, DType::kFloat32, shape);
   };
-  // Activations and their gradients take the options' dtype; statistics, probabilities, lse,
-  // logits and losses stay fp32.
+  // Activations (the logits too) and their gradients take the options' dtype; statistics,
+  // probabilities, lse and the per-token losses stay fp32.
   const auto act = [&](Tensor& t, const std::string& name, Shape shape) {
     visit(t, name, options.activation_dtype, shape);
   };
-  const bool half = options.activation_dtype != DType::kFloat32;
   const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s}, rows{b, n, s};
   const Shape qkv{s, b, 3 * attention}, context{s, b, attention};
 
@@ -120,8 +119,7 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
     act(head.ln, "head.ln", hidden);
     fp32(head.ln_mean, "head.ln_mean", tokens);
     fp32(head.ln_rstd, "head.ln_rstd", tokens);
-    fp32(head.logits, "head.logits", Shape{s, b, vocab});
-    if (half) act(head.logits_half, "head.logits_half", Shape{s, b, vocab});
+    act(head.logits, "head.logits", Shape{s, b, vocab});
     fp32(head.max, "head.max", tokens);
     fp32(head.target_logit, "head.target_logit", tokens);
     fp32(head.sum_exp, "head.sum_exp", tokens);

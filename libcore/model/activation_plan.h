@@ -37,12 +37,10 @@ struct InputActivations {
 struct HeadActivations {
   tensor::Tensor input;                 // [s, b, h] the last layer's output
   tensor::Tensor ln, ln_mean, ln_rstd;  // final LayerNorm
-  // [s, b, Vp/T] fp32: this rank's logits; the loss leaves exp(logit − max) here, the backward
-  // the gradient.
+  // [s, b, Vp/T] in the activation dtype: this rank's logits, then (the backward) their gradient.
+  // fp32 logits hold exp(logit − max) between the loss and the backward; 16-bit ones are read as
+  // they are by the loss (widened, fp32 math: upstream's logits.float() without the fp32 copy).
   tensor::Tensor logits;
-  // With 16-bit activations the logits GEMM's 16-bit output (cast to `logits` for the loss, as
-  // upstream's .float()), then the 16-bit gradient fed back into it; empty for fp32.
-  tensor::Tensor logits_half;
   tensor::Tensor max, target_logit, sum_exp, loss;  // cross entropy, per token [s, b]
   tensor::Tensor dloss;                             // [s, b]
 };
@@ -90,9 +88,9 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options);
 // position in the chunk, so memory grows with the number of chunks instead of layers.
 //
 // The arena lives on `device`; what the attention keeps depends on it (LayerActivations), so a
-// CUDA plan has no [b, n, s, s] tensor at all. Activations, stage tensors and the workspace's
-// activation gradients take options.activation_dtype; statistics, probabilities, lse, logits and
-// losses are fp32 (with 16-bit activations the head adds a 16-bit copy of the logits).
+// CUDA plan has no [b, n, s, s] tensor at all. Activations (the logits included), stage tensors
+// and the workspace's activation gradients take options.activation_dtype; statistics,
+// probabilities, lse and the per-token loss values are fp32.
 class Activations {
  public:
   // Fails with the bytes needed when the arena cannot be allocated.

@@ -14,13 +14,9 @@ float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head
                       float layernorm_epsilon, const TensorParallel& tp, std::int64_t vocab_start) {
   ops::layernorm_forward(ctx, head.ln, head.ln_mean, head.ln_rstd, head.input, ln_weight, ln_bias,
                          layernorm_epsilon);
-  if (head.logits_half.raw() != nullptr) {
-    // 16-bit GEMM, then the loss in fp32 (upstream's logits.float()).
-    ops::linear_forward(ctx, head.logits_half, head.ln, word);
-    ops::cast(ctx, head.logits, head.logits_half);
-  } else {
-    ops::linear_forward(ctx, head.logits, head.ln, word);
-  }
+  // With 16-bit activations the GEMM writes 16-bit logits and the loss widens them as it reads
+  // them: upstream's logits.float() without the fp32 copy.
+  ops::linear_forward(ctx, head.logits, head.ln, word);
   if (!tp.active()) {
     ops::cross_entropy_forward(ctx, head.loss, head.max, head.sum_exp, head.logits, inputs.labels);
   } else {
@@ -41,18 +37,13 @@ void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head
                       Tensor word, Tensor dln_weight, Tensor dln_bias, Tensor dword,
                       float loss_scale, const TensorParallel& tp, std::int64_t vocab_start) {
   ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, loss_scale);
-  // The forward left exp(logits − max) in head.logits; the gradient overwrites it.
-  ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.sum_exp,
+  // The gradient overwrites what the forward left in head.logits (fp32: the exps; 16-bit: the
+  // logits, the gradient rounded once as upstream's .float() backward rounds it).
+  ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
                               head.dloss, vocab_start);
-  Tensor dlogits = head.logits;
-  if (head.logits_half.raw() != nullptr) {
-    // The gradient goes back through the cast in the activation dtype, as upstream's.
-    ops::cast(ctx, head.logits_half, head.logits);
-    dlogits = head.logits_half;
-  }
   const Tensor dln = ws.hidden_a;
   ops::fill(ctx, dln, 0.0f);
-  ops::linear_backward(ctx, dln, dword, {}, dlogits, head.ln, word);
+  ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word);
   tp.sum(dln);
   ops::fill(ctx, ws.grad, 0.0f);
   ops::layernorm_backward(ctx, ws.grad, dln_weight, dln_bias, dln, head.input, ln_weight,

@@ -1,6 +1,7 @@
 // The dtype rule of the ops with 16-bit activation variants (elementwise add/scale, LayerNorm,
-// GeLU, dropout, embedding): activations are float32, bfloat16 or float16, all of one dtype per
-// call; parameters, their gradients and statistics stay float32. A 16-bit call computes in fp32
+// GeLU, dropout, embedding, the cross entropy's logits): activations are float32, bfloat16 or
+// float16, all of one dtype per call; parameters, their gradients and statistics (the cross
+// entropy's per-token values too) stay float32. A 16-bit call computes in fp32
 // (loads widened exactly, each output rounded once on store), on the host and on a device.
 #pragma once
 #include <initializer_list>

@@ -1,6 +1,7 @@
 #include "ops/cross_entropy.h"
 
 #include "base/error.h"
+#include "ops/activation_dtype.h"
 #include "ops/check.h"
 #include "ops/cpu/cross_entropy.h"
 #include "ops/cuda/backend.h"
@@ -12,20 +13,22 @@ using tensor::Tensor;
 
 namespace {
 
-// Token count and vocab shard width of logits [..., V].
+// Token count, vocab shard width and dtype of logits [..., V] (fp32, bf16 or fp16).
 struct Rows {
   std::int64_t n;
   std::int64_t v;
+  DType dtype;
+  bool fp32() const { return dtype == DType::kFloat32; }
 };
 
 Rows logits_rows(const char* op, const Tensor& logits) {
-  detail::expect_dtype(op, {"logits", logits}, DType::kFloat32);
+  const DType dtype = detail::activation_dtype(op, {"logits", logits}, {});
   if (logits.shape().rank() < 2) {
     base::fail("ops::", op, ": logits must be [tokens..., vocab], got ",
                logits.shape().to_string());
   }
   const std::int64_t v = logits.dim(logits.shape().rank() - 1);
-  return {v == 0 ? 0 : logits.numel() / v, v};
+  return {v == 0 ? 0 : logits.numel() / v, v, dtype};
 }
 
 void per_token(const char* op, detail::Arg arg, std::int64_t n) {
@@ -54,10 +57,14 @@ void cross_entropy_row_max(const DeviceContext& ctx, Tensor max, Tensor logits) 
   per_token(kOp, {"max", max}, r.n);
   if (on_device) {
     if constexpr (detail::kCudaBuilt)
-      cuda::cross_entropy_row_max(ctx, max.data<float>(), logits.data<float>(), r.n, r.v);
+      cuda::cross_entropy_row_max(ctx, max.data<float>(), logits.raw(), r.dtype, r.n, r.v);
     return;
   }
-  cpu::cross_entropy_row_max(max.data<float>(), logits.data<float>(), r.n, r.v);
+  if (r.fp32()) {
+    cpu::cross_entropy_row_max(max.data<float>(), logits.data<float>(), r.n, r.v);
+  } else {
+    cpu::cross_entropy_row_max(max.data<float>(), logits.raw(), r.dtype, r.n, r.v);
+  }
 }
 
 void cross_entropy_target_logit(const DeviceContext& ctx, Tensor target_logit, Tensor logits,
@@ -72,15 +79,21 @@ void cross_entropy_target_logit(const DeviceContext& ctx, Tensor target_logit, T
   check_targets(kOp, targets, r.n);
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::cross_entropy_target_logit(ctx, target_logit.data<float>(), logits.data<float>(),
+      cuda::cross_entropy_target_logit(ctx, target_logit.data<float>(), logits.raw(), r.dtype,
                                        targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
                                        vocab_start);
     }
     return;
   }
-  cpu::cross_entropy_target_logit(target_logit.data<float>(), logits.data<float>(),
-                                  targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
-                                  vocab_start);
+  if (r.fp32()) {
+    cpu::cross_entropy_target_logit(target_logit.data<float>(), logits.data<float>(),
+                                    targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
+                                    vocab_start);
+  } else {
+    cpu::cross_entropy_target_logit(target_logit.data<float>(), logits.raw(), r.dtype,
+                                    targets.data<std::int64_t>(), max.data<float>(), r.n, r.v,
+                                    vocab_start);
+  }
 }
 
 void cross_entropy_exp_sum(const DeviceContext& ctx, Tensor sum_exp, Tensor logits, Tensor max) {
@@ -92,13 +105,18 @@ void cross_entropy_exp_sum(const DeviceContext& ctx, Tensor sum_exp, Tensor logi
   per_token(kOp, {"max", max}, r.n);
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::cross_entropy_exp_sum(ctx, sum_exp.data<float>(), logits.data<float>(),
+      cuda::cross_entropy_exp_sum(ctx, sum_exp.data<float>(), logits.raw(), r.dtype,
                                   max.data<float>(), r.n, r.v);
     }
     return;
   }
-  cpu::cross_entropy_exp_sum(sum_exp.data<float>(), logits.data<float>(), max.data<float>(), r.n,
-                             r.v);
+  if (r.fp32()) {
+    cpu::cross_entropy_exp_sum(sum_exp.data<float>(), logits.data<float>(), max.data<float>(), r.n,
+                               r.v);
+  } else {
+    cpu::cross_entropy_exp_sum(sum_exp.data<float>(), logits.raw(), r.dtype, max.data<float>(), r.n,
+                               r.v);
+  }
 }
 
 void cross_entropy_loss(const DeviceContext& ctx, Tensor loss, Tensor sum_exp,
@@ -138,7 +156,7 @@ void cross_entropy_forward(const DeviceContext& ctx, Tensor loss, Tensor max, Te
     per_token(kOp, {"sum_exp", sum_exp}, r.n);
     if constexpr (detail::kCudaBuilt) {
       cuda::cross_entropy_forward(ctx, loss.data<float>(), max.data<float>(), sum_exp.data<float>(),
-                                  logits.data<float>(), targets.data<std::int64_t>(), r.n, r.v);
+                                  logits.raw(), r.dtype, targets.data<std::int64_t>(), r.n, r.v);
     }
     return;
   }
@@ -156,33 +174,41 @@ void cross_entropy_forward(const DeviceContext& ctx, Tensor loss, Tensor max, Te
   cross_entropy_loss(ctx, loss, sum_exp, loss);
 }
 
-void cross_entropy_backward(const DeviceContext& ctx, Tensor dlogits, Tensor exp_logits,
-                            Tensor targets, Tensor sum_exp, Tensor dloss,
-                            std::int64_t vocab_start) {
+void cross_entropy_backward(const DeviceContext& ctx, Tensor dlogits, Tensor logits, Tensor targets,
+                            Tensor max, Tensor sum_exp, Tensor dloss, std::int64_t vocab_start) {
   constexpr const char* kOp = "cross_entropy_backward";
   const bool on_device = detail::on_cuda(kOp, ctx,
                                          {{"dlogits", dlogits},
-                                          {"exp_logits", exp_logits},
+                                          {"logits", logits},
                                           {"targets", targets},
+                                          {"max", max},
                                           {"sum_exp", sum_exp},
                                           {"dloss", dloss}});
-  const Rows r = logits_rows(kOp, exp_logits);
-  detail::expect_dtype(kOp, {"dlogits", dlogits}, DType::kFloat32);
-  detail::expect_shape(kOp, {"dlogits", dlogits}, exp_logits.shape());
+  const Rows r = logits_rows(kOp, logits);
+  detail::activation_dtype(kOp, {"logits", logits}, {{"dlogits", dlogits}});
+  detail::expect_shape(kOp, {"dlogits", dlogits}, logits.shape());
+  per_token(kOp, {"max", max}, r.n);
   per_token(kOp, {"sum_exp", sum_exp}, r.n);
   per_token(kOp, {"dloss", dloss}, r.n);
   check_targets(kOp, targets, r.n);
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::cross_entropy_backward(ctx, dlogits.data<float>(), exp_logits.data<float>(),
-                                   targets.data<std::int64_t>(), sum_exp.data<float>(),
-                                   dloss.data<float>(), r.n, r.v, vocab_start);
+      cuda::cross_entropy_backward(
+          ctx, dlogits.raw(), logits.raw(), r.dtype, targets.data<std::int64_t>(),
+          max.data<float>(), sum_exp.data<float>(), dloss.data<float>(), r.n, r.v, vocab_start);
     }
     return;
   }
-  cpu::cross_entropy_backward(dlogits.data<float>(), exp_logits.data<float>(),
-                              targets.data<std::int64_t>(), sum_exp.data<float>(),
-                              dloss.data<float>(), r.n, r.v, vocab_start);
+  if (r.fp32()) {
+    // The forward left the exps in the logits: max is not needed.
+    cpu::cross_entropy_backward(dlogits.data<float>(), logits.data<float>(),
+                                targets.data<std::int64_t>(), sum_exp.data<float>(),
+                                dloss.data<float>(), r.n, r.v, vocab_start);
+  } else {
+    cpu::cross_entropy_backward(dlogits.raw(), logits.raw(), r.dtype, targets.data<std::int64_t>(),
+                                max.data<float>(), sum_exp.data<float>(), dloss.data<float>(), r.n,
+                                r.v, vocab_start);
+  }
 }
 
 float masked_mean_loss(const DeviceContext& ctx, Tensor loss, Tensor mask) {
@@ -234,9 +260,9 @@ void cross_entropy_forward(Tensor loss, Tensor max, Tensor sum_exp, Tensor logit
   cross_entropy_forward(DeviceContext{}, loss, max, sum_exp, logits, targets);
 }
 
-void cross_entropy_backward(Tensor dlogits, Tensor exp_logits, Tensor targets, Tensor sum_exp,
-                            Tensor dloss, std::int64_t vocab_start) {
-  cross_entropy_backward(DeviceContext{}, dlogits, exp_logits, targets, sum_exp, dloss,
+void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor max,
+                            Tensor sum_exp, Tensor dloss, std::int64_t vocab_start) {
+  cross_entropy_backward(DeviceContext{}, dlogits, logits, targets, max, sum_exp, dloss,
                          vocab_start);
 }
 

@@ -1,6 +1,6 @@
 // Softmax cross entropy over (a shard of) the vocabulary, as megatron/mpu/cross_entropy.py
-// (training.md §1.6), fp32. The steps are separate so that the vocab-parallel loss can reduce
-// between them over the TP group; at TP = 1 cross_entropy_forward runs them in a row:
+// (training.md §1.6). The steps are separate so that the vocab-parallel loss can reduce between
+// them over the TP group; at TP = 1 cross_entropy_forward runs them in a row:
 //   1. cross_entropy_row_max        → all-reduce MAX
 //   2. cross_entropy_target_logit   → all-reduce SUM (ranks not owning the target contribute 0)
 //   3. cross_entropy_exp_sum        → all-reduce SUM
@@ -8,6 +8,15 @@
 // Shapes: logits [N, Vl] (any leading dims flattened to N tokens, Vl = this rank's vocab columns
 // starting at global column vocab_start); targets [N] int64 global ids; max, target_logit, sum_exp,
 // loss, dloss [N] fp32.
+//
+// Logits (and dlogits) are fp32, bfloat16 or float16 (ops/activation_dtype.h); everything per
+// token stays fp32. 16-bit logits are widened exactly on load and the fp32 arithmetic follows,
+// as upstream's logits.float() would give: max, target logit, sum_exp and loss are bit for bit
+// those of the fp32 op on the widened logits, and the gradient is that op's fp32 gradient rounded
+// once (what .float()'s backward hands the 16-bit GEMM), without an fp32 copy of the logits.
+// What the forward leaves differs: fp32 logits are overwritten with exp(logit − max), which the
+// backward reads; 16-bit logits are left as they are and the backward recomputes the exps from
+// them and max (exps rounded to 16 bits would change the gradient).
 //
 // Each op takes the DeviceContext it runs with (ops/device_context.h) and has an overload without
 // one for host tensors. Host targets are range-checked; device targets are not read back (the
@@ -27,27 +36,29 @@ void cross_entropy_row_max(const DeviceContext& ctx, tensor::Tensor max, tensor:
 void cross_entropy_target_logit(const DeviceContext& ctx, tensor::Tensor target_logit,
                                 tensor::Tensor logits, tensor::Tensor targets, tensor::Tensor max,
                                 std::int64_t vocab_start = 0);
-// Replaces logits[n, j] by exp(logits[n, j] − max[n]) and sets sum_exp[n] to their sum. The
-// backward needs only these exponentials, so it does not compute them again (the logits are not
-// needed after step 2).
+// Sets sum_exp[n] to Σ_j exp(logits[n, j] − max[n]). fp32 logits are replaced by these
+// exponentials, so that the backward does not compute them again (the logits are not needed after
+// step 2); 16-bit logits are left unchanged.
 void cross_entropy_exp_sum(const DeviceContext& ctx, tensor::Tensor sum_exp, tensor::Tensor logits,
                            tensor::Tensor max);
 // loss[n] = log(sum_exp[n]) − target_logit[n].
 void cross_entropy_loss(const DeviceContext& ctx, tensor::Tensor loss, tensor::Tensor sum_exp,
                         tensor::Tensor target_logit);
 
-// Steps 1–4 for an unsharded vocabulary (max is a workspace). Leaves the logits tensor holding
-// exp(logits − max) and sum_exp its row sums, for the backward.
+// Steps 1–4 for an unsharded vocabulary. Leaves max and sum_exp for the backward, and fp32 logits
+// holding exp(logits − max) (16-bit ones unchanged).
 void cross_entropy_forward(const DeviceContext& ctx, tensor::Tensor loss, tensor::Tensor max,
                            tensor::Tensor sum_exp, tensor::Tensor logits, tensor::Tensor targets);
 
-// dlogits[n, j] = (softmax[n, j] − [j + vocab_start == targets[n]]) · dloss[n], the softmax being
-// exp_logits / sum_exp as step 3 left them. Unlike other backwards this writes (does not add),
-// and dlogits may be the exp_logits tensor itself, saving a [N, V] buffer.
-void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits,
-                            tensor::Tensor exp_logits, tensor::Tensor targets,
-                            tensor::Tensor sum_exp, tensor::Tensor dloss,
-                            std::int64_t vocab_start = 0);
+// dlogits[n, j] = (softmax[n, j] − [j + vocab_start == targets[n]]) · dloss[n]. `logits` is the
+// logits tensor as the forward left it: for fp32 the exps step 3 wrote (softmax = logits /
+// sum_exp; max is not read), for 16-bit the logits themselves (softmax = exp(logits − max) /
+// sum_exp, the exps recomputed exactly as step 3 computed them). dlogits has the logits' dtype.
+// Unlike other backwards this writes (does not add), and dlogits may be the logits tensor itself,
+// saving an [N, V] buffer.
+void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits, tensor::Tensor logits,
+                            tensor::Tensor targets, tensor::Tensor max, tensor::Tensor sum_exp,
+                            tensor::Tensor dloss, std::int64_t vocab_start = 0);
 
 // Micro-batch loss Σ loss·mask / Σ mask (training.md §1.6.4); the sums run in token order in
 // double (closer to exact than upstream's fp32 tree sum, and thread-independent). On a device the
@@ -66,8 +77,8 @@ void cross_entropy_exp_sum(tensor::Tensor sum_exp, tensor::Tensor logits, tensor
 void cross_entropy_loss(tensor::Tensor loss, tensor::Tensor sum_exp, tensor::Tensor target_logit);
 void cross_entropy_forward(tensor::Tensor loss, tensor::Tensor max, tensor::Tensor sum_exp,
                            tensor::Tensor logits, tensor::Tensor targets);
-void cross_entropy_backward(tensor::Tensor dlogits, tensor::Tensor exp_logits,
-                            tensor::Tensor targets, tensor::Tensor sum_exp, tensor::Tensor dloss,
+void cross_entropy_backward(tensor::Tensor dlogits, tensor::Tensor logits, tensor::Tensor targets,
+                            tensor::Tensor max, tensor::Tensor sum_exp, tensor::Tensor dloss,
                             std::int64_t vocab_start = 0);
 float masked_mean_loss(tensor::Tensor loss, tensor::Tensor mask);
 void masked_mean_loss_backward(tensor::Tensor dloss, tensor::Tensor mask, float grad);

@@ -1,9 +1,20 @@
+// The cross-entropy kernels against their CPU twins: fp32 through kernels/ directly, and bf16/fp16
+// logits through the public ops with a CUDA context (ops/cuda, the kernels' 16-bit instances):
+// bit for bit the fp32 kernels on the widened logits on the same device (max, target logit,
+// sum_exp, loss; the gradient rounded once), the 16-bit logits left as they are, and within the
+// fp32 bounds of the host's 16-bit op (the gradient within one 16-bit ulp).
 #include "kernels/cross_entropy.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
 #include "ops/cpu/cross_entropy.h"
+#include "ops/cross_entropy.h"
+#include "tests/gpu/device_tensors.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/half_util.h"
 
 namespace mds {
 namespace {
@@ -87,6 +98,129 @@ TEST(GpuCrossEntropy, ShardedStepsMatchCpu) {
   MDS_EXPECT_CLOSE(dsum.download(), sum_exp, 1e-5);
   MDS_EXPECT_CLOSE(dl.download(), loss, 1e-5);
   MDS_EXPECT_CLOSE(dgrad.download(), grad, 1e-5);
+}
+
+template <typename T>
+std::vector<std::uint32_t> bits_of(const std::vector<T>& values) {
+  std::vector<std::uint32_t> out;
+  for (const T& x : values) {
+    std::uint32_t b = 0;
+    std::memcpy(&b, &x, sizeof(T));
+    out.push_back(b);
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> rounded(const std::vector<float>& values) {
+  std::vector<T> out;
+  for (const float x : values) out.push_back(tensor::round_to<T>(x));
+  return out;
+}
+
+template <typename T>
+std::vector<float> widened(const std::vector<T>& values) {
+  std::vector<float> out;
+  for (const T x : values) out.push_back(tensor::to_float(x));
+  return out;
+}
+
+template <typename T>
+class GpuCrossEntropy16Bit : public ::testing::Test {};
+TYPED_TEST_SUITE(GpuCrossEntropy16Bit, gpu_test::HalfTypes);
+
+// One run of the loss on [n, v] logits of a shard at vocab_start (fused when vocab_start is 0 and
+// `fused`), then the backward in place, on host and device tensors alike.
+template <typename E>
+struct Run {
+  Run(const ops::DeviceContext& ctx, const std::vector<E>& logits0,
+      const std::vector<std::int64_t>& targets, const std::vector<float>& dloss0, std::int64_t n,
+      std::int64_t v)
+      : logits(ctx, logits0, {n, v}),
+        labels(ctx, targets, {n}),
+        dloss(ctx, dloss0, {n}),
+        max(ctx, std::vector<float>(static_cast<std::size_t>(n), NAN), {n}),
+        target_logit(ctx, std::vector<float>(static_cast<std::size_t>(n), NAN), {n}),
+        sum_exp(ctx, std::vector<float>(static_cast<std::size_t>(n), NAN), {n}),
+        loss(ctx, std::vector<float>(static_cast<std::size_t>(n), NAN), {n}) {}
+
+  // On the host (ctx null) or the device.
+  void forward(const ops::DeviceContext* ctx, bool fused, std::int64_t vocab_start) {
+    const ops::DeviceContext host;
+    const ops::DeviceContext& c = ctx != nullptr ? *ctx : host;
+    const bool d = ctx != nullptr;
+    const auto t = [&](gpu_test::Mirrored<float>& m) { return d ? m.d : m.h; };
+    const tensor::Tensor l = d ? logits.d : logits.h, y = d ? labels.d : labels.h;
+    if (fused) {
+      ops::cross_entropy_forward(c, t(loss), t(max), t(sum_exp), l, y);
+      return;
+    }
+    ops::cross_entropy_row_max(c, t(max), l);
+    ops::cross_entropy_target_logit(c, t(target_logit), l, y, t(max), vocab_start);
+    ops::cross_entropy_exp_sum(c, t(sum_exp), l, t(max));
+    ops::cross_entropy_loss(c, t(loss), t(sum_exp), t(target_logit));
+  }
+  void backward(const ops::DeviceContext* ctx, std::int64_t vocab_start) {
+    const ops::DeviceContext host;
+    const ops::DeviceContext& c = ctx != nullptr ? *ctx : host;
+    const bool d = ctx != nullptr;
+    const tensor::Tensor l = d ? logits.d : logits.h;
+    ops::cross_entropy_backward(c, l, l, d ? labels.d : labels.h, d ? max.d : max.h,
+                                d ? sum_exp.d : sum_exp.h, d ? dloss.d : dloss.h, vocab_start);
+  }
+
+  gpu_test::Mirrored<E> logits;
+  gpu_test::Mirrored<std::int64_t> labels;
+  gpu_test::Mirrored<float> dloss, max, target_logit, sum_exp, loss;
+};
+
+template <typename T>
+void check_16bit(std::int64_t n, std::int64_t v, std::int64_t vocab_start, bool fused,
+                 std::uint32_t seed) {
+  const std::string what =
+      std::string(fused ? "fused " : "steps ") + std::to_string(n) + "x" + std::to_string(v);
+  SCOPED_TRACE(what);
+  const ops::DeviceContext ctx(tensor::Device{tensor::DeviceKind::kCuda, 0});
+  const auto logits = rounded<T>(random_floats(static_cast<std::size_t>(n * v), seed, -8.0f, 8.0f));
+  const auto targets = random_targets(n, v + 2 * vocab_start, seed + 1);
+  const auto dloss = random_floats(static_cast<std::size_t>(n), seed + 2);
+
+  Run<T> half(ctx, logits, targets, dloss, n, v);
+  Run<float> wide(ctx, widened(logits), targets, dloss, n, v);
+  half.forward(&ctx, fused, vocab_start);
+  wide.forward(&ctx, fused, vocab_start);
+  EXPECT_EQ(bits_of(half.max.download(ctx)), bits_of(wide.max.download(ctx)));
+  if (!fused) {
+    EXPECT_EQ(bits_of(half.target_logit.download(ctx)), bits_of(wide.target_logit.download(ctx)));
+  }
+  EXPECT_EQ(bits_of(half.sum_exp.download(ctx)), bits_of(wide.sum_exp.download(ctx)));
+  EXPECT_EQ(bits_of(half.loss.download(ctx)), bits_of(wide.loss.download(ctx)));
+  EXPECT_EQ(bits_of(half.logits.download(ctx)), bits_of(logits)) << "the forward wrote the logits";
+  half.backward(&ctx, vocab_start);
+  wide.backward(&ctx, vocab_start);
+  EXPECT_EQ(bits_of(half.logits.download(ctx)), bits_of(rounded<T>(wide.logits.download(ctx))))
+      << "the gradient is not the fp32 kernels' rounded once";
+
+  // Against the host's 16-bit op (the fp32 CPU functions on the widened rows).
+  half.forward(nullptr, fused, vocab_start);
+  EXPECT_EQ(half.max.download(ctx), half.max.host);
+  if (!fused) {
+    EXPECT_EQ(half.target_logit.download(ctx), half.target_logit.host);
+  }
+  MDS_EXPECT_CLOSE(half.sum_exp.download(ctx), half.sum_exp.host, 1e-5);
+  MDS_EXPECT_CLOSE(half.loss.download(ctx), half.loss.host, 1e-5);
+  half.backward(nullptr, vocab_start);
+  gpu_test::expect_one_ulp(ctx, half.logits, what + " gradient");
+}
+
+TYPED_TEST(GpuCrossEntropy16Bit, LogitsAreReadAsTheirWidenedFp32Values) {
+  std::uint32_t seed = 50;
+  for (const auto [n, v] : kCases) {
+    check_16bit<TypeParam>(n, v, 0, true, seed);
+    seed += 3;
+  }
+  // A vocab shard [vocab_start, vocab_start + v) that some targets miss.
+  check_16bit<TypeParam>(37, 1003, 500, false, 70);
 }
 
 }  // namespace

@@ -200,8 +200,8 @@ TEST(OpsOnDevice, CrossEntropyAndTheMaskedMean) {
   ops::masked_mean_loss_backward(dloss.h, loss_mask.h, 0.25f);
   ops::masked_mean_loss_backward(ctx, dloss.d, loss_mask.d, 0.25f);
   EXPECT_BOTH_EQUAL(ctx, dloss);
-  ops::cross_entropy_backward(logits.h, logits.h, labels.h, sum_exp.h, dloss.h);
-  ops::cross_entropy_backward(ctx, logits.d, logits.d, labels.d, sum_exp.d, dloss.d);
+  ops::cross_entropy_backward(logits.h, logits.h, labels.h, max.h, sum_exp.h, dloss.h);
+  ops::cross_entropy_backward(ctx, logits.d, logits.d, labels.d, max.d, sum_exp.d, dloss.d);
   EXPECT_BOTH_CLOSE(ctx, logits, 1e-5);
 }
 

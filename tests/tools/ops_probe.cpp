@@ -104,7 +104,8 @@ int run(const std::vector<std::string>& args) {
                                     view(logits, {n, v}), view(targets, {n}));
     // The forward left exp(logits − max) in logits.
     mds::ops::cross_entropy_backward(view(dlogits, {n, v}), view(logits, {n, v}),
-                                     view(targets, {n}), view(sum, {n}), view(dloss, {n}));
+                                     view(targets, {n}), view(max, {n}), view(sum, {n}),
+                                     view(dloss, {n}));
     save(dir + "loss.f32", loss);
     save(dir + "dlogits.f32", dlogits);
   } else if (op == "adamw") {

@@ -5,6 +5,9 @@
 // miss. Bounds of tests/gpu/cross_entropy_test.cpp: max and the target logit bit for bit, sums,
 // losses and gradients 1e-5, the kept exps 1e-6. Outputs start poisoned, guards stay untouched,
 // reruns give the same bits; the loss kernel's grid-stride loop also runs on a narrowed grid.
+// bf16/fp16 logits: bit for bit the kF32 kernels on the widened logits (max, target logit,
+// sum_exp, loss; the gradient rounded once), the logits left unchanged by the forward, and against
+// the CPU's 16-bit steps with the bounds above (the gradient within one 16-bit ulp).
 // First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
 #include "tests/unit/emulated_device_common.h"
 
@@ -12,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -27,6 +31,10 @@ namespace {
 namespace ck = kernels::cross_entropy_detail;
 using emulated::bits_of;
 using emulated::GuardedBuffer;
+using emulated::StorageOf;
+using emulated::to_fp32;
+using emulated::to_storage;
+using kernels::detail::Storage;
 
 std::vector<std::int64_t> random_targets(std::int64_t n, std::int64_t v, std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -83,14 +91,14 @@ TEST(KernelsEmulatedCrossEntropy, FusedForwardAndInPlaceBackwardMatchCpu) {
       max.poison();
       sum_exp.poison();
       emulated::launch(ck::row_shape(n), [&] {
-        ck::forward_kernel(loss.data(), max.data(), sum_exp.data(), logits.data(), targets.data(),
-                           v);
+        ck::forward_kernel<Storage::kF32>(loss.data(), max.data(), sum_exp.data(), logits.data(),
+                                          targets.data(), v);
       });
       const std::vector<float> exps = logits.values();
       // In place, as the training step runs it.
       emulated::launch(ck::row_shape(n), [&] {
-        ck::backward_kernel(logits.data(), logits.data(), targets.data(), sum_exp.data(),
-                            dloss.data(), v, 0);
+        ck::backward_kernel<Storage::kF32>(logits.data(), logits.data(), targets.data(), nullptr,
+                                           sum_exp.data(), dloss.data(), v, 0);
       });
       EXPECT_EQ(logits.guard_bytes_written() + loss.guard_bytes_written() +
                     max.guard_bytes_written() + sum_exp.guard_bytes_written(),
@@ -123,18 +131,20 @@ TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
 
   GuardedBuffer<float> logits(logits0.values()), max(un), target_logit(un), sum_exp(un), loss(un),
       grad(size);
-  emulated::launch(ck::row_shape(n), [&] { ck::row_max_kernel(max.data(), logits.data(), v); });
-  emulated::launch(ck::target_logit_shape(n), [&] {
-    ck::target_logit_kernel(target_logit.data(), logits.data(), targets.data(), max.data(), n, v,
-                            vocab_start);
-  });
   emulated::launch(ck::row_shape(n),
-                   [&] { ck::exp_sum_kernel(sum_exp.data(), logits.data(), max.data(), v); });
+                   [&] { ck::row_max_kernel<Storage::kF32>(max.data(), logits.data(), v); });
+  emulated::launch(ck::target_logit_shape(n), [&] {
+    ck::target_logit_kernel<Storage::kF32>(target_logit.data(), logits.data(), targets.data(),
+                                           max.data(), n, v, vocab_start);
+  });
+  emulated::launch(ck::row_shape(n), [&] {
+    ck::exp_sum_kernel<Storage::kF32>(sum_exp.data(), logits.data(), max.data(), v);
+  });
   emulated::launch(ck::loss_shape(n),
                    [&] { ck::loss_kernel(loss.data(), sum_exp.data(), target_logit.data(), n); });
   emulated::launch(ck::row_shape(n), [&] {
-    ck::backward_kernel(grad.data(), logits.data(), targets.data(), sum_exp.data(), dloss.data(), v,
-                        vocab_start);
+    ck::backward_kernel<Storage::kF32>(grad.data(), logits.data(), targets.data(), nullptr,
+                                       sum_exp.data(), dloss.data(), v, vocab_start);
   });
   EXPECT_EQ(max.values(), want.max);
   EXPECT_EQ(target_logit.values(), want.target_logit);  // one subtraction: exact twin
@@ -145,6 +155,137 @@ TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
   for (const auto* b : {&logits, &max, &target_logit, &sum_exp, &loss, &grad}) {
     EXPECT_EQ(b->guard_bytes_written(), 0u);
   }
+}
+
+// One launch of each step on [n, v] logits stored as kS (a shard starting at vocab_start), then
+// the backward in place; the outputs and what the logits hold after the forward.
+template <Storage kS>
+struct KernelSteps {
+  std::vector<float> max, target_logit, sum_exp, loss;
+  std::vector<typename StorageOf<kS>::Elem> after_forward, dlogits;
+};
+
+// fused: forward_kernel (vocab_start must be 0); else the four vocab-parallel steps.
+template <Storage kS>
+KernelSteps<kS> run_kernels(const std::vector<typename StorageOf<kS>::Elem>& logits0,
+                            const GuardedBuffer<std::int64_t>& targets,
+                            const GuardedBuffer<float>& dloss, std::int64_t n, std::int64_t v,
+                            std::int64_t vocab_start, bool fused, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const auto un = static_cast<std::size_t>(n);
+  GuardedBuffer<T> logits(logits0);
+  GuardedBuffer<float> max(un), target_logit(un), sum_exp(un), loss(un);
+  if (fused) {
+    emulated::launch(ck::row_shape(n), [&] {
+      ck::forward_kernel<kS>(loss.data(), max.data(), sum_exp.data(), logits.data(), targets.data(),
+                             v);
+    });
+  } else {
+    emulated::launch(ck::row_shape(n),
+                     [&] { ck::row_max_kernel<kS>(max.data(), logits.data(), v); });
+    emulated::launch(ck::target_logit_shape(n), [&] {
+      ck::target_logit_kernel<kS>(target_logit.data(), logits.data(), targets.data(), max.data(), n,
+                                  v, vocab_start);
+    });
+    emulated::launch(ck::row_shape(n),
+                     [&] { ck::exp_sum_kernel<kS>(sum_exp.data(), logits.data(), max.data(), v); });
+    emulated::launch(ck::loss_shape(n),
+                     [&] { ck::loss_kernel(loss.data(), sum_exp.data(), target_logit.data(), n); });
+  }
+  KernelSteps<kS> out{max.values(),     fused ? std::vector<float>{} : target_logit.values(),
+                      sum_exp.values(), loss.values(),
+                      logits.values(),  {}};
+  emulated::launch(ck::row_shape(n), [&] {
+    ck::backward_kernel<kS>(logits.data(), logits.data(), targets.data(), max.data(),
+                            sum_exp.data(), dloss.data(), v, vocab_start);
+  });
+  out.dlogits = logits.values();
+  for (const std::size_t written :
+       {logits.guard_bytes_written(), max.guard_bytes_written(), target_logit.guard_bytes_written(),
+        sum_exp.guard_bytes_written(), loss.guard_bytes_written()}) {
+    EXPECT_EQ(written, 0u) << what;
+  }
+  return out;
+}
+
+// The CPU's 16-bit steps (ops/cpu/cross_entropy.h) on the same logits, then its backward.
+template <Storage kS>
+CpuSteps cpu_steps_16bit(const std::vector<typename StorageOf<kS>::Elem>& logits,
+                         const std::vector<std::int64_t>& targets, const std::vector<float>& dloss,
+                         std::int64_t n, std::int64_t v, std::int64_t vocab_start) {
+  const auto un = static_cast<std::size_t>(n);
+  constexpr tensor::DType kDType = StorageOf<kS>::kDType;
+  CpuSteps c{{},
+             std::vector<float>(un),
+             std::vector<float>(un),
+             std::vector<float>(un),
+             std::vector<float>(un),
+             std::vector<float>(logits.size())};
+  ops::cpu::cross_entropy_row_max(c.max.data(), logits.data(), kDType, n, v);
+  ops::cpu::cross_entropy_target_logit(c.target_logit.data(), logits.data(), kDType, targets.data(),
+                                       c.max.data(), n, v, vocab_start);
+  ops::cpu::cross_entropy_exp_sum(c.sum_exp.data(), logits.data(), kDType, c.max.data(), n, v);
+  ops::cpu::cross_entropy_loss(c.loss.data(), c.sum_exp.data(), c.target_logit.data(), n);
+  std::vector<typename StorageOf<kS>::Elem> grad(logits.size());
+  ops::cpu::cross_entropy_backward(grad.data(), logits.data(), kDType, targets.data(), c.max.data(),
+                                   c.sum_exp.data(), dloss.data(), n, v, vocab_start);
+  c.dlogits = to_fp32<kS>(grad);
+  return c;
+}
+
+template <Storage kS>
+void check_16bit(std::int64_t n, std::int64_t v, std::int64_t vocab_start, bool fused,
+                 std::uint32_t seed) {
+  const std::string what = std::string(emulated::storage_name(kS)) +
+                           (fused ? " fused " : " steps ") + std::to_string(n) + "x" +
+                           std::to_string(v);
+  const auto un = static_cast<std::size_t>(n), size = static_cast<std::size_t>(n * v);
+  const auto logits = to_storage<kS>(emulated::random_floats(size, seed, -8.0f, 8.0f));
+  const GuardedBuffer<std::int64_t> targets(random_targets(n, v + 2 * vocab_start, seed + 1));
+  const GuardedBuffer<float> dloss(emulated::random_floats(un, seed + 2));
+
+  const KernelSteps<kS> got =
+      run_kernels<kS>(logits, targets, dloss, n, v, vocab_start, fused, what);
+  // The fp32 kernels on the widened logits: the old path's numbers.
+  const KernelSteps<Storage::kF32> wide = run_kernels<Storage::kF32>(
+      to_fp32<kS>(logits), targets, dloss, n, v, vocab_start, fused, what + " (fp32 kernels)");
+  EXPECT_EQ(bits_of(got.max), bits_of(wide.max)) << what;
+  EXPECT_EQ(bits_of(got.target_logit), bits_of(wide.target_logit)) << what;
+  EXPECT_EQ(bits_of(got.sum_exp), bits_of(wide.sum_exp)) << what;
+  EXPECT_EQ(bits_of(got.loss), bits_of(wide.loss)) << what;
+  EXPECT_EQ(bits_of(got.after_forward), bits_of(logits))
+      << what << ": the forward wrote the logits";
+  emulated::expect_activation_equal<kS>(got.dlogits, wide.dlogits, what + " gradient");
+
+  // Against the CPU twin, with the fp32 bounds (the gradient within one 16-bit ulp).
+  const CpuSteps want =
+      cpu_steps_16bit<kS>(logits, targets.values(), dloss.values(), n, v, vocab_start);
+  EXPECT_EQ(got.max, want.max) << what;
+  if (!fused) {
+    EXPECT_EQ(got.target_logit, want.target_logit) << what;
+    EXPECT_GT(std::count(got.target_logit.begin(), got.target_logit.end(), 0.0f), 0) << what;
+  }
+  emulated::expect_close(got.sum_exp, want.sum_exp, 1e-5, what + " sum_exp");
+  emulated::expect_close(got.loss, want.loss, 1e-5, what + " loss");
+  emulated::expect_activation_close<kS>(got.dlogits, want.dlogits, 1e-5, what + " gradient");
+
+  const KernelSteps<kS> again =
+      run_kernels<kS>(logits, targets, dloss, n, v, vocab_start, fused, what);
+  EXPECT_EQ(bits_of(again.sum_exp), bits_of(got.sum_exp)) << what << " rerun";
+  EXPECT_EQ(bits_of(again.dlogits), bits_of(got.dlogits)) << what << " rerun";
+}
+
+TEST(KernelsEmulatedCrossEntropy, SixteenBitLogitsAreTheFp32KernelsOnWidenedLogits) {
+  const Case cases[] = {{1, 1}, {3, 7}, {5, 255}, {4, 257}, {6, 1000}, {2, 50257}, {17, 4099}};
+  std::uint32_t seed = 40;
+  for (const Case& c : cases) {
+    check_16bit<Storage::kBF16>(c.n, c.v, 0, true, seed);
+    check_16bit<Storage::kF16>(c.n, c.v, 0, true, seed);
+    seed += 3;
+  }
+  // A vocab shard [vocab_start, vocab_start + v) that some targets miss.
+  check_16bit<Storage::kBF16>(37, 1003, 500, false, 60);
+  check_16bit<Storage::kF16>(37, 1003, 500, false, 60);
 }
 
 // The loss kernel is a grid-stride loop (one thread per row before: rows past 2^24 were left

@@ -96,8 +96,10 @@ std::vector<OpCase> every_op() {
        [](const DeviceContext& c, Tensor f, Tensor r) { ops::cross_entropy_loss(c, f, r, r); }},
       {"cross_entropy_forward", [](const DeviceContext& c, Tensor f,
                                    Tensor r) { ops::cross_entropy_forward(c, f, r, r, r, r); }},
-      {"cross_entropy_backward", [](const DeviceContext& c, Tensor f,
-                                    Tensor r) { ops::cross_entropy_backward(c, f, r, r, r, r); }},
+      {"cross_entropy_backward",
+       [](const DeviceContext& c, Tensor f, Tensor r) {
+         ops::cross_entropy_backward(c, f, r, r, r, r, r);
+       }},
       {"masked_mean_loss",
        [](const DeviceContext& c, Tensor f, Tensor r) { ops::masked_mean_loss(c, f, r); }},
       {"masked_mean_loss_backward",

@@ -98,22 +98,25 @@ void embedding_backward(const DeviceContext& ctx, float* dtable, const void* dou
                         tensor::DType dtype, const std::int64_t* ids, std::int64_t n,
                         std::int64_t h, std::int64_t rows, std::int64_t vocab_start);
 
-// kernels/cross_entropy.h
-void cross_entropy_row_max(const DeviceContext& ctx, float* max, const float* logits,
-                           std::int64_t n, std::int64_t v);
-void cross_entropy_target_logit(const DeviceContext& ctx, float* target_logit, const float* logits,
-                                const std::int64_t* targets, const float* max, std::int64_t n,
-                                std::int64_t v, std::int64_t vocab_start);
-void cross_entropy_exp_sum(const DeviceContext& ctx, float* sum_exp, float* logits,
-                           const float* max, std::int64_t n, std::int64_t v);
+// kernels/cross_entropy.h: logits and dlogits of `dtype` (fp32, bf16 or fp16), per-token values
+// fp32; fp32 logits hold the exps after exp_sum/forward, 16-bit ones are left unchanged and the
+// backward recomputes the exps from them and max.
+void cross_entropy_row_max(const DeviceContext& ctx, float* max, const void* logits,
+                           tensor::DType dtype, std::int64_t n, std::int64_t v);
+void cross_entropy_target_logit(const DeviceContext& ctx, float* target_logit, const void* logits,
+                                tensor::DType dtype, const std::int64_t* targets, const float* max,
+                                std::int64_t n, std::int64_t v, std::int64_t vocab_start);
+void cross_entropy_exp_sum(const DeviceContext& ctx, float* sum_exp, void* logits,
+                           tensor::DType dtype, const float* max, std::int64_t n, std::int64_t v);
 void cross_entropy_loss(const DeviceContext& ctx, float* loss, const float* sum_exp,
                         const float* target_logit, std::int64_t n);
 void cross_entropy_forward(const DeviceContext& ctx, float* loss, float* max, float* sum_exp,
-                           float* logits, const std::int64_t* targets, std::int64_t n,
-                           std::int64_t v);
-void cross_entropy_backward(const DeviceContext& ctx, float* dlogits, const float* exp_logits,
-                            const std::int64_t* targets, const float* sum_exp, const float* dloss,
-                            std::int64_t n, std::int64_t v, std::int64_t vocab_start);
+                           void* logits, tensor::DType dtype, const std::int64_t* targets,
+                           std::int64_t n, std::int64_t v);
+void cross_entropy_backward(const DeviceContext& ctx, void* dlogits, const void* logits,
+                            tensor::DType dtype, const std::int64_t* targets, const float* max,
+                            const float* sum_exp, const float* dloss, std::int64_t n,
+                            std::int64_t v, std::int64_t vocab_start);
 // The micro-batch mean of ops/cross_entropy.h: the per-token values come to the host (a sync),
 // where ops/cpu sums them in the same order as for host tensors.
 float masked_mean_loss(const DeviceContext& ctx, const float* loss, const float* mask,

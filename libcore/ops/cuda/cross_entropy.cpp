@@ -7,21 +7,21 @@
 
 namespace mds::ops::cuda {
 
-void cross_entropy_row_max(const DeviceContext& ctx, float* max, const float* logits,
-                           std::int64_t n, std::int64_t v) {
-  kernels::cross_entropy_row_max(max, logits, n, v, stream_of(ctx));
+void cross_entropy_row_max(const DeviceContext& ctx, float* max, const void* logits,
+                           tensor::DType dtype, std::int64_t n, std::int64_t v) {
+  kernels::cross_entropy_row_max(max, logits, dtype, n, v, stream_of(ctx));
 }
 
-void cross_entropy_target_logit(const DeviceContext& ctx, float* target_logit, const float* logits,
-                                const std::int64_t* targets, const float* max, std::int64_t n,
-                                std::int64_t v, std::int64_t vocab_start) {
-  kernels::cross_entropy_target_logit(target_logit, logits, targets, max, n, v, vocab_start,
+void cross_entropy_target_logit(const DeviceContext& ctx, float* target_logit, const void* logits,
+                                tensor::DType dtype, const std::int64_t* targets, const float* max,
+                                std::int64_t n, std::int64_t v, std::int64_t vocab_start) {
+  kernels::cross_entropy_target_logit(target_logit, logits, dtype, targets, max, n, v, vocab_start,
                                       stream_of(ctx));
 }
 
-void cross_entropy_exp_sum(const DeviceContext& ctx, float* sum_exp, float* logits,
-                           const float* max, std::int64_t n, std::int64_t v) {
-  kernels::cross_entropy_exp_sum(sum_exp, logits, max, n, v, stream_of(ctx));
+void cross_entropy_exp_sum(const DeviceContext& ctx, float* sum_exp, void* logits,
+                           tensor::DType dtype, const float* max, std::int64_t n, std::int64_t v) {
+  kernels::cross_entropy_exp_sum(sum_exp, logits, dtype, max, n, v, stream_of(ctx));
 }
 
 void cross_entropy_loss(const DeviceContext& ctx, float* loss, const float* sum_exp,
@@ -30,16 +30,17 @@ void cross_entropy_loss(const DeviceContext& ctx, float* loss, const float* sum_
 }
 
 void cross_entropy_forward(const DeviceContext& ctx, float* loss, float* max, float* sum_exp,
-                           float* logits, const std::int64_t* targets, std::int64_t n,
-                           std::int64_t v) {
-  kernels::cross_entropy_forward(loss, max, sum_exp, logits, targets, n, v, stream_of(ctx));
+                           void* logits, tensor::DType dtype, const std::int64_t* targets,
+                           std::int64_t n, std::int64_t v) {
+  kernels::cross_entropy_forward(loss, max, sum_exp, logits, dtype, targets, n, v, stream_of(ctx));
 }
 
-void cross_entropy_backward(const DeviceContext& ctx, float* dlogits, const float* exp_logits,
-                            const std::int64_t* targets, const float* sum_exp, const float* dloss,
-                            std::int64_t n, std::int64_t v, std::int64_t vocab_start) {
-  kernels::cross_entropy_backward(dlogits, exp_logits, targets, sum_exp, dloss, n, v, vocab_start,
-                                  stream_of(ctx));
+void cross_entropy_backward(const DeviceContext& ctx, void* dlogits, const void* logits,
+                            tensor::DType dtype, const std::int64_t* targets, const float* max,
+                            const float* sum_exp, const float* dloss, std::int64_t n,
+                            std::int64_t v, std::int64_t vocab_start) {
+  kernels::cross_entropy_backward(dlogits, logits, dtype, targets, max, sum_exp, dloss, n, v,
+                                  vocab_start, stream_of(ctx));
 }
 
 namespace {
