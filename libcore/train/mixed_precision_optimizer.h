@@ -242,7 +242,7 @@ class MixedPrecisionOptimizer {
   // `rounded` (a table-layout 16-bit buffer) is given, the new weights rounded into it too.
   void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr,
                    tensor::Tensor rounded = {});
-  // params = master rounded (gathered from every partition), compute = params widened.
+  // params = master rounded (gathered from every partition), compute (if kept) = params widened.
   void publish_master();
   // compute = params widened (16-bit with a compute copy only).
   void refresh_compute();
