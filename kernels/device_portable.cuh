@@ -130,6 +130,13 @@ __device__ inline void store(void* p, std::int64_t i, float value) {
   }
 }
 
+// p moved on by i elements stored as kS (the start of a slice of a flat buffer).
+template <Storage kS>
+__device__ inline const void* advance(const void* p, std::int64_t i) {
+  constexpr std::int64_t kBytes = kS == Storage::kF32 ? 4 : 2;
+  return static_cast<const char*>(p) + i * kBytes;
+}
+
 // fp32, bf16 or fp16; anything else fails with one line naming the kernel.
 inline Storage storage_of(tensor::DType dtype, const char* kernel) {
   switch (dtype) {
@@ -156,6 +163,25 @@ void with_storage(tensor::DType dtype, const char* kernel, Body body) {
     case Storage::kF16:
       return body(std::integral_constant<Storage, Storage::kF16>{});
   }
+}
+
+// Calls body(activation storage, parameter storage), both compile-time constants, for a launch
+// templated on the two: parameters (LayerNorm weights, biases, embedding tables) are fp32 or stored
+// as the activations are (a 16-bit model keeps every parameter in its 16-bit type), so only five
+// pairs exist. Any other fails with one line naming the kernel.
+template <typename Body>
+void with_storages(tensor::DType dtype, tensor::DType param_dtype, const char* kernel, Body body) {
+  with_storage(dtype, kernel, [&](auto s) {
+    if (param_dtype == tensor::DType::kFloat32) {
+      return body(s, std::integral_constant<Storage, Storage::kF32>{});
+    }
+    if (param_dtype != dtype) {
+      base::fail("kernels::", kernel, ": parameters of dtype ", tensor::dtype_name(param_dtype),
+                 " with activations of ", tensor::dtype_name(dtype),
+                 " (parameters must be float32 or the activations' dtype)");
+    }
+    if constexpr (decltype(s)::value != Storage::kF32) return body(s, s);
+  });
 }
 
 }  // namespace mds::kernels::detail

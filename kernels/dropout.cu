@@ -15,14 +15,22 @@ using namespace dropout_detail;
 
 }  // namespace
 
+void dropout_forward(void* out, const void* x, const void* bias, const void* residual,
+                     tensor::DType dtype, tensor::DType bias_dtype, std::int64_t n,
+                     std::int64_t cols, const DropoutStream& stream, cudaStream_t cuda_stream) {
+  detail::with_storages(dtype, bias_dtype, "dropout_forward", [&](auto s, auto p) {
+    if (n <= 0) return;
+    launch("kernels::dropout_forward", forward_kernel<decltype(s)::value, decltype(p)::value>,
+           groups_shape(n), cuda_stream, out, x, bias, residual, n, cols, stream,
+           keep_scale(stream));
+  });
+}
+
 void dropout_forward(void* out, const void* x, const float* bias, const void* residual,
                      tensor::DType dtype, std::int64_t n, std::int64_t cols,
                      const DropoutStream& stream, cudaStream_t cuda_stream) {
-  detail::with_storage(dtype, "dropout_forward", [&](auto s) {
-    if (n <= 0) return;
-    launch("kernels::dropout_forward", forward_kernel<decltype(s)::value>, groups_shape(n),
-           cuda_stream, out, x, bias, residual, n, cols, stream, keep_scale(stream));
-  });
+  dropout_forward(out, x, bias, residual, dtype, tensor::DType::kFloat32, n, cols, stream,
+                  cuda_stream);
 }
 
 void dropout_backward(void* dx, const void* dout, tensor::DType dtype, std::int64_t n,

@@ -33,4 +33,10 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
                        std::int64_t cols, const ops::DropoutStream& stream,
                        cudaStream_t cuda_stream);
 
+// dropout_forward with a bias of `bias_dtype`: kFloat32, or the activations' `dtype` (a 16-bit
+// model's parameter, widened exactly on load: the results are those of its fp32 widening).
+void dropout_forward(void* out, const void* x, const void* bias, const void* residual,
+                     tensor::DType dtype, tensor::DType bias_dtype, std::int64_t n,
+                     std::int64_t cols, const ops::DropoutStream& stream, cudaStream_t cuda_stream);
+
 }  // namespace mds::kernels

@@ -37,13 +37,14 @@ __device__ inline void for_each_masked(std::int64_t n, DropoutStream stream, flo
   }
 }
 
-// Activations (out, x, residual, dx, dout) are stored as kS: widened on load, rounded on store.
-template <Storage kS>
-__global__ void forward_kernel(void* out, const void* x, const float* bias, const void* residual,
+// Activations (out, x, residual, dx, dout) are stored as kS: widened on load, rounded on store;
+// the bias (may be null) as kP, fp32 or kS, widened on load.
+template <Storage kS, Storage kP>
+__global__ void forward_kernel(void* out, const void* x, const void* bias, const void* residual,
                                std::int64_t n, std::int64_t cols, DropoutStream stream,
                                float scale) {
   for_each_masked(n, stream, scale, [&](std::int64_t i, float factor) {
-    const float v = bias != nullptr ? load<kS>(x, i) + bias[i % cols] : load<kS>(x, i);
+    const float v = bias != nullptr ? load<kS>(x, i) + load<kP>(bias, i % cols) : load<kS>(x, i);
     store<kS>(out, i, residual != nullptr ? load<kS>(residual, i) + v * factor : v * factor);
   });
 }

@@ -70,15 +70,22 @@ std::size_t workspace_bytes(std::int64_t n, std::int64_t rows) {
 
 }  // namespace
 
-void embedding_lookup(void* out, const std::int64_t* ids, const float* table, tensor::DType dtype,
-                      std::int64_t n, std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
-                      bool add, cudaStream_t stream) {
-  detail::with_storage(dtype, "embedding_lookup", [&](auto s) {
+void embedding_lookup(void* out, const std::int64_t* ids, const void* table, tensor::DType dtype,
+                      tensor::DType table_dtype, std::int64_t n, std::int64_t h, std::int64_t rows,
+                      std::int64_t vocab_start, bool add, cudaStream_t stream) {
+  detail::with_storages(dtype, table_dtype, "embedding_lookup", [&](auto s, auto p) {
     if (n <= 0 || h <= 0) return;
-    launch("kernels::embedding_lookup", lookup_kernel<decltype(s)::value>,
+    launch("kernels::embedding_lookup", lookup_kernel<decltype(s)::value, decltype(p)::value>,
            token_shape(n, "kernels::embedding_lookup"), stream, out, ids, table, h, rows,
            vocab_start, add);
   });
+}
+
+void embedding_lookup(void* out, const std::int64_t* ids, const float* table, tensor::DType dtype,
+                      std::int64_t n, std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                      bool add, cudaStream_t stream) {
+  embedding_lookup(out, ids, table, dtype, tensor::DType::kFloat32, n, h, rows, vocab_start, add,
+                   stream);
 }
 
 void embedding_lookup(float* out, const std::int64_t* ids, const float* table, std::int64_t n,
@@ -87,15 +94,22 @@ void embedding_lookup(float* out, const std::int64_t* ids, const float* table, s
   embedding_lookup(out, ids, table, tensor::DType::kFloat32, n, h, rows, vocab_start, add, stream);
 }
 
-void embedding_forward(void* out, const std::int64_t* tokens, const float* wte,
-                       const std::int64_t* positions, const float* wpe, tensor::DType dtype,
-                       std::int64_t n, std::int64_t h, cudaStream_t stream) {
-  detail::with_storage(dtype, "embedding_forward", [&](auto s) {
+void embedding_forward(void* out, const std::int64_t* tokens, const void* wte,
+                       const std::int64_t* positions, const void* wpe, tensor::DType dtype,
+                       tensor::DType table_dtype, std::int64_t n, std::int64_t h,
+                       cudaStream_t stream) {
+  detail::with_storages(dtype, table_dtype, "embedding_forward", [&](auto s, auto p) {
     if (n <= 0 || h <= 0) return;
-    launch("kernels::embedding_forward", forward_kernel<decltype(s)::value>,
+    launch("kernels::embedding_forward", forward_kernel<decltype(s)::value, decltype(p)::value>,
            token_shape(n, "kernels::embedding_forward"), stream, out, tokens, wte, positions, wpe,
            h);
   });
+}
+
+void embedding_forward(void* out, const std::int64_t* tokens, const float* wte,
+                       const std::int64_t* positions, const float* wpe, tensor::DType dtype,
+                       std::int64_t n, std::int64_t h, cudaStream_t stream) {
+  embedding_forward(out, tokens, wte, positions, wpe, dtype, tensor::DType::kFloat32, n, h, stream);
 }
 
 void embedding_forward(float* out, const std::int64_t* tokens, const float* wte,

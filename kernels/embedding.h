@@ -32,6 +32,15 @@ void embedding_lookup(void* out, const std::int64_t* ids, const float* table, te
 void embedding_forward(void* out, const std::int64_t* tokens, const float* wte,
                        const std::int64_t* positions, const float* wpe, tensor::DType dtype,
                        std::int64_t n, std::int64_t h, cudaStream_t stream);
+// The same with tables of `table_dtype`: kFloat32, or out's `dtype` (a 16-bit model's parameters,
+// widened exactly on load: the results are those of their fp32 widening, bit for bit).
+void embedding_lookup(void* out, const std::int64_t* ids, const void* table, tensor::DType dtype,
+                      tensor::DType table_dtype, std::int64_t n, std::int64_t h, std::int64_t rows,
+                      std::int64_t vocab_start, bool add, cudaStream_t stream);
+void embedding_forward(void* out, const std::int64_t* tokens, const void* wte,
+                       const std::int64_t* positions, const void* wpe, tensor::DType dtype,
+                       tensor::DType table_dtype, std::int64_t n, std::int64_t h,
+                       cudaStream_t stream);
 
 // dtable[ids[t] − vocab_start] += dout[t] for the ids this shard holds. Deterministic and
 // bit-identical to the CPU: tokens are stably sorted by id (CUB radix sort), then one thread per

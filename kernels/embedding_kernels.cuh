@@ -17,11 +17,11 @@ using detail::load;
 using detail::Storage;
 using detail::store;
 
-// out (and the backward's dout) are stored as kS: widened on load, rounded on store; tables fp32.
-template <Storage kS>
-__global__ void lookup_kernel(void* out, const std::int64_t* ids, const float* table,
-                              std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
-                              bool add) {
+// out (and the backward's dout) are stored as kS: widened on load, rounded on store; tables as kP
+// (fp32, or kS: widened on load, so a 16-bit table gives the bits of its fp32 widening).
+template <Storage kS, Storage kP>
+__global__ void lookup_kernel(void* out, const std::int64_t* ids, const void* table, std::int64_t h,
+                              std::int64_t rows, std::int64_t vocab_start, bool add) {
   const std::int64_t t = blockIdx.x;
   const std::int64_t local = ids[t] - vocab_start;
   const std::int64_t first = t * h;
@@ -30,19 +30,20 @@ __global__ void lookup_kernel(void* out, const std::int64_t* ids, const float* t
     for (std::int64_t c = threadIdx.x; c < h; c += kThreads) store<kS>(out, first + c, 0.0f);
     return;
   }
-  const float* row = table + local * h;
-  for (std::int64_t c = threadIdx.x; c < h; c += kThreads)
-    store<kS>(out, first + c, add ? load<kS>(out, first + c) + row[c] : row[c]);
+  const std::int64_t row = local * h;
+  for (std::int64_t c = threadIdx.x; c < h; c += kThreads) {
+    const float value = load<kP>(table, row + c);
+    store<kS>(out, first + c, add ? load<kS>(out, first + c) + value : value);
+  }
 }
 
-template <Storage kS>
-__global__ void forward_kernel(void* out, const std::int64_t* tokens, const float* wte,
-                               const std::int64_t* positions, const float* wpe, std::int64_t h) {
+template <Storage kS, Storage kP>
+__global__ void forward_kernel(void* out, const std::int64_t* tokens, const void* wte,
+                               const std::int64_t* positions, const void* wpe, std::int64_t h) {
   const std::int64_t t = blockIdx.x;
-  const float* word = wte + tokens[t] * h;
-  const float* position = wpe + positions[t] * h;
+  const std::int64_t word = tokens[t] * h, position = positions[t] * h;
   for (std::int64_t c = threadIdx.x; c < h; c += kThreads)
-    store<kS>(out, t * h + c, word[c] + position[c]);
+    store<kS>(out, t * h + c, load<kP>(wte, word + c) + load<kP>(wpe, position + c));
 }
 
 // Sort keys: the local row, or `rows` (sorting after every real row) for ids of other shards.

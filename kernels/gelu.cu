@@ -21,7 +21,8 @@ void gelu_forward(void* out, const void* x, tensor::DType dtype, std::int64_t n,
   detail::with_storage(dtype, "gelu_forward", [&](auto s) {
     if (n <= 0) return;
     with_kind(kind, [&](auto k) {
-      launch("kernels::gelu_forward", forward_kernel<decltype(s)::value, decltype(k)::value>,
+      launch("kernels::gelu_forward",
+             forward_kernel<decltype(s)::value, Storage::kF32, decltype(k)::value>,
              elementwise_shape(n), stream, out, x, nullptr, n, 1);
     });
   });
@@ -32,42 +33,58 @@ void gelu_backward(void* dx, const void* dout, const void* x, tensor::DType dtyp
   detail::with_storage(dtype, "gelu_backward", [&](auto s) {
     if (n <= 0) return;
     with_kind(kind, [&](auto k) {
-      launch("kernels::gelu_backward", backward_kernel<decltype(s)::value, decltype(k)::value>,
+      launch("kernels::gelu_backward",
+             backward_kernel<decltype(s)::value, Storage::kF32, decltype(k)::value>,
              elementwise_shape(n), stream, dx, dout, x, nullptr, n, 1);
+    });
+  });
+}
+
+void bias_gelu_forward(void* out, const void* x, const void* bias, tensor::DType dtype,
+                       tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
+                       GeluKind kind, cudaStream_t stream) {
+  detail::with_storages(dtype, bias_dtype, "bias_gelu_forward", [&](auto s, auto p) {
+    const std::int64_t n = rows * cols;
+    if (n <= 0) return;
+    with_kind(kind, [&](auto k) {
+      launch("kernels::bias_gelu_forward",
+             forward_kernel<decltype(s)::value, decltype(p)::value, decltype(k)::value>,
+             elementwise_shape(n), stream, out, x, bias, n, cols);
+    });
+  });
+}
+
+void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const void* bias,
+                        tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
+                        std::int64_t cols, GeluKind kind, cudaStream_t stream) {
+  detail::with_storages(dtype, bias_dtype, "bias_gelu_backward", [&](auto s, auto p) {
+    const std::int64_t n = rows * cols;
+    if (n <= 0) return;
+    with_kind(kind, [&](auto k) {
+      constexpr Storage kS = decltype(s)::value;
+      constexpr Storage kP = decltype(p)::value;
+      constexpr GeluKind kKind = decltype(k)::value;
+      if (dbias == nullptr) {
+        launch("kernels::bias_gelu_backward", backward_kernel<kS, kP, kKind>, elementwise_shape(n),
+               stream, dx, dout, x, bias, n, cols);
+      } else {
+        launch("kernels::bias_gelu_backward", backward_bias_kernel<kS, kP, kKind>,
+               bias_backward_shape(cols), stream, dx, dbias, dout, x, bias, rows, cols);
+      }
     });
   });
 }
 
 void bias_gelu_forward(void* out, const void* x, const float* bias, tensor::DType dtype,
                        std::int64_t rows, std::int64_t cols, GeluKind kind, cudaStream_t stream) {
-  detail::with_storage(dtype, "bias_gelu_forward", [&](auto s) {
-    const std::int64_t n = rows * cols;
-    if (n <= 0) return;
-    with_kind(kind, [&](auto k) {
-      launch("kernels::bias_gelu_forward", forward_kernel<decltype(s)::value, decltype(k)::value>,
-             elementwise_shape(n), stream, out, x, bias, n, cols);
-    });
-  });
+  bias_gelu_forward(out, x, bias, dtype, tensor::DType::kFloat32, rows, cols, kind, stream);
 }
 
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const float* bias,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols, GeluKind kind,
                         cudaStream_t stream) {
-  detail::with_storage(dtype, "bias_gelu_backward", [&](auto s) {
-    const std::int64_t n = rows * cols;
-    if (n <= 0) return;
-    with_kind(kind, [&](auto k) {
-      constexpr Storage kS = decltype(s)::value;
-      constexpr GeluKind kKind = decltype(k)::value;
-      if (dbias == nullptr) {
-        launch("kernels::bias_gelu_backward", backward_kernel<kS, kKind>, elementwise_shape(n),
-               stream, dx, dout, x, bias, n, cols);
-      } else {
-        launch("kernels::bias_gelu_backward", backward_bias_kernel<kS, kKind>,
-               bias_backward_shape(cols), stream, dx, dbias, dout, x, bias, rows, cols);
-      }
-    });
-  });
+  bias_gelu_backward(dx, dbias, dout, x, bias, dtype, tensor::DType::kFloat32, rows, cols, kind,
+                     stream);
 }
 
 void gelu_forward(float* out, const float* x, std::int64_t n, GeluKind kind, cudaStream_t stream) {

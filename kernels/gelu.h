@@ -39,4 +39,14 @@ void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                         ops::GeluKind kind, cudaStream_t stream);
 
+// The same with a bias of `bias_dtype`: kFloat32, or the activations' `dtype` (a 16-bit model's
+// parameter, widened exactly on load: the results are those of its fp32 widening, bit for bit).
+// dbias stays fp32.
+void bias_gelu_forward(void* out, const void* x, const void* bias, tensor::DType dtype,
+                       tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
+                       ops::GeluKind kind, cudaStream_t stream);
+void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const void* bias,
+                        tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
+                        std::int64_t cols, ops::GeluKind kind, cudaStream_t stream);
+
 }  // namespace mds::kernels

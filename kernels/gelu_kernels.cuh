@@ -48,41 +48,42 @@ __device__ inline float gelu_derivative_of(float z) {
 }
 
 // Activations (out, x, dx, dout) are stored as kS, widened on load and rounded on store; bias is
-// fp32 and may be null (then cols is unused).
-template <Storage kS, GeluKind kKind>
-__global__ void forward_kernel(void* out, const void* x, const float* bias, std::int64_t n,
+// stored as kP (fp32 or kS, widened on load) and may be null (then cols is unused).
+template <Storage kS, Storage kP, GeluKind kKind>
+__global__ void forward_kernel(void* out, const void* x, const void* bias, std::int64_t n,
                                std::int64_t cols) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const float z = load<kS>(x, i);
-    store<kS>(out, i, gelu_of<kKind>(bias != nullptr ? z + bias[i % cols] : z));
+    store<kS>(out, i, gelu_of<kKind>(bias != nullptr ? z + load<kP>(bias, i % cols) : z));
   }
 }
 
-template <Storage kS, GeluKind kKind>
-__global__ void backward_kernel(void* dx, const void* dout, const void* x, const float* bias,
+template <Storage kS, Storage kP, GeluKind kKind>
+__global__ void backward_kernel(void* dx, const void* dout, const void* x, const void* bias,
                                 std::int64_t n, std::int64_t cols) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const float z = load<kS>(x, i);
-    store<kS>(
-        dx, i,
-        load<kS>(dx, i) + gelu_derivative_of<kKind>(bias != nullptr ? z + bias[i % cols] : z) *
-                              load<kS>(dout, i));
+    store<kS>(dx, i,
+              load<kS>(dx, i) +
+                  gelu_derivative_of<kKind>(bias != nullptr ? z + load<kP>(bias, i % cols) : z) *
+                      load<kS>(dout, i));
   }
 }
 
 // Each element's gradient once (in fp32), feeding dx and its column's sum, as the CPU's
 // backward_block.
-template <Storage kS, GeluKind kKind>
+template <Storage kS, Storage kP, GeluKind kKind>
 __global__ void backward_bias_kernel(void* dx, float* dbias, const void* dout, const void* x,
-                                     const float* bias, std::int64_t rows, std::int64_t cols) {
+                                     const void* bias, std::int64_t rows, std::int64_t cols) {
   detail::sum_columns<1>(
       rows, cols,
       [&](std::int64_t, std::int64_t c, std::int64_t i, float* sums) {
-        const float g = gelu_derivative_of<kKind>(load<kS>(x, i) + bias[c]) * load<kS>(dout, i);
+        const float g =
+            gelu_derivative_of<kKind>(load<kS>(x, i) + load<kP>(bias, c)) * load<kS>(dout, i);
         sums[0] += g;
         store<kS>(dx, i, load<kS>(dx, i) + g);
       },

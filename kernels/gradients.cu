@@ -76,20 +76,24 @@ bool has_inf_or_nan(const void* x, DType dtype, std::int64_t n, cudaStream_t str
   return host != 0;
 }
 
-void sums_of_squares(double* out, double* partials, const float* x,
+void sums_of_squares(double* out, double* partials, const void* x, DType dtype,
                      const ops::SquaresSegment* segments, std::int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  launch("kernels::sums_of_squares (partials)", segment_partials_kernel,
-         segment_partials_shape(count), stream, partials, x, segments, count);
-  for (std::int64_t first = 0; first < count; first += kMaxGridY) {
-    launch("kernels::sums_of_squares (totals)", segment_totals_kernel,
-           segment_totals_shape(totals_chunk(count, first)), stream, out + first,
-           partials + first * kSumOfSquaresPartials);
-  }
+  detail::with_storage(dtype, "sums_of_squares", [&](auto s) {
+    if (count <= 0) return;
+    launch("kernels::sums_of_squares (partials)", segment_partials_kernel<decltype(s)::value>,
+           segment_partials_shape(count), stream, partials, x, segments, count);
+    for (std::int64_t first = 0; first < count; first += kMaxGridY) {
+      launch("kernels::sums_of_squares (totals)", segment_totals_kernel,
+             segment_totals_shape(totals_chunk(count, first)), stream, out + first,
+             partials + first * kSumOfSquaresPartials);
+    }
+  });
 }
 
-void sums_of_squares_to_host(double* out, const float* x, const ops::SquaresSegment* segments,
-                             std::int64_t count, cudaStream_t stream) {
+void sums_of_squares_to_host(double* out, const void* x, DType dtype,
+                             const ops::SquaresSegment* segments, std::int64_t count,
+                             cudaStream_t stream) {
+  detail::storage_of(dtype, "sums_of_squares");  // refuses other dtypes before any work
   if (count <= 0) return;
   const auto entries = static_cast<std::size_t>(count);
   const std::size_t segment_bytes = entries * sizeof(ops::SquaresSegment);
@@ -105,11 +109,21 @@ void sums_of_squares_to_host(double* out, const float* x, const ops::SquaresSegm
   check_cuda(
       cudaMemcpyAsync(device_segments, segments, segment_bytes, cudaMemcpyHostToDevice, stream),
       "kernels::sums_of_squares (copy segments)");
-  sums_of_squares(device_out, partials, x, device_segments, count, stream);
+  sums_of_squares(device_out, partials, x, dtype, device_segments, count, stream);
   check_cuda(cudaMemcpyAsync(out, device_out, out_bytes, cudaMemcpyDeviceToHost, stream),
              "kernels::sums_of_squares (copy results)");
   check_cuda(cudaFreeAsync(workspace, stream), "kernels::sums_of_squares (cudaFreeAsync)");
   check_cuda(cudaStreamSynchronize(stream), "kernels::sums_of_squares (synchronize)");
+}
+
+void sums_of_squares(double* out, double* partials, const float* x,
+                     const ops::SquaresSegment* segments, std::int64_t count, cudaStream_t stream) {
+  sums_of_squares(out, partials, x, DType::kFloat32, segments, count, stream);
+}
+
+void sums_of_squares_to_host(double* out, const float* x, const ops::SquaresSegment* segments,
+                             std::int64_t count, cudaStream_t stream) {
+  sums_of_squares_to_host(out, x, DType::kFloat32, segments, count, stream);
 }
 
 }  // namespace mds::kernels

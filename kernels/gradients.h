@@ -41,5 +41,13 @@ void sums_of_squares(double* out, double* partials, const float* x,
 // The same from host segments into host `out`: one copy in, the kernels, one copy back, one wait.
 void sums_of_squares_to_host(double* out, const float* x, const ops::SquaresSegment* segments,
                              std::int64_t count, cudaStream_t stream);
+// Both with x of `dtype` (kFloat32, kBFloat16 or kFloat16): each element widened exactly, so the
+// sums of 16-bit weights are bit-identical to those of their fp32 widening (the same squares in
+// double, added in the same order).
+void sums_of_squares(double* out, double* partials, const void* x, tensor::DType dtype,
+                     const ops::SquaresSegment* segments, std::int64_t count, cudaStream_t stream);
+void sums_of_squares_to_host(double* out, const void* x, tensor::DType dtype,
+                             const ops::SquaresSegment* segments, std::int64_t count,
+                             cudaStream_t stream);
 
 }  // namespace mds::kernels

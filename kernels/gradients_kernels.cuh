@@ -126,14 +126,16 @@ __global__ void flag_inf_or_nan_kernel(int* flag, const void* x, Half dtype, std
   if (__syncthreads_or(found) && threadIdx.x == 0) *flag = 1;
 }
 
-// Block (b, y) computes partial b of segments y, y + gridDim.y, ...
-__global__ void segment_partials_kernel(double* partials, const float* x,
+// Block (b, y) computes partial b of segments y, y + gridDim.y, ... of x stored as kS (widened
+// exactly: 16-bit weights give the sums of their fp32 widening, bit for bit).
+template <detail::Storage kS>
+__global__ void segment_partials_kernel(double* partials, const void* x,
                                         const ops::SquaresSegment* segments, std::int64_t count) {
   __shared__ double scratch[kWarps];
   for (std::int64_t k = blockIdx.y; k < count; k += gridDim.y) {
     const ops::SquaresSegment segment = segments[k];
-    const double total =
-        detail::partial_squares(x + segment.offset, segment.numel, blockIdx.x, scratch);
+    const double total = detail::partial_squares<kS>(detail::advance<kS>(x, segment.offset),
+                                                     segment.numel, blockIdx.x, scratch);
     if (threadIdx.x == 0) partials[k * kSumOfSquaresPartials + blockIdx.x] = total;
   }
 }

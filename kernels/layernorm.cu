@@ -14,40 +14,65 @@ using namespace layernorm_detail;
 
 }  // namespace
 
+void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* weight,
+                       const void* bias, tensor::DType dtype, tensor::DType param_dtype,
+                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream) {
+  detail::with_storages(dtype, param_dtype, "layernorm_forward", [&](auto s, auto p) {
+    if (rows <= 0 || cols <= 0) return;
+    launch("kernels::layernorm_forward",
+           forward_kernel<decltype(s)::value, decltype(p)::value, false>, row_shape(rows), stream,
+           out, mean, rstd, nullptr, x, nullptr, weight, bias, cols, eps);
+  });
+}
+
+void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rstd, const void* x,
+                                const void* residual, const void* weight, const void* bias,
+                                tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
+                                std::int64_t cols, float eps, cudaStream_t stream) {
+  detail::with_storages(dtype, param_dtype, "residual_layernorm_forward", [&](auto s, auto p) {
+    if (rows <= 0 || cols <= 0) return;
+    launch("kernels::residual_layernorm_forward",
+           forward_kernel<decltype(s)::value, decltype(p)::value, true>, row_shape(rows), stream,
+           out, mean, rstd, sum_out, x, residual, weight, bias, cols, eps);
+  });
+}
+
+void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
+                        const void* weight, const float* mean, const float* rstd,
+                        tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
+                        std::int64_t cols, cudaStream_t stream) {
+  detail::with_storages(dtype, param_dtype, "layernorm_backward", [&](auto s, auto p) {
+    constexpr Storage kS = decltype(s)::value;
+    if (rows <= 0 || cols <= 0) return;
+    launch("kernels::layernorm_backward (dx)", backward_dx_kernel<kS, decltype(p)::value>,
+           row_shape(rows), stream, dx, dout, x, weight, mean, rstd, cols);
+    if (dweight == nullptr && dbias == nullptr) return;
+    launch("kernels::layernorm_backward (dweight, dbias)", backward_params_kernel<kS>,
+           params_shape(cols), stream, dweight, dbias, dout, x, mean, rstd, rows, cols);
+  });
+}
+
 void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const float* weight,
                        const float* bias, tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                        float eps, cudaStream_t stream) {
-  detail::with_storage(dtype, "layernorm_forward", [&](auto s) {
-    if (rows <= 0 || cols <= 0) return;
-    launch("kernels::layernorm_forward", forward_kernel<decltype(s)::value, false>, row_shape(rows),
-           stream, out, mean, rstd, nullptr, x, nullptr, weight, bias, cols, eps);
-  });
+  layernorm_forward(out, mean, rstd, x, weight, bias, dtype, tensor::DType::kFloat32, rows, cols,
+                    eps, stream);
 }
 
 void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rstd, const void* x,
                                 const void* residual, const float* weight, const float* bias,
                                 tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                                 float eps, cudaStream_t stream) {
-  detail::with_storage(dtype, "residual_layernorm_forward", [&](auto s) {
-    if (rows <= 0 || cols <= 0) return;
-    launch("kernels::residual_layernorm_forward", forward_kernel<decltype(s)::value, true>,
-           row_shape(rows), stream, out, mean, rstd, sum_out, x, residual, weight, bias, cols, eps);
-  });
+  residual_layernorm_forward(sum_out, out, mean, rstd, x, residual, weight, bias, dtype,
+                             tensor::DType::kFloat32, rows, cols, eps, stream);
 }
 
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const float* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                         cudaStream_t stream) {
-  detail::with_storage(dtype, "layernorm_backward", [&](auto s) {
-    constexpr Storage kS = decltype(s)::value;
-    if (rows <= 0 || cols <= 0) return;
-    launch("kernels::layernorm_backward (dx)", backward_dx_kernel<kS>, row_shape(rows), stream, dx,
-           dout, x, weight, mean, rstd, cols);
-    if (dweight == nullptr && dbias == nullptr) return;
-    launch("kernels::layernorm_backward (dweight, dbias)", backward_params_kernel<kS>,
-           params_shape(cols), stream, dweight, dbias, dout, x, mean, rstd, rows, cols);
-  });
+  layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, dtype,
+                     tensor::DType::kFloat32, rows, cols, stream);
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,

@@ -42,4 +42,19 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                         cudaStream_t stream);
 
+// The same with weight and bias of `param_dtype`: kFloat32, or the activations' `dtype` (a 16-bit
+// model's parameters, widened exactly on load: the results are those of their fp32 widening, bit
+// for bit). Statistics and parameter gradients stay fp32.
+void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* weight,
+                       const void* bias, tensor::DType dtype, tensor::DType param_dtype,
+                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
+void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rstd, const void* x,
+                                const void* residual, const void* weight, const void* bias,
+                                tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
+                                std::int64_t cols, float eps, cudaStream_t stream);
+void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
+                        const void* weight, const float* mean, const float* rstd,
+                        tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
+                        std::int64_t cols, cudaStream_t stream);
+
 }  // namespace mds::kernels

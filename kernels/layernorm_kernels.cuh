@@ -20,13 +20,14 @@ using detail::Storage;
 using detail::store;
 
 // Activations (out, x, residual, sum_out, dx, dout) are stored as kS: widened on load, rounded on
-// store; weight, bias, mean and rstd are fp32. With kResidual, the row normalized is x + residual,
-// written to sum_out first and re-read from there (rounded to kS, as the CPU's add then
+// store; weight and bias as kP (fp32, or kS: widened on load, so 16-bit parameters give the bits
+// of their fp32 widening); mean and rstd are fp32. With kResidual, the row normalized is x +
+// residual, written to sum_out first and re-read from there (rounded to kS, as the CPU's add then
 // layernorm_forward; each thread re-reads only the elements it wrote itself, so no barrier is
 // needed, and sum_out may alias x or residual).
-template <Storage kS, bool kResidual>
+template <Storage kS, Storage kP, bool kResidual>
 __global__ void forward_kernel(void* out, float* mean, float* rstd, void* sum_out, const void* x,
-                               const void* residual, const float* weight, const float* bias,
+                               const void* residual, const void* weight, const void* bias,
                                std::int64_t cols, float eps) {
   __shared__ float scratch[kWarps];
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * cols;
@@ -47,22 +48,23 @@ __global__ void forward_kernel(void* out, float* mean, float* rstd, void* sum_ou
   const float var = block_sum(sq, scratch) / static_cast<float>(cols);
   const float s = 1.0f / sqrtf(var + eps);
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads)
-    store<kS>(out, first + c, (load<kS>(row, first + c) - m) * s * weight[c] + bias[c]);
+    store<kS>(out, first + c,
+              (load<kS>(row, first + c) - m) * s * load<kP>(weight, c) + load<kP>(bias, c));
   if (threadIdx.x == 0) {
     mean[blockIdx.x] = m;
     rstd[blockIdx.x] = s;
   }
 }
 
-template <Storage kS>
-__global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, const float* weight,
+template <Storage kS, Storage kP>
+__global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, const void* weight,
                                    const float* mean, const float* rstd, std::int64_t cols) {
   __shared__ float scratch[kWarps];
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * cols;
   const float m = mean[blockIdx.x], s = rstd[blockIdx.x];
   float g_sum = 0.0f, gx_sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
-    const float g = load<kS>(dout, first + c) * weight[c];
+    const float g = load<kS>(dout, first + c) * load<kP>(weight, c);
     g_sum += g;
     gx_sum += g * ((load<kS>(x, first + c) - m) * s);
   }
@@ -71,8 +73,9 @@ __global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, co
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const std::int64_t i = first + c;
     const float xhat = (load<kS>(x, i) - m) * s;
-    store<kS>(dx, i,
-              load<kS>(dx, i) + s * (load<kS>(dout, i) * weight[c] - g_mean - xhat * gx_mean));
+    store<kS>(
+        dx, i,
+        load<kS>(dx, i) + s * (load<kS>(dout, i) * load<kP>(weight, c) - g_mean - xhat * gx_mean));
   }
 }
 

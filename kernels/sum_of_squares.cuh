@@ -11,8 +11,10 @@
 namespace mds::kernels::detail {
 
 // The elements block `block` of kSumOfSquaresPartials covers in a buffer of n: a split that
-// depends only on n.
-__device__ inline double partial_squares(const float* x, std::int64_t n, std::int64_t block,
+// depends only on n. Elements are stored as kS and widened exactly (16-bit weights give the bits of
+// their fp32 widening: each square and sum is taken in double from the same value).
+template <Storage kS = Storage::kF32>
+__device__ inline double partial_squares(const void* x, std::int64_t n, std::int64_t block,
                                          double* scratch) {
   const std::int64_t per_block =
       n <= 0 ? 0 : (n + kSumOfSquaresPartials - 1) / kSumOfSquaresPartials;
@@ -20,7 +22,7 @@ __device__ inline double partial_squares(const float* x, std::int64_t n, std::in
   const std::int64_t end = begin + per_block < n ? begin + per_block : n;
   double sum = 0.0;
   for (std::int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const double value = x[i];
+    const double value = load<kS>(x, i);
     sum += value * value;
   }
   return block_sum(sum, scratch);

@@ -12,7 +12,9 @@
 #
 # STEPS (default "info tests pretrain inference grid inference_grid bench train"): info
 # (nvidia-smi, versions), tests (gpu_tests: every kernel and op against its CPU twin, the
-# training-step and inference tests, the device communicators), pretrain
+# training-step and inference tests, the device communicators; one suite per process through
+# tests/gpu/run_by_suite.sh, so a faulting kernel costs its own suite only; MDS_GPU_TESTS_FILTER
+# picks suites), pretrain
 # (tests/gpu/pretrain_device_test.sh: --device cuda against --device cpu), inference
 # (tests/gpu/inference_device_test.sh: evaluate and generate likewise), grid
 # (tests/gpu/pretrain_device_grid_test.sh: T = 2, D = 2, P = 2 under the packed mpirun on the
@@ -87,7 +89,7 @@ run() {
   for name in $steps; do
     case $name in
       info) step info bash -c 'nvidia-smi; nvcc --version 2>/dev/null; python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.get_device_name(0))"; uname -a' ;;
-      tests) step tests "$pack/bin/gpu_tests" ;;
+      tests) step tests bash "$repo/tests/gpu/run_by_suite.sh" "$pack/bin/gpu_tests" "${MDS_GPU_TESTS_FILTER:-*}" ;;
       pretrain) step pretrain bash "$repo/tests/gpu/pretrain_device_test.sh" ;;
       inference) step inference bash "$repo/tests/gpu/inference_device_test.sh" ;;
       grid) step grid bash "$repo/tests/gpu/pretrain_device_grid_test.sh" ;;

@@ -143,8 +143,14 @@ void GptModel::check_buffer(const ParamBuffer& buffer, const char* role, DType d
 }
 
 void GptModel::check_params(const ModelParams& params) const {
-  check_buffer(*params.fp32, "params", DType::kFloat32);
-  // With fp32 activations `linear` is the fp32 buffer itself.
+  // With fp32 activations both are the one fp32 buffer; with 16-bit ones `other` may be the 16-bit
+  // weights themselves or an fp32 copy of them.
+  const DType activations = options_.activation_dtype, other = params.other->dtype();
+  if (other != DType::kFloat32 && activations != DType::kFloat32 && other != activations) {
+    base::fail("GptModel: params must be float32 or ", tensor::dtype_name(activations), ", got ",
+               tensor::dtype_name(other));
+  }
+  check_buffer(*params.other, "params", other == activations ? activations : DType::kFloat32);
   check_buffer(*params.linear, "the linear layers' params (the activation dtype)",
                options_.activation_dtype);
 }
@@ -247,7 +253,7 @@ float GptModel::forward(int buffer, const ModelParams& params) {
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_embedding_) {
     embedding_layer_forward(context(), a.stage_input(buffer), a.inputs(buffer),
-                            params.fp32->view(index_.word), params.fp32->view(index_.position),
+                            params.other->view(index_.word), params.other->view(index_.position),
                             embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
                             options_.config.vocab_start(), options_.config.padded_vocab_size);
   }
@@ -258,8 +264,8 @@ float GptModel::forward(int buffer, const ModelParams& params) {
   if (!owns_head_) return 0.0f;
   head_buffer_ = buffer;
   return lm_head_forward(context(), a.head(buffer), a.inputs(buffer),
-                         params.fp32->view(index_.final_ln_weight),
-                         params.fp32->view(index_.final_ln_bias), params.linear->view(index_.word),
+                         params.other->view(index_.final_ln_weight),
+                         params.other->view(index_.final_ln_bias), params.linear->view(index_.word),
                          options_.layernorm_epsilon, tp_, options_.config.vocab_start());
 }
 
@@ -269,7 +275,7 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_head_) {
     lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
-                     params.fp32->view(index_.final_ln_weight), params.linear->view(index_.word),
+                     params.other->view(index_.final_ln_weight), params.linear->view(index_.word),
                      grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
                      grads.view(index_.word), loss_scale, tp_, options_.config.vocab_start());
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient

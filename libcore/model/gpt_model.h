@@ -64,10 +64,10 @@ class GptModel {
 
   // Forward and backward of one micro-batch through the whole model (P = 1; fails on a partial
   // stage). params and grads are ParamBuffers laid out by the table on the model's device: grads
-  // fp32; params one fp32 buffer with fp32 activations, or with 16-bit activations the fp32
-  // compute copy and the 16-bit weights (model_params.h). The gradient of
-  // (loss · loss_scale) is ADDED into grads (micro-batches accumulate). Returns the unscaled
-  // micro-batch loss Σ loss·mask / Σ mask.
+  // fp32; params one fp32 buffer with fp32 activations, or with 16-bit activations the 16-bit
+  // weights (alone, or with an fp32 copy of them for the non-GEMM parameters: model_params.h).
+  // The gradient of (loss · loss_scale) is ADDED into grads (micro-batches accumulate). Returns
+  // the unscaled micro-batch loss Σ loss·mask / Σ mask.
   float forward_backward(const ModelParams& params, const ParamBuffer& grads,
                          const MicroBatch& batch, const DropoutContext& dropout, float loss_scale);
 

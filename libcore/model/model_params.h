@@ -5,20 +5,24 @@
 namespace mds::model {
 
 // The parameter buffers one forward or backward reads, both laid out by the model's table.
-// fp32 activations read everything from one fp32 buffer (the optimizer's compute copy), and a
-// ParamBuffer converts to this implicitly. With 16-bit activations the linear layers' weights and
-// the QKV bias (which the GEMM adds) come from `linear`, a buffer in the activation dtype (the
-// optimizer's params(), as upstream keeps every parameter in the 16-bit type); the LayerNorm
-// weights, the embedding tables and the biases the fused bias-GeLU and bias-dropout-add ops add
-// come from `fp32` (the compute copy, the 16-bit params widened), because those ops take fp32
-// parameters. Gradients are one fp32 buffer, passed the same way.
+// `linear` holds what the GEMMs read: the linear layers' weights, the QKV bias (which the GEMM
+// adds) and the tied word embedding of the logits; `other` the rest: the LayerNorm weights and
+// biases, the embedding tables of the lookup and the biases the fused bias-GeLU and
+// bias-dropout-add ops add.
+//   fp32 activations: one fp32 buffer for both (the optimizer's compute copy, or its fp32
+//     weights); a ParamBuffer converts to this implicitly.
+//   16-bit activations: `linear` in the activation dtype (the optimizer's 16-bit weights(), as
+//     upstream keeps every parameter in the 16-bit type); `other` the same buffer (the ops widen
+//     16-bit parameters as they load them, so this gives exactly what their fp32 widening
+//     gives), or an fp32 copy of it (a compute copy: the same results, bit for bit).
+// Gradients are one fp32 buffer, passed the same way.
 struct ModelParams {
-  // Implicit: every fp32 call site passes a ParamBuffer.
-  ModelParams(const ParamBuffer& all) : fp32(&all), linear(&all) {}
-  ModelParams(const ParamBuffer& fp32_params, const ParamBuffer& linear_params)
-      : fp32(&fp32_params), linear(&linear_params) {}
+  // Implicit: every call site with one buffer passes a ParamBuffer.
+  ModelParams(const ParamBuffer& all) : other(&all), linear(&all) {}
+  ModelParams(const ParamBuffer& other_params, const ParamBuffer& linear_params)
+      : other(&other_params), linear(&linear_params) {}
 
-  const ParamBuffer* fp32;
+  const ParamBuffer* other;
   const ParamBuffer* linear;
 };
 

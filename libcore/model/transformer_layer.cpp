@@ -30,21 +30,21 @@ LayerParamIndex LayerParamIndex::find(const ParamTable& table, std::int64_t laye
 }
 
 LayerWeights LayerWeights::view(const ModelParams& params, const LayerParamIndex& i) {
-  const ParamBuffer& fp32 = *params.fp32;
+  const ParamBuffer& other = *params.other;
   const ParamBuffer& linear = *params.linear;
   LayerWeights w;
-  w.ln1_weight = fp32.view(i.ln1_weight);
-  w.ln1_bias = fp32.view(i.ln1_bias);
+  w.ln1_weight = other.view(i.ln1_weight);
+  w.ln1_bias = other.view(i.ln1_bias);
   w.qkv_weight = linear.view(i.qkv_weight);
   w.qkv_bias = linear.view(i.qkv_bias);
   w.dense_weight = linear.view(i.dense_weight);
-  w.dense_bias = fp32.view(i.dense_bias);
-  w.ln2_weight = fp32.view(i.ln2_weight);
-  w.ln2_bias = fp32.view(i.ln2_bias);
+  w.dense_bias = other.view(i.dense_bias);
+  w.ln2_weight = other.view(i.ln2_weight);
+  w.ln2_bias = other.view(i.ln2_bias);
   w.fc1_weight = linear.view(i.fc1_weight);
-  w.fc1_bias = fp32.view(i.fc1_bias);
+  w.fc1_bias = other.view(i.fc1_bias);
   w.fc2_weight = linear.view(i.fc2_weight);
-  w.fc2_bias = fp32.view(i.fc2_bias);
+  w.fc2_bias = other.view(i.fc2_bias);
   return w;
 }
 

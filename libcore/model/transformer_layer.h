@@ -25,7 +25,7 @@ struct LayerParamIndex {
 };
 
 // Views of one layer's parameters, or of their gradients (one fp32 buffer). The four GEMM weights
-// and the QKV bias come from params.linear, the rest from params.fp32 (model_params.h).
+// and the QKV bias come from params.linear, the rest from params.other (model_params.h).
 struct LayerWeights {
   tensor::Tensor ln1_weight, ln1_bias, qkv_weight, qkv_bias, dense_weight, dense_bias;
   tensor::Tensor ln2_weight, ln2_bias, fc1_weight, fc1_bias, fc2_weight, fc2_bias;

@@ -22,10 +22,11 @@ void check_p(const char* op, const DropoutStream& stream) {
   }
 }
 
-std::int64_t check_bias(const char* op, const Tensor& bias, const Tensor& x) {
-  detail::expect_dtype(op, {"bias", bias}, DType::kFloat32);
+// The bias's (or dbias's) shape [h] against x's last dimension; returns x's row count. Dtypes are
+// the caller's checks.
+std::int64_t check_bias(const char* op, const char* name, const Tensor& bias, const Tensor& x) {
   if (bias.shape().rank() != 1) {
-    base::fail("ops::", op, ": bias must be [h], got ", bias.shape().to_string());
+    base::fail("ops::", op, ": ", name, " must be [h], got ", bias.shape().to_string());
   }
   return detail::rows_with_last_dim(op, {"x", x}, bias.dim(0));
 }
@@ -45,7 +46,8 @@ void dropout_forward(const DeviceContext& ctx, Tensor out, Tensor x, const Dropo
   detail::expect_shape(kOp, {"out", out}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::dropout_forward(ctx, out.raw(), x.raw(), nullptr, nullptr, dtype, x.numel(), 1, stream);
+      cuda::dropout_forward(ctx, out.raw(), x.raw(), nullptr, nullptr, dtype, DType::kFloat32,
+                            x.numel(), 1, stream);
     }
     return;
   }
@@ -77,20 +79,21 @@ void bias_dropout_add_forward(const DeviceContext& ctx, Tensor out, Tensor x, Te
   const bool on_device =
       detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}, {"bias", bias}, {"residual", residual}});
   check_p(kOp, stream);
-  check_bias(kOp, bias, x);
   const DType dtype =
       detail::activation_dtype(kOp, {"x", x}, {{"out", out}, {"residual", residual}});
+  const DType bias_dtype = detail::parameter_dtype(kOp, {"x", x}, {"bias", bias}, {});
+  check_bias(kOp, "bias", bias, x);
   detail::expect_shape(kOp, {"out", out}, x.shape());
   detail::expect_shape(kOp, {"residual", residual}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::dropout_forward(ctx, out.raw(), x.raw(), bias.data<float>(), residual.raw(), dtype,
+      cuda::dropout_forward(ctx, out.raw(), x.raw(), bias.raw(), residual.raw(), dtype, bias_dtype,
                             x.numel(), bias.dim(0), stream);
     }
     return;
   }
-  const cpu::Fp32View vout(out, false), vx(x), vresidual(residual);
-  cpu::dropout_forward(vout.data(), vx.data(), bias.data<float>(), vresidual.data(), x.numel(),
+  const cpu::Fp32View vout(out, false), vx(x), vbias(bias), vresidual(residual);
+  cpu::dropout_forward(vout.data(), vx.data(), vbias.data(), vresidual.data(), x.numel(),
                        bias.dim(0), stream);
   vout.store();
 }
@@ -105,7 +108,8 @@ void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias
       detail::activation_dtype(kOp, {"dout", dout}, {{"dx", dx}, {"dresidual", dresidual}});
   detail::expect_shape(kOp, {"dx", dx}, dout.shape());
   const bool has_bias = detail::given(dbias), has_residual = detail::given(dresidual);
-  const std::int64_t rows = has_bias ? check_bias(kOp, dbias, dout) : 0;
+  if (has_bias) detail::expect_dtype(kOp, {"dbias", dbias}, DType::kFloat32);
+  const std::int64_t rows = has_bias ? check_bias(kOp, "dbias", dbias, dout) : 0;
   if (has_residual) detail::expect_shape(kOp, {"dresidual", dresidual}, dout.shape());
   // The same three steps on either device: dbias from dout, dresidual += dout, then dx (which
   // may be dout's memory for the caller's next step, so it comes last).

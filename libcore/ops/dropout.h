@@ -24,7 +24,8 @@ bool dropout_keep(const DropoutStream& stream, std::uint64_t index);
 
 // Activations (out, x, residual; dx, dout, dresidual) are fp32, bf16 or fp16, all of one dtype: a
 // 16-bit call widens its loads, computes as fp32 (the same masks) and rounds each output once.
-// bias and dbias are fp32.
+// bias is fp32 or the activations' dtype (widened exactly: a 16-bit bias gives what its fp32
+// widening gives, bit for bit); dbias is fp32.
 
 // out = x ⊙ mask / (1 − p) (equal shapes; out may alias x).
 void dropout_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,

@@ -20,12 +20,18 @@ struct Table {
   std::int64_t n;  // tokens
 };
 
-// Checks table [rows, h] fp32, ids [...] int64 and a per-token activation [..., h] of the ids'
-// shape (fp32, bf16 or fp16).
-Table check(const char* op, const Tensor& table, const char* table_name, const Tensor& ids,
-            const Tensor& tokens_h, const char* tokens_h_name) {
-  detail::expect_dtype(op, {table_name, table}, DType::kFloat32);
+// Checks table [rows, h], ids [...] int64 and a per-token activation [..., h] of the ids' shape
+// (fp32, bf16 or fp16). The table is a gradient (fp32) or a parameter (fp32 or the activation's
+// dtype).
+enum class TableRole { kParameter, kGradient };
+Table check(const char* op, const Tensor& table, const char* table_name, TableRole role,
+            const Tensor& ids, const Tensor& tokens_h, const char* tokens_h_name) {
   detail::activation_dtype(op, {tokens_h_name, tokens_h}, {});
+  if (role == TableRole::kGradient) {
+    detail::expect_dtype(op, {table_name, table}, DType::kFloat32);
+  } else {
+    detail::parameter_dtype(op, {tokens_h_name, tokens_h}, {table_name, table}, {});
+  }
   detail::expect_dtype(op, {"ids", ids}, DType::kInt64);
   if (table.shape().rank() != 2) {
     base::fail("ops::", op, ": ", table_name, " must be [rows, h], got ",
@@ -54,20 +60,20 @@ void embedding_lookup(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor t
                       std::int64_t vocab_start, std::int64_t vocab_size) {
   constexpr const char* kOp = "embedding_lookup";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"ids", ids}, {"table", table}});
-  const Table t = check(kOp, table, "table", ids, out, "out");
+  const Table t = check(kOp, table, "table", TableRole::kParameter, ids, out, "out");
   if (vocab_size < 0) vocab_size = vocab_start + t.rows;
   if (on_device) {
     // Device ids are not read on the host: their range is the caller's (GptModel checks the
     // micro-batch on the host before it copies it over).
     if constexpr (detail::kCudaBuilt) {
-      cuda::embedding_lookup(ctx, out.raw(), ids.data<std::int64_t>(), table.data<float>(),
-                             out.dtype(), t.n, t.h, t.rows, vocab_start, false);
+      cuda::embedding_lookup(ctx, out.raw(), ids.data<std::int64_t>(), table.raw(), out.dtype(),
+                             table.dtype(), t.n, t.h, t.rows, vocab_start, false);
     }
     return;
   }
   check_ids(kOp, ids, vocab_size);
   const cpu::Fp32View vout(out, false);
-  cpu::embedding_lookup(vout.data(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
+  cpu::embedding_lookup(vout.data(), ids.data<std::int64_t>(), table.raw(), table.dtype(), t.n, t.h,
                         t.rows, vocab_start, false);
   vout.store();
 }
@@ -75,17 +81,17 @@ void embedding_lookup(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor t
 void embedding_lookup_add(const DeviceContext& ctx, Tensor out, Tensor ids, Tensor table) {
   constexpr const char* kOp = "embedding_lookup_add";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"ids", ids}, {"table", table}});
-  const Table t = check(kOp, table, "table", ids, out, "out");
+  const Table t = check(kOp, table, "table", TableRole::kParameter, ids, out, "out");
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::embedding_lookup(ctx, out.raw(), ids.data<std::int64_t>(), table.data<float>(),
-                             out.dtype(), t.n, t.h, t.rows, 0, true);
+      cuda::embedding_lookup(ctx, out.raw(), ids.data<std::int64_t>(), table.raw(), out.dtype(),
+                             table.dtype(), t.n, t.h, t.rows, 0, true);
     }
     return;
   }
   check_ids(kOp, ids, t.rows);
   const cpu::Fp32View vout(out);
-  cpu::embedding_lookup(vout.data(), ids.data<std::int64_t>(), table.data<float>(), t.n, t.h,
+  cpu::embedding_lookup(vout.data(), ids.data<std::int64_t>(), table.raw(), table.dtype(), t.n, t.h,
                         t.rows, 0, true);
   vout.store();
 }
@@ -95,7 +101,7 @@ void embedding_backward(const DeviceContext& ctx, Tensor dtable, Tensor dout, Te
   constexpr const char* kOp = "embedding_backward";
   const bool on_device =
       detail::on_cuda(kOp, ctx, {{"dtable", dtable}, {"dout", dout}, {"ids", ids}});
-  const Table t = check(kOp, dtable, "dtable", ids, dout, "dout");
+  const Table t = check(kOp, dtable, "dtable", TableRole::kGradient, ids, dout, "dout");
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::embedding_backward(ctx, dtable.data<float>(), dout.raw(), dout.dtype(),
@@ -114,12 +120,13 @@ void embedding_forward(const DeviceContext& ctx, Tensor out, Tensor tokens, Tens
   const bool on_device = detail::on_cuda(
       kOp, ctx,
       {{"out", out}, {"tokens", tokens}, {"wte", wte}, {"positions", positions}, {"wpe", wpe}});
-  const Table words = check(kOp, wte, "wte", tokens, out, "out");
-  const Table places = check(kOp, wpe, "wpe", positions, out, "out");
+  const Table words = check(kOp, wte, "wte", TableRole::kParameter, tokens, out, "out");
+  const Table places = check(kOp, wpe, "wpe", TableRole::kParameter, positions, out, "out");
+  detail::parameter_dtype(kOp, {"out", out}, {"wte", wte}, {{"wpe", wpe}});
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::embedding_forward(ctx, out.raw(), tokens.data<std::int64_t>(), wte.data<float>(),
-                              positions.data<std::int64_t>(), wpe.data<float>(), out.dtype(),
+      cuda::embedding_forward(ctx, out.raw(), tokens.data<std::int64_t>(), wte.raw(),
+                              positions.data<std::int64_t>(), wpe.raw(), out.dtype(), wte.dtype(),
                               words.n, words.h);
     }
     return;
@@ -128,10 +135,10 @@ void embedding_forward(const DeviceContext& ctx, Tensor out, Tensor tokens, Tens
   check_ids(kOp, positions, places.rows);
   // Both lookups in fp32, one rounding of the sum for 16-bit out.
   const cpu::Fp32View vout(out, false);
-  cpu::embedding_lookup(vout.data(), tokens.data<std::int64_t>(), wte.data<float>(), words.n,
+  cpu::embedding_lookup(vout.data(), tokens.data<std::int64_t>(), wte.raw(), wte.dtype(), words.n,
                         words.h, words.rows, 0, false);
-  cpu::embedding_lookup(vout.data(), positions.data<std::int64_t>(), wpe.data<float>(), places.n,
-                        places.h, places.rows, 0, true);
+  cpu::embedding_lookup(vout.data(), positions.data<std::int64_t>(), wpe.raw(), wpe.dtype(),
+                        places.n, places.h, places.rows, 0, true);
   vout.store();
 }
 

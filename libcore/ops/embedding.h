@@ -1,7 +1,9 @@
 // Word and position embeddings (training.md §1.2). Ids are int64 of any shape [...]; tables are
-// [rows, h] fp32; outputs (and the backward's dout) [..., h] fp32, bf16 or fp16: a 16-bit output
-// is the fp32 result rounded once (embedding_forward rounds the sum wte + wpe once), a 16-bit dout
-// is widened exactly, and table gradients stay fp32. Each op takes the DeviceContext it runs with
+// [rows, h], fp32 or the output's dtype (a 16-bit table is widened exactly as it is read: the
+// lookup of its fp32 widening, bit for bit; embedding_forward's two tables share one dtype);
+// outputs (and the backward's dout) [..., h] fp32, bf16 or fp16: a 16-bit output is the fp32 result
+// rounded once (embedding_forward rounds the sum wte + wpe once), a 16-bit dout is widened
+// exactly, and table gradients stay fp32. Each op takes the DeviceContext it runs with
 // (ops/device_context.h) and has an overload without one for host tensors. Host ids are checked
 // against the table; device ids are not read back (the caller checks them where they came from).
 #pragma once

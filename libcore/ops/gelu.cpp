@@ -52,17 +52,17 @@ void bias_gelu_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor bi
   }
   const std::int64_t rows = detail::rows_with_last_dim(kOp, {"x", x}, bias.dim(0));
   const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
-  detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
+  const DType bias_dtype = detail::parameter_dtype(kOp, {"x", x}, {"bias", bias}, {});
   detail::expect_shape(kOp, {"out", out}, x.shape());
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::bias_gelu_forward(ctx, out.raw(), x.raw(), bias.data<float>(), dtype, rows, bias.dim(0),
-                              kind);
+      cuda::bias_gelu_forward(ctx, out.raw(), x.raw(), bias.raw(), dtype, bias_dtype, rows,
+                              bias.dim(0), kind);
     }
     return;
   }
-  const cpu::Fp32View vout(out, false), vx(x);
-  cpu::bias_gelu_forward(vout.data(), vx.data(), bias.data<float>(), rows, bias.dim(0), kind);
+  const cpu::Fp32View vout(out, false), vx(x), vbias(bias);
+  cpu::bias_gelu_forward(vout.data(), vx.data(), vbias.data(), rows, bias.dim(0), kind);
   vout.store();
 }
 
@@ -76,7 +76,7 @@ void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tenso
   }
   const std::int64_t rows = detail::rows_with_last_dim(kOp, {"x", x}, bias.dim(0));
   const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"dx", dx}, {"dout", dout}});
-  detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
+  const DType bias_dtype = detail::parameter_dtype(kOp, {"x", x}, {"bias", bias}, {});
   detail::expect_shape(kOp, {"dx", dx}, x.shape());
   detail::expect_shape(kOp, {"dout", dout}, x.shape());
   float* dbias_ptr = nullptr;
@@ -87,13 +87,13 @@ void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tenso
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(), bias.data<float>(),
-                               dtype, rows, bias.dim(0), kind);
+      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(), bias.raw(), dtype,
+                               bias_dtype, rows, bias.dim(0), kind);
     }
     return;
   }
-  const cpu::Fp32View vdx(dx), vdout(dout), vx(x);
-  cpu::bias_gelu_backward(vdx.data(), dbias_ptr, vdout.data(), vx.data(), bias.data<float>(), rows,
+  const cpu::Fp32View vdx(dx), vdout(dout), vx(x), vbias(bias);
+  cpu::bias_gelu_backward(vdx.data(), dbias_ptr, vdout.data(), vx.data(), vbias.data(), rows,
                           bias.dim(0), kind);
   vdx.store();
 }

@@ -19,7 +19,8 @@ enum class GeluKind {
 };
 
 // Activations (out, x; dx, dout) are fp32, bf16 or fp16, all of x's dtype: a 16-bit call widens
-// its loads, computes as fp32 and rounds each output once. bias and dbias are fp32.
+// its loads, computes as fp32 and rounds each output once. bias is fp32 or x's dtype (widened
+// exactly: a 16-bit bias gives what its fp32 widening gives, bit for bit); dbias is fp32.
 
 // out = gelu(x) elementwise; any shape.
 void gelu_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,

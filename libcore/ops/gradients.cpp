@@ -100,7 +100,7 @@ std::vector<double> sums_of_squares(const DeviceContext& ctx, Tensor x,
                                     std::span<const SquaresSegment> segments) {
   constexpr const char* kOp = "sums_of_squares";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"x", x}});
-  detail::expect_dtype(kOp, {"x", x}, DType::kFloat32);
+  expect(kOp, {"x", x}, is_float_or_half(x.dtype()), "fp32, bf16 or fp16");
   for (const SquaresSegment& segment : segments) {
     if (segment.offset < 0 || segment.numel < 0 || segment.offset + segment.numel > x.numel()) {
       base::fail("ops::", kOp, ": segment [", segment.offset, ", ", segment.offset + segment.numel,
@@ -111,10 +111,10 @@ std::vector<double> sums_of_squares(const DeviceContext& ctx, Tensor x,
   const auto count = static_cast<std::int64_t>(segments.size());
   if (on_device) {
     if constexpr (detail::kCudaBuilt)
-      cuda::sums_of_squares(ctx, sums.data(), x.data<float>(), segments.data(), count);
+      cuda::sums_of_squares(ctx, sums.data(), x.raw(), x.dtype(), segments.data(), count);
     return sums;
   }
-  cpu::sums_of_squares(sums.data(), x.data<float>(), segments.data(), count);
+  cpu::sums_of_squares(sums.data(), x.raw(), x.dtype(), segments.data(), count);
   return sums;
 }
 

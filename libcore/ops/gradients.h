@@ -40,9 +40,11 @@ struct SquaresSegment {
   std::int64_t numel = 0;
 };
 
-// Σ x² of every segment of the fp32 buffer `x`, in segment order, each as sum_of_squares
+// Σ x² of every segment of the flat buffer `x`, in segment order, each as sum_of_squares
 // (ops/adam.h) of that slice returns it on the same device: bit-identical to one call per
-// segment. On a device all sums are taken there and come back in one copy (one wait).
+// segment. On a device all sums are taken there and come back in one copy (one wait). x is fp32,
+// bf16 or fp16; 16-bit elements are widened exactly, so the sums of 16-bit weights are bit for bit
+// those of their fp32 widening (the same squares in double, added in the same order).
 std::vector<double> sums_of_squares(const DeviceContext& ctx, tensor::Tensor x,
                                     std::span<const SquaresSegment> segments);
 

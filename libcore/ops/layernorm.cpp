@@ -14,8 +14,8 @@ using tensor::Tensor;
 
 namespace {
 
-// Checks the arguments shared by forward and backward (the fp32 parameters and statistics; x's
-// dtype is the caller's activation check); returns the row count.
+// Checks the arguments shared by forward and backward (the fp32 statistics and the weight's shape;
+// the dtypes of x and the parameters are the caller's checks); returns the row count.
 std::int64_t check_common(const char* op, const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd) {
   if (weight.shape().rank() != 1) {
@@ -23,7 +23,7 @@ std::int64_t check_common(const char* op, const Tensor& x, const Tensor& weight,
   }
   const std::int64_t cols = weight.dim(0);
   const std::int64_t rows = detail::rows_with_last_dim(op, {"x", x}, cols);
-  for (const detail::Arg arg : {detail::Arg{"weight", weight}, {"mean", mean}, {"rstd", rstd}}) {
+  for (const detail::Arg arg : {detail::Arg{"mean", mean}, {"rstd", rstd}}) {
     detail::expect_dtype(op, arg, DType::kFloat32);
   }
   detail::expect_numel(op, {"mean", mean}, rows);
@@ -40,22 +40,23 @@ void layernorm_forward(const DeviceContext& ctx, Tensor out, Tensor mean, Tensor
       kOp, ctx,
       {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"x", x}, {"weight", weight}, {"bias", bias}});
   const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"out", out}});
+  const DType param_dtype =
+      detail::parameter_dtype(kOp, {"x", x}, {"weight", weight}, {{"bias", bias}});
   const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
   detail::expect_shape(kOp, {"out", out}, x.shape());
   detail::expect_shape(kOp, {"bias", bias}, weight.shape());
-  detail::expect_dtype(kOp, {"bias", bias}, DType::kFloat32);
   if (!(eps > 0.0f)) base::fail("ops::", kOp, ": eps must be positive, got ", eps);
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::layernorm_forward(ctx, out.raw(), mean.data<float>(), rstd.data<float>(), x.raw(),
-                              weight.data<float>(), bias.data<float>(), dtype, rows, weight.dim(0),
+                              weight.raw(), bias.raw(), dtype, param_dtype, rows, weight.dim(0),
                               eps);
     }
     return;
   }
-  const cpu::Fp32View vout(out, false), vx(x);
+  const cpu::Fp32View vout(out, false), vx(x), vweight(weight), vbias(bias);
   cpu::layernorm_forward(vout.data(), mean.data<float>(), rstd.data<float>(), vx.data(),
-                         weight.data<float>(), bias.data<float>(), rows, weight.dim(0), eps);
+                         vweight.data(), vbias.data(), rows, weight.dim(0), eps);
   vout.store();
 }
 
@@ -72,6 +73,7 @@ void layernorm_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Ten
                                           {"mean", mean},
                                           {"rstd", rstd}});
   const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"dx", dx}, {"dout", dout}});
+  const DType param_dtype = detail::parameter_dtype(kOp, {"x", x}, {"weight", weight}, {});
   const std::int64_t rows = check_common(kOp, x, weight, mean, rstd);
   detail::expect_shape(kOp, {"dx", dx}, x.shape());
   detail::expect_shape(kOp, {"dout", dout}, x.shape());
@@ -90,14 +92,14 @@ void layernorm_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Ten
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::layernorm_backward(ctx, dx.raw(), dweight_ptr, dbias_ptr, dout.raw(), x.raw(),
-                               weight.data<float>(), mean.data<float>(), rstd.data<float>(), dtype,
-                               rows, weight.dim(0));
+                               weight.raw(), mean.data<float>(), rstd.data<float>(), dtype,
+                               param_dtype, rows, weight.dim(0));
     }
     return;
   }
-  const cpu::Fp32View vdx(dx), vdout(dout), vx(x);
+  const cpu::Fp32View vdx(dx), vdout(dout), vx(x), vweight(weight);
   cpu::layernorm_backward(vdx.data(), dweight_ptr, dbias_ptr, vdout.data(), vx.data(),
-                          weight.data<float>(), mean.data<float>(), rstd.data<float>(), rows,
+                          vweight.data(), mean.data<float>(), rstd.data<float>(), rows,
                           weight.dim(0));
   vdx.store();
 }

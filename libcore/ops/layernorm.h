@@ -10,8 +10,9 @@
 namespace mds::ops {
 
 // Activations (out, x; dx, dout) are fp32, bf16 or fp16, all of x's dtype: a 16-bit call widens
-// its loads, computes as fp32 and rounds each output once. weight, bias, mean, rstd, dweight and
-// dbias are fp32 whatever the activations.
+// its loads, computes as fp32 and rounds each output once. weight and bias are fp32 or x's dtype
+// (one dtype for both; 16-bit ones are widened exactly, so they give what their fp32 widening
+// gives, bit for bit); mean, rstd, dweight and dbias are fp32 whatever the activations.
 //
 // out, x: [..., C]; weight, bias: [C]; mean, rstd: one fp32 value per row ([...], any shape with
 // that many elements), saved for the backward.

@@ -154,7 +154,7 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
     exp_avg_sq_.emplace(table, DType::kFloat32, where);
     if (options_.precision == Precision::kFp16) master_.emplace(table, DType::kFloat32, where);
   }
-  if (is_16bit()) compute_.emplace(table, DType::kFloat32, where);
+  if (is_16bit() && options_.fp32_compute_copy) compute_.emplace(table, DType::kFloat32, where);
   if (options_.zero_stage < 2) grad_accumulator_.emplace(table, accumulator, where);
   if (context().is_cuda()) {
     host_.emplace(HostState{model::ParamBuffer(table, params_.flat().dtype()),
@@ -171,7 +171,13 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
 }
 
 const model::ParamBuffer& MixedPrecisionOptimizer::compute() const {
-  return compute_ ? *compute_ : params_;
+  if (compute_) return *compute_;
+  if (is_16bit()) {
+    base::fail("optimizer: this ", to_string(options_.precision),
+               " optimizer keeps no fp32 compute copy (fp32_compute_copy is off: its model "
+               "computes with 16-bit activations from weights())");
+  }
+  return params_;
 }
 
 const ZeroShard& MixedPrecisionOptimizer::shard() const {
@@ -293,7 +299,7 @@ void MixedPrecisionOptimizer::initialize_with(
     write_initial(initial);
     for (std::size_t i = 0; i < table_->size(); ++i) ops::cast(params().view(i), initial.view(i));
     copy_state_to_device();
-  } else {
+  } else if (!is_16bit() || compute_) {
     // On the host into the fp32 buffer the model reads (fp32: the weights themselves), from which
     // 16-bit weights are rounded parameter by parameter.
     write_initial(compute());
@@ -301,6 +307,13 @@ void MixedPrecisionOptimizer::initialize_with(
       for (std::size_t i = 0; i < table_->size(); ++i)
         ops::cast(params_.view(i), compute_->view(i));
     }
+  } else {
+    // 16-bit without a compute copy: the micro-batch gradient buffer (fp32, table layout, zero
+    // until the first backward) lends itself, and is zero again afterwards.
+    write_initial(micro_grads_);
+    for (std::size_t i = 0; i < table_->size(); ++i)
+      ops::cast(params_.view(i), micro_grads_.view(i));
+    ops::fill(context(), micro_grads_.flat(), 0.0f);
   }
   if (compute_) ops::cast(context(), compute_->flat(), params_.flat());
   // The construction step of BF16_Optimizer, FP16_Optimizer and ZeRO (initialize_optimizer_

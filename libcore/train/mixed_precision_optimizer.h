@@ -10,18 +10,20 @@
 // Model weights stay whole on every rank. On CPU the model computes in fp32 (architecture.md §4):
 // it reads the fp32 `compute` copy and adds each micro-batch's gradient, in fp32, into
 // `micro_grads`; accumulate_micro_batch() then rounds it as the 16-bit gradient upstream would
-// have been.
+// have been. A model with 16-bit activations (a --bf16/--fp16 run on a device) reads the 16-bit
+// weights() alone, so the 16-bit wrappers then keep no compute copy
+// (OptimizerOptions::fp32_compute_copy).
 //
 // Memory (memory(), planned by train/optimizer_memory.h): besides the weights, their compute
-// copy, the micro-batch gradients and the Adam state, one gradient accumulator: whole (stages 0
-// and 1) or this rank's partitions (stage 2). The fp32 gradient partitions a partitioned step
-// reads are borrowed from the micro-batch gradient buffer, which is free between the last
+// copy (if kept), the micro-batch gradients and the Adam state, one gradient accumulator: whole
+// (stages 0 and 1) or this rank's partitions (stage 2). The fp32 gradient partitions a partitioned
+// step reads are borrowed from the micro-batch gradient buffer, which is free between the last
 // accumulate_micro_batch() and the end of step(); the collectives go through a bounded
 // CollectiveStaging, so no other buffer grows with the model.
 //
 // On a CUDA device (a DeviceContext lent by the caller) every wrapper runs there, on any grid:
-// weights (16-bit, and their fp32 compute copy), fp32 masters, gradients and Adam moments in
-// device buffers; accumulation with its roundings, the data-parallel averaging, the gradient
+// weights (16-bit, and their fp32 compute copy if kept), fp32 masters, gradients and Adam moments
+// in device buffers; accumulation with its roundings, the data-parallel averaging, the gradient
 // norm, the overflow check, clipping and AdamW as device ops, with the host's arithmetic. The
 // gradient collectives (all-reduce, ZeRO's reduce-scatter and all-gather, ReduceTiedGrads) then
 // take device tensors, so the groups must be ones made for the device
@@ -78,6 +80,11 @@ struct OptimizerOptions {
   // The most elements one gradient or weight collective moves per call (CollectiveStaging), and
   // so the bound of the optimizer's scratch; any value gives the same numbers.
   std::int64_t collective_chunk_numel = kDefaultCollectiveChunk;
+  // Whether bf16/fp16 keep `compute`, an fp32 copy of the weights refreshed after every step
+  // (4 bytes per parameter), for a model that computes in fp32 from them (the host's default). A
+  // model with 16-bit activations reads the 16-bit weights() alone and needs none. No effect on
+  // fp32, whose weights are fp32.
+  bool fp32_compute_copy = true;
 };
 
 // The options DeepSpeed derives from its JSON (precision, ZeRO stage, clipping, communication
@@ -119,15 +126,16 @@ class MixedPrecisionOptimizer {
                           const ops::DeviceContext* device = nullptr);
 
   // Sets the weights from fp32 initial values (a flat buffer laid out by the table; padding is
-  // ignored): params = rounded, master = compute = params widened, as DeepSpeed's `module.half()`
+  // ignored): params = rounded, master (= compute) = params widened, as DeepSpeed's `module.half()`
   // / `.bfloat16()` before copying masters. The 16-bit wrappers then take their construction
   // step with all-zero gradients (training.md §4.3 item 6): step count 1, masters of the decay
   // groups × (1 − lr₀·wd), where lr₀ is the LR the scheduler's constructor set. Like upstream,
   // that step touches only the masters; params see it at the first real step. fp32 takes none.
   void initialize(tensor::Tensor initial_params, double initial_lr);
   // The same with the initial values written by `write_initial` into an fp32 host buffer laid
-  // out by the table (zeroed; padding ignored). On the host that buffer is the fp32 weights or
-  // their compute copy itself, so initializing needs no model-sized buffer of its own.
+  // out by the table (zeroed; padding ignored). On the host that buffer is the fp32 weights,
+  // their compute copy or (16-bit without one) the micro-batch gradient buffer, zero again
+  // afterwards, so initializing needs no model-sized buffer of its own.
   void initialize_with(const std::function<void(const model::ParamBuffer&)>& write_initial,
                        double initial_lr);
 
@@ -136,10 +144,11 @@ class MixedPrecisionOptimizer {
   // Where the weights the model reads, the gradients and the Adam state live.
   tensor::Device device() const { return context().device(); }
 
-  // The fp32 weights the model reads (on device()).
+  // The fp32 weights a model with fp32 activations reads (on device()): the weights themselves
+  // (fp32), or their compute copy (bf16/fp16; fails with one line when built without one).
   const model::ParamBuffer& compute() const;
-  // The weights in the precision's dtype on device() (compute() is them widened): what a model
-  // with 16-bit activations reads its GEMM weights from.
+  // The weights in the precision's dtype on device() (compute() is them widened): all a model
+  // with 16-bit activations reads.
   const model::ParamBuffer& weights() const { return params_; }
   // Where the model adds one micro-batch's (loss-scaled) fp32 gradient. Zero between micro-batches.
   const model::ParamBuffer& micro_grads() const { return micro_grads_; }
@@ -233,9 +242,9 @@ class MixedPrecisionOptimizer {
   // `rounded` (a table-layout 16-bit buffer) is given, the new weights rounded into it too.
   void adam_update(const model::ParamBuffer& weights, tensor::Tensor grads, double lr,
                    tensor::Tensor rounded = {});
-  // params = master rounded (gathered from every partition), compute = params widened.
+  // params = master rounded (gathered from every partition), compute (if kept) = params widened.
   void publish_master();
-  // compute = params widened (16-bit only).
+  // compute = params widened (16-bit with a compute copy only).
   void refresh_compute();
   // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D, chunk by chunk.
   void all_reduce_gradients();
@@ -259,7 +268,7 @@ class MixedPrecisionOptimizer {
   CollectiveStaging staging_;
   std::optional<ZeroShard> shard_;                      // partitioned state
   std::optional<model::ParamBuffer> master_;            // FP16_Optimizer's whole master
-  std::optional<model::ParamBuffer> compute_;           // 16-bit only
+  std::optional<model::ParamBuffer> compute_;           // 16-bit with fp32_compute_copy only
   std::optional<model::ParamBuffer> exp_avg_;           // unpartitioned state
   std::optional<model::ParamBuffer> exp_avg_sq_;        // unpartitioned state
   std::optional<model::ParamBuffer> grad_accumulator_;  // stages 0 and 1

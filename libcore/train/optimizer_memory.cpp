@@ -70,7 +70,9 @@ std::vector<BufferBytes> plan_optimizer_memory(const model::ParamTable& table, s
     if (bytes > 0) buffers.push_back({name, bytes});
   };
   add("weights", bytes_of(whole, weight_dtype(options.precision)));
-  if (options.precision != Precision::kFp32) add("compute", bytes_of(whole, DType::kFloat32));
+  if (options.precision != Precision::kFp32 && options.fp32_compute_copy) {
+    add("compute", bytes_of(whole, DType::kFloat32));
+  }
   add("micro_grads", bytes_of(partitioned ? std::max(whole, partition) : whole, DType::kFloat32));
   if (options.zero_stage < 2) add("grad_accumulator", bytes_of(whole, accumulator));
   if (options.zero_stage == 2) {

@@ -1,9 +1,10 @@
 // What MixedPrecisionOptimizer holds on its device, buffer by buffer, computed from the layouts
-// alone (ParamTable, ZeroLayout): the weights and their fp32 compute copy, the micro-batch
-// gradients, the gradient accumulator, the fp32 master and Adam moments, and the bounded staging
-// of the collectives. MixedPrecisionOptimizer::memory() reports the same list from the buffers it
-// allocated; a unit test holds the two equal to the byte, so this plan is what a run takes
-// (activations, the data loader, communicator buffers and a device run's host copies aside).
+// alone (ParamTable, ZeroLayout): the weights and their fp32 compute copy (16-bit runs with fp32
+// activations only: OptimizerOptions::fp32_compute_copy), the micro-batch gradients, the gradient
+// accumulator, the fp32 master and Adam moments, and the bounded staging of the collectives.
+// MixedPrecisionOptimizer::memory() reports the same list from the buffers it allocated; a unit
+// test holds the two equal to the byte, so this plan is what a run takes (activations, the data
+// loader, communicator buffers and a device run's host copies aside).
 #pragma once
 
 #include <cstddef>

@@ -70,10 +70,12 @@ int pipe_buffers(const TrainerOptions& options) {
       kInferenceBuffers, options.pipeline->size() - options.pipeline->rank()));
 }
 
-// options.model with the activation dtype that options.activations picks.
+// options.model with the activation dtype that options.activations picks; the optimizer keeps an
+// fp32 compute copy of 16-bit weights only for a model that computes in fp32 from it.
 TrainerOptions with_activation_dtype(TrainerOptions options) {
   options.model.activation_dtype =
       activation_dtype(options.activations, options.optimizer.precision, options.device);
+  options.optimizer.fp32_compute_copy = options.model.activation_dtype == tensor::DType::kFloat32;
   return options;
 }
 
@@ -163,7 +165,7 @@ model::DropoutContext Trainer::training_dropout(std::int64_t micro_batch) const 
 
 model::ModelParams Trainer::model_params() const {
   if (options_.model.activation_dtype == tensor::DType::kFloat32) return optimizer_.compute();
-  return {optimizer_.compute(), optimizer_.weights()};
+  return optimizer_.weights();
 }
 
 double Trainer::forward_backward_all(data::BatchLoader& loader, std::int64_t micro_batches,
@@ -343,8 +345,9 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
 
 double Trainer::params_norm() const {
   // calc_params_l2_norm: the model's (16-bit) weights, widened, TP duplicates once, summed over
-  // the model-parallel group.
-  // The per-parameter sums come from one ops::sums_of_squares (one wait on a device).
+  // the model-parallel group. The per-parameter sums come from one ops::sums_of_squares (one wait
+  // on a device) over the weights themselves: 16-bit ones widened as they are read, the bits of
+  // their fp32 compute copy's sums, which need not exist.
   std::vector<ops::SquaresSegment> segments;
   for (const model::ParamSpec& param : table_.params()) {
     // The last stage's tied replica would count the word embedding twice (upstream does).
@@ -352,7 +355,7 @@ double Trainer::params_norm() const {
     segments.push_back({param.offset, param.local_numel()});
   }
   double sum = 0.0;
-  for (const double part : ops::sums_of_squares(device_, optimizer_.compute().flat(), segments)) {
+  for (const double part : ops::sums_of_squares(device_, optimizer_.weights().flat(), segments)) {
     sum += part;
   }
   if (options_.model_parallel != nullptr && options_.model_parallel->size() > 1) {

@@ -30,9 +30,10 @@ namespace mds::train {
 
 // The dtype of the model's activations (model::ModelOptions::activation_dtype). kAuto does what
 // upstream does on a GPU: a --bf16/--fp16 run on a CUDA device computes with 16-bit activations
-// and GEMM weights; on the host it keeps fp32 compute from the widened 16-bit weights
-// (architecture.md §4). kFp32 is fp32 everywhere; kParams uses the params' dtype (16-bit for
-// --bf16/--fp16, fp32 otherwise) wherever the model runs, the host included.
+// from the 16-bit weights alone (the optimizer keeps no fp32 compute copy); on the host it keeps
+// fp32 compute from the compute copy, the widened 16-bit weights (architecture.md §4). kFp32 is
+// fp32 everywhere; kParams uses the params' dtype (16-bit for --bf16/--fp16, fp32 otherwise)
+// wherever the model runs, the host included (16-bit: no compute copy there either).
 enum class ActivationPrecision { kAuto, kFp32, kParams };
 
 // The activation dtype `choice` gives a run of `precision` on `device`.
@@ -160,7 +161,8 @@ class Trainer {
   double pipelined_forward_backward(data::BatchLoader& loader, std::int64_t micro_batches,
                                     float loss_scale);
   model::DropoutContext training_dropout(std::int64_t micro_batch) const;
-  // What the model reads: the compute copy, and with 16-bit activations the 16-bit weights.
+  // What the model reads: the fp32 weights or compute copy, or with 16-bit activations the 16-bit
+  // weights alone.
   model::ModelParams model_params() const;
   // Σ of the micro-batch losses of one evaluation batch (no dropout), as above.
   double evaluation_losses(data::BatchLoader& loader, std::int64_t micro_batches);

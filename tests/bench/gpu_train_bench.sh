@@ -122,19 +122,23 @@ compile=(--compile)
 "$python" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null ||
   compile=()
 rows=()
+add_row() {  # as row(); echoed at once too, so a run cut short still shows its finished rows
+  rows+=("$(row "$@")")
+  echo "${rows[-1]}" >&2
+}
 for config in $configs; do
   read -r L h n s b G <<< "$(config_values "$config")"
   flop=$(flop_per_token "$L" "$h" "$s" 50304)
   echo "== $config (L=$L h=$h heads=$n s=$s b=$b G=$G)" >&2
   ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" fp32) || ours=""
-  rows+=("$(row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)")")
+  add_row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)"
   ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""
-  rows+=("$(row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)")")
+  add_row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
   eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
-  rows+=("$(row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)")")
+  add_row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)"
   fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}") ||
     fast=""
-  rows+=("$(row "PyTorch bf16 + SDPA${compile:+ + torch.compile}" "$config" "$fast" $((G * s)) "$flop" "$(peak_tflops bf16)")")
+  add_row "PyTorch bf16 + SDPA${compile:+ + torch.compile}" "$config" "$fast" $((G * s)) "$flop" "$(peak_tflops bf16)"
 done
 echo
 echo "| config | what | s/step | tokens/s | MFU |"

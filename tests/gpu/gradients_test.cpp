@@ -139,7 +139,7 @@ TEST(GpuGradients, SumsOfSquaresEqualOneSumPerSegmentAndAreDeterministic) {
                                                      {kN - 4099, 4099}, {3, 1 << 20}};
   const auto count = static_cast<std::int64_t>(segments.size());
   std::vector<double> cpu(segments.size());
-  ops::cpu::sums_of_squares(cpu.data(), x.data(), segments.data(), count);
+  ops::cpu::sums_of_squares(cpu.data(), x.data(), DType::kFloat32, segments.data(), count);
   DeviceArray<float> dx(x);
   std::vector<double> got(segments.size(), std::nan(""));
   kernels::sums_of_squares_to_host(got.data(), dx.get(), segments.data(), count, nullptr);

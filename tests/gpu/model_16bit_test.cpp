@@ -1,6 +1,11 @@
 // GptModel with bf16 and fp16 activations on a CUDA device against the same model on the host:
 // one micro-batch's loss and gradients, then 20 bf16 training iterations (16-bit weights, fp32
-// masters) with 16-bit activations on both sides.
+// masters, no fp32 compute copy) with 16-bit activations on both sides. The device reads every
+// parameter from the 16-bit weights, as the Trainer runs it; the host one-step reference reads
+// the non-GEMM parameters from an fp32 compute copy, which on the host is bit-identical
+// (unit test GptModel16Bit.SixteenBitWeightsAloneGiveTheComputeCopyBits). On the device, the two
+// wirings must give the same bits as well (the kernels' 16-bit-parameter instances load the same
+// values), which OneStepWithoutComputeCopyIsBitIdentical checks.
 //
 // Both sides round the same activations to 16 bits; what differs is the fp32 arithmetic between
 // the roundings (summation orders, the flash attention instead of the host's two halves, the
@@ -31,6 +36,7 @@
 #include "tensor/device_memory.h"
 #include "tests/gpu/tiny_gpt_training.h"
 #include "train/mixed_precision_optimizer.h"
+#include "train/optimizer_memory.h"
 
 namespace mds {
 namespace {
@@ -60,9 +66,10 @@ struct StepResult {
   std::vector<float> grads;
 };
 
-// One forward and backward on `ctx`'s device from host buffers `half` and `compute`.
+// One forward and backward on `ctx`'s device from host buffers `half` and `compute`; without
+// `compute_copy` every parameter is read from `half`.
 StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::DeviceContext& ctx,
-                    const ParamBuffer& half, const ParamBuffer& compute) {
+                    const ParamBuffer& half, const ParamBuffer& compute, bool compute_copy) {
   const tensor::Device where = ctx.device();
   ParamBuffer half_there(table, half.dtype(), where);
   ParamBuffer compute_there(table, DType::kFloat32, where);
@@ -74,8 +81,9 @@ StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::D
   gpu_test::Batch batch(o, 3, 1);
   const model::DropoutContext dropout{77, 3, 1, true};
   StepResult r;
-  r.loss = model.forward_backward(model::ModelParams(compute_there, half_there), grads,
-                                  batch.view(o), dropout, 4.0f);
+  const model::ModelParams params =
+      compute_copy ? model::ModelParams(compute_there, half_there) : model::ModelParams(half_there);
+  r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f);
   r.grads = host_values(grads.flat());
   return r;
 }
@@ -92,14 +100,34 @@ TEST_P(Model16BitOnDevice, OneStepFollowsTheHost) {
   ops::cast(half.flat(), initial.flat());
   ops::cast(compute.flat(), half.flat());
   const ops::DeviceContext host, device(kCuda0);
-  const StepResult want = one_step(o, table, host, half, compute);
-  const StepResult got = one_step(o, table, device, half, compute);
+  const StepResult want = one_step(o, table, host, half, compute, true);
+  const StepResult got = one_step(o, table, device, half, compute, false);
   ASSERT_TRUE(std::isfinite(got.loss));
   EXPECT_NEAR(got.loss, want.loss, bounds.loss * std::abs(want.loss));
   const double grads = relative_difference(got.grads, want.grads);
   EXPECT_LT(grads, bounds.grad_error);
   std::printf("%s: loss device %.7g host %.7g, gradient ‖Δ‖/‖g‖ %.3g\n",
               std::string(tensor::dtype_name(bounds.dtype)).c_str(), got.loss, want.loss, grads);
+}
+
+// The device's 16-bit weights alone against the device with the non-GEMM parameters from an fp32
+// compute copy: the same kernels on the same (exactly widened) values, so the loss and every
+// gradient are bit-identical.
+TEST_P(Model16BitOnDevice, OneStepWithoutComputeCopyIsBitIdentical) {
+  const Bounds bounds = GetParam();
+  const ModelOptions o = options_with(bounds.dtype);
+  const ParamTable table = ParamTable::build(o.config);
+  ParamBuffer initial(table, DType::kFloat32);
+  model::initialize_parameters(initial, 1234);
+  ParamBuffer half(table, bounds.dtype), compute(table, DType::kFloat32);
+  ops::cast(half.flat(), initial.flat());
+  ops::cast(compute.flat(), half.flat());
+  const ops::DeviceContext device(kCuda0);
+  const StepResult with_copy = one_step(o, table, device, half, compute, true);
+  const StepResult alone = one_step(o, table, device, half, compute, false);
+  ASSERT_TRUE(std::isfinite(alone.loss));
+  EXPECT_EQ(alone.loss, with_copy.loss);
+  EXPECT_EQ(alone.grads, with_copy.grads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Model16BitOnDevice,
@@ -134,6 +162,10 @@ TEST(Model16BitOnDevice, Bf16TrainingFollowsTheHost) {
     EXPECT_NEAR(got, want, 2e-3 * std::abs(want)) << "iteration " << it;
   }
   std::printf("bf16 activations: worst relative loss difference over 20 iterations %.3g\n", worst);
+  // As the Trainer runs it: no fp32 compute copy; after the steps, exactly the planned buffers.
+  EXPECT_FALSE(gpu.optimizer.options().fp32_compute_copy);
+  EXPECT_EQ(gpu.optimizer.memory(),
+            train::plan_optimizer_memory(table, 1, gpu.optimizer.options()));
 }
 
 }  // namespace

@@ -79,6 +79,14 @@ struct Batch {
   }
 };
 
+// The optimizer options the Trainer gives a model with these activations: a bf16/fp16 optimizer
+// keeps its fp32 compute copy only for fp32 activations.
+inline train::OptimizerOptions as_trainer_sets(train::OptimizerOptions options,
+                                               const ModelOptions& model) {
+  options.fp32_compute_copy = model.activation_dtype == DType::kFloat32;
+  return options;
+}
+
 // A model and its optimizer on one device, started from `initial` (host fp32, table layout).
 struct TrainingRun {
   TrainingRun(const ModelOptions& model_options, const ParamTable& table,
@@ -86,7 +94,8 @@ struct TrainingRun {
               train::OptimizerOptions optimizer_options = fp32_adam())
       : options(model_options),
         model(model_options, table, nullptr, 1, &device),
-        optimizer(table, std::move(optimizer_options), nullptr, nullptr, &device) {
+        optimizer(table, as_trainer_sets(std::move(optimizer_options), model_options), nullptr,
+                  nullptr, &device) {
     optimizer.initialize(initial, kLr);
   }
 
@@ -122,10 +131,11 @@ struct TrainingRun {
     return model.forward_loss(params(), batch.view(options), none, losses);
   }
 
-  // As Trainer::model_params: with 16-bit activations the GEMMs read the 16-bit weights.
+  // As Trainer::model_params: fp32 activations read the fp32 weights or the compute copy, 16-bit
+  // ones the 16-bit weights alone (there is no compute copy).
   model::ModelParams params() const {
     if (options.activation_dtype == DType::kFloat32) return optimizer.compute();
-    return {optimizer.compute(), optimizer.weights()};
+    return optimizer.weights();
   }
 
   ModelOptions options;

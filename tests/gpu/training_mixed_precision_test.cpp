@@ -3,7 +3,10 @@
 // fp32 masters and Adam state (BF16_Optimizer; FP16_Optimizer with its dynamic loss scaler), and
 // with ZeRO stages 1 and 2 in one process (fp16 and fp32).
 //
-// Both sides do the same arithmetic: the model computes in fp32 from the widened 16-bit weights,
+// Both sides do the same arithmetic: the model computes in fp32 from the widened 16-bit weights
+// (fp32 activations, so the optimizer keeps its fp32 compute copy on the device: the path of
+// TrainerOptions::activations = kFp32 there; a --bf16/--fp16 run's default on a device, 16-bit
+// activations from the 16-bit weights alone with no compute copy, is model_16bit_test.cpp's),
 // each micro-batch gradient is rounded as upstream's 16-bit gradient and accumulated, the norm,
 // clipping, overflow check and AdamW follow. Only the model's own rounding differs (the fp32
 // test's 1e-5 level: summation orders, the flash attention, the device's transcendentals). The

@@ -4,9 +4,11 @@
 //      real layouts, for stages 0-3 at D = 1, 8, 64, mixed-precision and fp32 Adam;
 //   2. what mds's optimizer allocates (train/optimizer_memory, held equal to the optimizer's own
 //      buffers by a unit test) for every precision and ZeRO stage it implements at D = 1, 8, 64:
-//      bytes per parameter of the weights (with the fp32 copy the model computes from), the
-//      gradients (the micro-batch buffer and the accumulator), the fp32 master and Adam moments,
-//      the collectives' staging, and the total in GiB.
+//      bytes per parameter of the weights (with, for bf16/fp16 computing in fp32 — the host's
+//      default —, the fp32 copy the model computes from; a bf16/fp16 run on a CUDA device computes
+//      with 16-bit activations from the 16-bit weights and has none), the gradients (the
+//      micro-batch buffer and the accumulator), the fp32 master and Adam moments, the collectives'
+//      staging, and the total in GiB.
 // GiB = 2^30 bytes. GPT-2 widths are multiples of 64, so the table buffer has no gaps and only the
 // 2·D group padding separates planner and paper.
 #include <cstdint>
@@ -92,14 +94,17 @@ void print_mds_table() {
   struct Layout {
     Precision precision;
     int stage;
+    bool compute_copy = true;  // fp32 activations (a 16-bit run on the host)
   };
-  const Layout layouts[] = {{Precision::kFp32, 0}, {Precision::kFp32, 1}, {Precision::kFp32, 2},
-                            {Precision::kBf16, 0}, {Precision::kFp16, 0}, {Precision::kFp16, 1},
-                            {Precision::kFp16, 2}};
+  const Layout layouts[] = {
+      {Precision::kFp32, 0},        {Precision::kFp32, 1},        {Precision::kFp32, 2},
+      {Precision::kBf16, 0},        {Precision::kBf16, 0, false}, {Precision::kFp16, 0},
+      {Precision::kFp16, 0, false}, {Precision::kFp16, 1},        {Precision::kFp16, 1, false},
+      {Precision::kFp16, 2},        {Precision::kFp16, 2, false}};
   std::printf(
-      "| model | precision | ZeRO stage | D | weights + compute copy | gradients | master + Adam | "
-      "staging (MiB) | total (GiB) | bytes/param |\n");
-  std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| model | precision | activations | ZeRO stage | D | weights (+ compute copy) | gradients | "
+      "master + Adam | staging (MiB) | total (GiB) | bytes/param |\n");
+  std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const Size& size : kSizes) {
     const mds::model::ParamTable table = table_of(size);
     const double psi = static_cast<double>(table.local_numel());
@@ -115,12 +120,16 @@ void print_mds_table() {
                                       : layout.precision == Precision::kFp16 || layout.stage >= 1
                                           ? mds::tensor::DType::kFloat16
                                           : mds::tensor::DType::kFloat32;
+        options.fp32_compute_copy = layout.compute_copy;
         const std::vector<BufferBytes> plan = mds::train::plan_optimizer_memory(table, dp, options);
         const double total = static_cast<double>(mds::train::total_bytes(plan));
         std::printf(
-            "| %s | %s | %d | %lld | %.2f | %.2f | %.2f | %.1f | %.3f | %.2f |\n", size.name,
-            std::string(mds::train::to_string(layout.precision)).c_str(), layout.stage,
-            static_cast<long long>(dp), sum_of(plan, {"weights", "compute"}) / psi,
+            "| %s | %s | %s | %d | %lld | %.2f | %.2f | %.2f | %.1f | %.3f | %.2f |\n", size.name,
+            std::string(mds::train::to_string(layout.precision)).c_str(),
+            layout.precision == Precision::kFp32 ? "fp32"
+            : layout.compute_copy                ? "fp32 (host)"
+                                                 : "16-bit (device)",
+            layout.stage, static_cast<long long>(dp), sum_of(plan, {"weights", "compute"}) / psi,
             sum_of(plan, {"micro_grads", "grad_accumulator", "partition_accumulator"}) / psi,
             sum_of(plan, {"master", "exp_avg", "exp_avg_sq"}) / psi,
             sum_of(plan, {"staging"}) / (1024.0 * 1024.0), gib(total), total / psi);

@@ -1,5 +1,7 @@
 // GptModel with bf16/fp16 activations on the host against the fp32 model on the same (16-bit
-// representable) weights: the only difference is the rounding of each activation to 16 bits.
+// representable) weights: the only difference is the rounding of each activation to 16 bits. And
+// the 16-bit model reading every parameter from the 16-bit weights (no fp32 compute copy, as the
+// trainer runs it) against reading the non-GEMM ones from the compute copy: bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,15 +86,18 @@ class Bench {
             Tensor(positions_.data(), DType::kInt64, shape)};
   }
 
-  // One forward and backward with activations of `dtype` (fp32 reads the compute copy alone).
-  Result run(const ModelOptions& options, const DropoutContext& dropout = {1234, 3, 0, true}) {
+  // One forward and backward with activations of `dtype`: fp32 reads the compute copy alone,
+  // 16-bit the 16-bit weights for the GEMMs and, for the rest, the compute copy or (without
+  // `compute_copy`) the 16-bit weights too.
+  Result run(const ModelOptions& options, const DropoutContext& dropout = {1234, 3, 0, true},
+             bool compute_copy = true) {
     GptModel model(options, table_);
     ParamBuffer grads(table_, DType::kFloat32);
+    const ModelParams params = options.activation_dtype == DType::kFloat32 ? ModelParams(compute_)
+                               : compute_copy ? ModelParams(compute_, half_)
+                                              : ModelParams(half_);
     Result r;
-    r.loss =
-        options.activation_dtype == DType::kFloat32
-            ? model.forward_backward(compute_, grads, batch(), dropout, 4.0f)
-            : model.forward_backward(ModelParams(compute_, half_), grads, batch(), dropout, 4.0f);
+    r.loss = model.forward_backward(params, grads, batch(), dropout, 4.0f);
     const auto flat = grads.flat().host_span<float>();
     r.grads.assign(flat.begin(), flat.end());
     return r;
@@ -166,6 +171,21 @@ TEST_P(GptModel16Bit, IsDeterministicAndCheckpointingIsBitIdentical) {
   EXPECT_TRUE(bit_equal(first, bench.run(o)));
 }
 
+// What the trainer runs on a device: every parameter from the 16-bit weights. The ops widen the
+// LayerNorm weights, biases and embedding tables as they load them, so the loss and every
+// gradient are those of the compute-copy run, bit for bit (with dropout, and recomputing).
+TEST_P(GptModel16Bit, SixteenBitWeightsAloneGiveTheComputeCopyBits) {
+  Bench bench(GetParam().dtype);
+  ModelOptions o = tiny_options(GetParam().dtype);
+  const DropoutContext dropout{1234, 3, 0, true};
+  const Result alone = bench.run(o, dropout, false);
+  ASSERT_TRUE(std::isfinite(alone.loss));
+  EXPECT_TRUE(bit_equal(alone, bench.run(o, dropout, true)));
+  o.checkpoint_activations = true;
+  o.checkpoint_num_layers = 2;
+  EXPECT_TRUE(bit_equal(alone, bench.run(o, dropout, false)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptModel16Bit,
                          ::testing::Values(Bounds{DType::kBFloat16, 2e-3, 5e-2},
                                            Bounds{DType::kFloat16, 5e-4, 6e-3}),
@@ -174,12 +194,12 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GptModel16Bit,
                                param_info.param.dtype == DType::kBFloat16 ? "BFloat16" : "Float16");
                          });
 
-// One pipeline stage of the 16-bit model with its own 16-bit and fp32 parameter buffers copied
-// from the whole model's.
+// One pipeline stage of the 16-bit model with its own 16-bit weights copied from the whole
+// model's, read alone (no compute copy, as the trainer runs a 16-bit stage).
 struct HalfStage {
   ModelOptions options;
   ParamTable table;
-  ParamBuffer half, compute, grads;
+  ParamBuffer half, grads;
   GptModel model;
 
   HalfStage(const ModelOptions& whole, const std::vector<std::int64_t>& parts, std::int64_t stage,
@@ -187,13 +207,11 @@ struct HalfStage {
       : options(staged(whole, parts, stage)),
         table(ParamTable::build(options.config)),
         half(table, bench.half().dtype()),
-        compute(table, DType::kFloat32),
         grads(table, DType::kFloat32),
         model(options, table) {
     for (std::size_t p = 0; p < table.size(); ++p) {
       const std::size_t from = bench.table().index_of(table[p].layer, table[p].name);
       ops::cast(half.view(p), bench.half().view(from));
-      ops::cast(compute.view(p), bench.compute().view(from));
     }
   }
   static ModelOptions staged(ModelOptions o, const std::vector<std::int64_t>& parts,
@@ -201,13 +219,14 @@ struct HalfStage {
     set_stage_specs(o.config, parts, stage);
     return o;
   }
-  ModelParams params() const { return {compute, half}; }
+  ModelParams params() const { return half; }
 };
 
 // Two stages passing their bf16 stage tensors as they are (the forward) and an fp32 gradient
-// (the backward, cast at both ends) compute what the whole bf16 model computes: the same ops on
-// the same 16-bit values, so losses and every gradient but the tied word embedding's are
-// bit-identical; that one is summed from the two stages' replicas in another order (1e-6).
+// (the backward, cast at both ends) compute what the whole bf16 model computes (there with the
+// compute copy, here without): the same ops on the same values, so losses and every gradient but
+// the tied word embedding's are bit-identical; that one is summed from the two stages' replicas in
+// another order (1e-6).
 TEST(GptModel16BitStages, TwoStagesMatchTheWholeModel) {
   Bench bench(DType::kBFloat16);
   const ModelOptions whole = tiny_options(DType::kBFloat16);
@@ -290,11 +309,12 @@ TEST(GptModel16BitPlan, RefusesWrongDtypesInOneLine) {
   EXPECT_EQ(
       message_of([&] { half.forward_backward(bench.compute(), grads, bench.batch(), {}, 1.0f); }),
       "GptModel: the linear layers' params (the activation dtype) must be bfloat16, got float32");
+  const ParamBuffer fp16(bench.table(), DType::kFloat16);
   EXPECT_EQ(message_of([&] {
-              half.forward_backward(ModelParams(bench.half(), bench.half()), grads, bench.batch(),
-                                    {}, 1.0f);
+              half.forward_backward(ModelParams(fp16, bench.half()), grads, bench.batch(), {},
+                                    1.0f);
             }),
-            "GptModel: params must be float32, got bfloat16");
+            "GptModel: params must be float32 or bfloat16, got float16");
   GptModel fp32(tiny_options(DType::kFloat32), bench.table());
   EXPECT_EQ(message_of([&] {
               fp32.forward_backward(ModelParams(bench.compute(), bench.half()), grads,
@@ -302,6 +322,11 @@ TEST(GptModel16BitPlan, RefusesWrongDtypesInOneLine) {
             }),
             "GptModel: the linear layers' params (the activation dtype) must be float32, got "
             "bfloat16");
+  EXPECT_EQ(message_of([&] {
+              fp32.forward_backward(ModelParams(bench.half(), bench.compute()), grads,
+                                    bench.batch(), {}, 1.0f);
+            }),
+            "GptModel: params must be float32, got bfloat16");
 }
 
 }  // namespace

@@ -46,8 +46,8 @@ TEST(KernelsEmulatedDropout, MaskIsTheCpuMask) {
       const GuardedBuffer<float> ones(std::vector<float>(un, 1.0f));
       GuardedBuffer<float> out(un);
       emulated::launch(dk::groups_shape(n), [&] {
-        dk::forward_kernel<Storage::kF32>(out.data(), ones.data(), nullptr, nullptr, n, n, stream,
-                                          dk::keep_scale(stream));
+        dk::forward_kernel<Storage::kF32, Storage::kF32>(out.data(), ones.data(), nullptr, nullptr,
+                                                         n, n, stream, dk::keep_scale(stream));
       });
       const std::vector<float> got = out.values();
       std::size_t mismatches = 0;
@@ -90,7 +90,7 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   const auto forward = [&](const float* b, const T* r) {
     out.poison();
     emulated::launch(dk::groups_shape(n), [&] {
-      dk::forward_kernel<kS>(out.data(), x.data(), b, r, n, cols, stream, scale);
+      dk::forward_kernel<kS, Storage::kF32>(out.data(), x.data(), b, r, n, cols, stream, scale);
     });
     EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
     return out.values();
@@ -150,6 +150,44 @@ TEST(KernelsEmulatedDropout, Bf16AndFp16MatchCpu) {
   }
 }
 
+// Bias-dropout-add with a 16-bit bias (kP = kS, widened on load) against the same bias widened to
+// fp32 (kP = kF32): bit for bit.
+template <Storage kS>
+void check_16bit_bias(const DropoutStream& stream, std::int64_t rows, std::int64_t cols) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::string what = std::string(emulated::storage_name(kS)) +
+                           " p=" + std::to_string(stream.p) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols);
+  const std::int64_t n = rows * cols;
+  const auto un = static_cast<std::size_t>(n), uc = static_cast<std::size_t>(cols);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(un, 60)));
+  const GuardedBuffer<T> residual(to_storage<kS>(emulated::random_floats(un, 61)));
+  const GuardedBuffer<T> bias16(to_storage<kS>(emulated::random_floats(uc, 62)));
+  const GuardedBuffer<float> bias32(to_fp32<kS>(bias16.values()));
+  GuardedBuffer<T> out(un);
+  const auto run = [&]<Storage kP>(const void* bias) {
+    out.poison();
+    emulated::launch(dk::groups_shape(n), [&] {
+      dk::forward_kernel<kS, kP>(out.data(), x.data(), bias, residual.data(), n, cols, stream,
+                                 dk::keep_scale(stream));
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return bits_of(out.values());
+  };
+  EXPECT_EQ(run.template operator()<kS>(bias16.data()),
+            run.template operator()<Storage::kF32>(bias32.data()))
+      << what;
+}
+
+TEST(KernelsEmulatedDropout, SixteenBitBiasEqualsItsFp32Widening) {
+  for (const DropoutStream& stream : kStreams) {
+    for (const Size size : {Size{1, 1}, Size{3, 17}, Size{5, 256}, Size{33, 100}}) {
+      check_16bit_bias<Storage::kBF16>(stream, size.rows, size.cols);
+      check_16bit_bias<Storage::kF16>(stream, size.rows, size.cols);
+    }
+  }
+}
+
 TEST(KernelsEmulatedDropout, GridStrideLoopWrapsOnANarrowGrid) {
   const DropoutStream stream = kStreams[1];
   const std::int64_t n = 4099;  // 1025 groups of four on one block of 256 threads
@@ -159,8 +197,8 @@ TEST(KernelsEmulatedDropout, GridStrideLoopWrapsOnANarrowGrid) {
   ops::cpu::dropout_forward(want.data(), x.data(), nullptr, nullptr, n, n, stream);
   GuardedBuffer<float> out(un);
   emulated::launch_narrowed(dk::groups_shape(n), 1, [&] {
-    dk::forward_kernel<Storage::kF32>(out.data(), x.data(), nullptr, nullptr, n, n, stream,
-                                      dk::keep_scale(stream));
+    dk::forward_kernel<Storage::kF32, Storage::kF32>(out.data(), x.data(), nullptr, nullptr, n, n,
+                                                     stream, dk::keep_scale(stream));
   });
   EXPECT_EQ(bits_of(out.values()), bits_of(want));
   EXPECT_EQ(out.guard_bytes_written(), 0u);

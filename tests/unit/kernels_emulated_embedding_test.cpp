@@ -2,7 +2,8 @@
 // emulation with the launch shapes kernels/embedding.cu uses, against their CPU twins
 // (ops/cpu/embedding): the vocab-parallel lookup (plain and added), the token + position forward
 // and the deterministic backward, bit for bit (tests/gpu/embedding_test.cpp's bound), fp32 and the
-// 16-bit storages of out and dout (fp32 tables). The backward runs its real key kernel and
+// 16-bit storages of out and dout (fp32 tables), and 16-bit tables against their fp32 widening
+// and against the host's lookup from a 16-bit table. The backward runs its real key kernel and
 // accumulation kernel; only CUB's stable radix sort between them is replaced by std::stable_sort.
 // Outputs start poisoned, guards stay untouched, the backward repeats bit for bit.
 // First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
@@ -80,7 +81,8 @@ void check_lookup(const Case& c) {
     GuardedBuffer<T> out(size);  // without add: from the 0xFF poison
     if (add) out.assign(initial);
     emulated::launch(ek::token_shape(c.n, "test"), [&] {
-      ek::lookup_kernel<kS>(out.data(), ids.data(), table.data(), c.h, c.rows, c.vocab_start, add);
+      ek::lookup_kernel<kS, Storage::kF32>(out.data(), ids.data(), table.data(), c.h, c.rows,
+                                           c.vocab_start, add);
     });
     // A copy or one addition per element: exact.
     emulated::expect_activation_equal<kS>(out.values(), want,
@@ -112,8 +114,8 @@ void check_forward(const Case& c) {
                              true);
   GuardedBuffer<T> out(size);
   emulated::launch(ek::token_shape(c.n, "test"), [&] {
-    ek::forward_kernel<kS>(out.data(), tokens.data(), wte.data(), positions.data(), wpe.data(),
-                           c.h);
+    ek::forward_kernel<kS, Storage::kF32>(out.data(), tokens.data(), wte.data(), positions.data(),
+                                          wpe.data(), c.h);
   });
   emulated::expect_activation_equal<kS>(out.values(), want, what + " forward");
   EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
@@ -199,6 +201,71 @@ TEST(KernelsEmulatedEmbedding, BackwardIsBitIdenticalToCpuAndRepeats) {
     check_backward<Storage::kBF16>(c);
     check_backward<Storage::kF16>(c);
   }
+}
+
+// 16-bit tables (kP = kS, widened on load) against the same tables widened to fp32 (kP = kF32) and
+// against ops::cpu::embedding_lookup reading the 16-bit table: the lookup (plain, added, on a
+// shard some ids miss) and the token + position forward, bit for bit.
+template <Storage kS>
+void check_16bit_tables(const Case& c) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::string what = describe(c, kS);
+  const auto size = static_cast<std::size_t>(c.n * c.h);
+  const std::int64_t max_positions = 97;
+  const GuardedBuffer<T> wte16(
+      to_storage<kS>(emulated::random_floats(static_cast<std::size_t>(c.rows * c.h), 70)));
+  const GuardedBuffer<T> wpe16(
+      to_storage<kS>(emulated::random_floats(static_cast<std::size_t>(max_positions * c.h), 71)));
+  const GuardedBuffer<float> wte32(to_fp32<kS>(wte16.values())), wpe32(to_fp32<kS>(wpe16.values()));
+  const GuardedBuffer<std::int64_t> ids(random_ids(c, 72));
+  std::vector<std::int64_t> position_ids(static_cast<std::size_t>(c.n));
+  for (std::size_t t = 0; t < position_ids.size(); ++t) {
+    position_ids[t] = static_cast<std::int64_t>(t) % max_positions;
+  }
+  const GuardedBuffer<std::int64_t> positions(position_ids);
+  const std::vector<T> initial = to_storage<kS>(emulated::random_floats(size, 73));
+  GuardedBuffer<T> out(size);
+  const auto lookup = [&]<Storage kP>(const void* table, bool add) {
+    if (add) {
+      out.assign(initial);
+    } else {
+      out.poison();
+    }
+    emulated::launch(ek::token_shape(c.n, "test"), [&] {
+      ek::lookup_kernel<kS, kP>(out.data(), ids.data(), table, c.h, c.rows, c.vocab_start, add);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return bits_of(out.values());
+  };
+  for (const bool add : {false, true}) {
+    const auto got = lookup.template operator()<kS>(wte16.data(), add);
+    EXPECT_EQ(got, lookup.template operator()<Storage::kF32>(wte32.data(), add))
+        << what << (add ? " lookup add" : " lookup");
+    std::vector<float> host = add ? to_fp32<kS>(initial) : std::vector<float>(size);
+    ops::cpu::embedding_lookup(host.data(), ids.data(), wte16.data(), StorageOf<kS>::kDType, c.n,
+                               c.h, c.rows, c.vocab_start, add);
+    EXPECT_EQ(got, bits_of(to_storage<kS>(host))) << what << " against the host, add " << add;
+  }
+  if (!unsharded(c)) return;
+  const auto forward = [&]<Storage kP>(const void* wte, const void* wpe) {
+    out.poison();
+    emulated::launch(ek::token_shape(c.n, "test"), [&] {
+      ek::forward_kernel<kS, kP>(out.data(), ids.data(), wte, positions.data(), wpe, c.h);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return bits_of(out.values());
+  };
+  EXPECT_EQ(forward.template operator()<kS>(wte16.data(), wpe16.data()),
+            forward.template operator()<Storage::kF32>(wte32.data(), wpe32.data()))
+      << what << " forward";
+}
+
+TEST(KernelsEmulatedEmbedding, SixteenBitTablesEqualTheirFp32Widening) {
+  for (const Case& c : k16BitCases) {
+    check_16bit_tables<Storage::kBF16>(c);
+    check_16bit_tables<Storage::kF16>(c);
+  }
+  check_16bit_tables<Storage::kBF16>(kCases[0]);  // unsharded, one element
 }
 
 TEST(KernelsEmulatedEmbedding, AccumulateRefusesATooWideTable) {

@@ -61,8 +61,9 @@ void check_forward(Size size, const std::string& what) {
   GuardedBuffer<T> out(un);
   const auto run = [&](const float* b, std::int64_t cols) {
     out.poison();
-    emulated::launch(gk::elementwise_shape(n),
-                     [&] { gk::forward_kernel<kS, kKind>(out.data(), x.data(), b, n, cols); });
+    emulated::launch(gk::elementwise_shape(n), [&] {
+      gk::forward_kernel<kS, Storage::kF32, kKind>(out.data(), x.data(), b, n, cols);
+    });
     EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
     return out.values();
   };
@@ -105,18 +106,20 @@ void check_backward(Size size, const std::string& what) {
   };
   const auto plain = [&] {
     emulated::launch(gk::elementwise_shape(n), [&] {
-      gk::backward_kernel<kS, kKind>(dx.data(), dout.data(), x.data(), nullptr, n, 1);
+      gk::backward_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(), nullptr, n,
+                                                    1);
     });
   };
   const auto nodbias = [&] {
     emulated::launch(gk::elementwise_shape(n), [&] {
-      gk::backward_kernel<kS, kKind>(dx.data(), dout.data(), x.data(), bias.data(), n, size.cols);
+      gk::backward_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(), bias.data(),
+                                                    n, size.cols);
     });
   };
   const auto with_dbias = [&] {
     emulated::launch(gk::bias_backward_shape(size.cols), [&] {
-      gk::backward_bias_kernel<kS, kKind>(dx.data(), got_dbias.data(), dout.data(), x.data(),
-                                          bias.data(), size.rows, size.cols);
+      gk::backward_bias_kernel<kS, Storage::kF32, kKind>(
+          dx.data(), got_dbias.data(), dout.data(), x.data(), bias.data(), size.rows, size.cols);
     });
   };
   emulated::expect_activation_close<kS>(run(plain).first, dx_plain, 2e-6, what + " backward");
@@ -154,6 +157,66 @@ TEST(KernelsEmulatedGelu, Bf16AndFp16EveryKindWithinOneUlp) {
   check_storage<Storage::kF16>({{3, 17}, {5, 256}, {33, 100}});
 }
 
+// A 16-bit bias (kP = kS, widened on load) against the same bias widened to fp32 (kP = kF32):
+// forward, dx with and without dbias, and dbias, bit for bit.
+template <Storage kS, GeluKind kKind>
+void check_16bit_bias(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::int64_t n = size.rows * size.cols;
+  const auto un = static_cast<std::size_t>(n), uc = static_cast<std::size_t>(size.cols);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(un, 11)));
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(un, 12)));
+  const GuardedBuffer<T> bias16(to_storage<kS>(emulated::random_floats(uc, 13)));
+  const GuardedBuffer<float> bias32(to_fp32<kS>(bias16.values()));
+  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(un, 14));
+  const std::vector<float> dbias0 = emulated::random_floats(uc, 15);
+  GuardedBuffer<T> out(un), dx(un);
+  GuardedBuffer<float> dbias(uc);
+  // Forward, backward without dbias, backward with dbias: out, dx, dx, dbias.
+  const auto run = [&]<Storage kP>(const void* bias) {
+    std::vector<std::vector<std::uint64_t>> results;
+    out.poison();
+    emulated::launch(gk::elementwise_shape(n), [&] {
+      gk::forward_kernel<kS, kP, kKind>(out.data(), x.data(), bias, n, size.cols);
+    });
+    results.push_back(bits_of(out.values()));
+    dx.assign(dx0);
+    emulated::launch(gk::elementwise_shape(n), [&] {
+      gk::backward_kernel<kS, kP, kKind>(dx.data(), dout.data(), x.data(), bias, n, size.cols);
+    });
+    results.push_back(bits_of(dx.values()));
+    dx.assign(dx0);
+    dbias.assign(dbias0);
+    emulated::launch(gk::bias_backward_shape(size.cols), [&] {
+      gk::backward_bias_kernel<kS, kP, kKind>(dx.data(), dbias.data(), dout.data(), x.data(), bias,
+                                              size.rows, size.cols);
+    });
+    results.push_back(bits_of(dx.values()));
+    results.push_back(bits_of(dbias.values()));
+    EXPECT_EQ(out.guard_bytes_written() + dx.guard_bytes_written() + dbias.guard_bytes_written(),
+              0u)
+        << what;
+    return results;
+  };
+  const auto wide = run.template operator()<Storage::kF32>(bias32.data());
+  const auto narrow = run.template operator()<kS>(bias16.data());
+  const char* names[] = {"forward", "backward dx", "bias backward dx", "bias backward dbias"};
+  for (std::size_t k = 0; k < wide.size(); ++k) EXPECT_EQ(narrow[k], wide[k]) << what << names[k];
+}
+
+TEST(KernelsEmulatedGelu, SixteenBitBiasEqualsItsFp32Widening) {
+  for (const GeluKind kind : kKinds) {
+    for (const Size size : {Size{1, 1}, Size{3, 17}, Size{33, 100}}) {
+      const std::string what = std::string(kind_name(kind)) + " " + std::to_string(size.rows) +
+                               "x" + std::to_string(size.cols) + " ";
+      gk::with_kind(kind, [&](auto k) {
+        check_16bit_bias<Storage::kBF16, decltype(k)::value>(size, "bf16 " + what);
+        check_16bit_bias<Storage::kF16, decltype(k)::value>(size, "fp16 " + what);
+      });
+    }
+  }
+}
+
 TEST(KernelsEmulatedGelu, GridStrideLoopWrapsOnANarrowGrid) {
   const std::int64_t n = 4099;
   const auto un = static_cast<std::size_t>(n);
@@ -162,7 +225,8 @@ TEST(KernelsEmulatedGelu, GridStrideLoopWrapsOnANarrowGrid) {
   ops::cpu::gelu_forward(want.data(), x.data(), n, GeluKind::kErf);
   GuardedBuffer<float> out(un);
   emulated::launch_narrowed(gk::elementwise_shape(n), 3, [&] {
-    gk::forward_kernel<Storage::kF32, GeluKind::kErf>(out.data(), x.data(), nullptr, n, 1);
+    gk::forward_kernel<Storage::kF32, Storage::kF32, GeluKind::kErf>(out.data(), x.data(), nullptr,
+                                                                     n, 1);
   });
   emulated::expect_close(out.values(), want, 2e-6, "erf forward on 3 blocks");
   EXPECT_EQ(out.guard_bytes_written(), 0u);

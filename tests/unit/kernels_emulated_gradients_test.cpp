@@ -4,8 +4,9 @@
 // dtype), round_through, scale_in_dtype (multiply and divide) bit for bit; the overflow flag
 // exactly (and never cleared); sums_of_squares of empty, single, overlapping and block-straddling
 // segments within 1e-12 of the CPU's, each bit-identical to the same kernels over that segment
-// alone and on a rerun. Bounds of tests/gpu/gradients_test.cpp. Guards stay untouched; the
-// grid-stride loops also run on a narrowed grid.
+// alone and on a rerun, and over bf16/fp16 elements bit-identical to the sums over their fp32
+// widening (the norm of 16-bit weights). Bounds of tests/gpu/gradients_test.cpp. Guards stay
+// untouched; the grid-stride loops also run on a narrowed grid.
 // First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
 #include "tests/unit/emulated_device_common.h"
 
@@ -29,6 +30,10 @@ namespace {
 namespace gk = kernels::gradients_detail;
 using emulated::bits_of;
 using emulated::GuardedBuffer;
+using emulated::StorageOf;
+using emulated::to_fp32;
+using emulated::to_storage;
+using kernels::detail::Storage;
 using tensor::DType;
 
 constexpr std::int64_t kSizes[] = {1, 3, 255, 256, 257, 1000, 4099};
@@ -172,15 +177,17 @@ TEST(KernelsEmulatedGradients, OverflowFlagMatchesCpu) {
   EXPECT_EQ(emulated_flag(as_bytes({1.0f, 2.0f}, DType::kFloat32), DType::kFloat32, 2, 1), 1);
 }
 
-// kernels::sums_of_squares(out, partials, x, segments, count) as gradients.cu launches it.
-std::vector<double> emulated_sums(const GuardedBuffer<float>& x,
+// kernels::sums_of_squares(out, partials, x, dtype, segments, count) as gradients.cu launches it,
+// for x stored as kS.
+template <Storage kS = Storage::kF32>
+std::vector<double> emulated_sums(const GuardedBuffer<typename StorageOf<kS>::Elem>& x,
                                   const std::vector<ops::SquaresSegment>& segments) {
   const auto count = static_cast<std::int64_t>(segments.size());
   const GuardedBuffer<ops::SquaresSegment> d_segments(segments);
   GuardedBuffer<double> out(segments.size()),
       partials(segments.size() * static_cast<std::size_t>(kernels::kSumOfSquaresPartials));
   emulated::launch(gk::segment_partials_shape(count), [&] {
-    gk::segment_partials_kernel(partials.data(), x.data(), d_segments.data(), count);
+    gk::segment_partials_kernel<kS>(partials.data(), x.data(), d_segments.data(), count);
   });
   for (std::int64_t first = 0; first < count; first += gk::kMaxGridY) {
     emulated::launch(gk::segment_totals_shape(gk::totals_chunk(count, first)), [&] {
@@ -201,7 +208,7 @@ TEST(KernelsEmulatedGradients, SumsOfSquaresEqualOneSumPerSegmentAndRepeat) {
   const std::vector<ops::SquaresSegment> segments = {
       {0, kN}, {7, 0}, {64, 1}, {100, 513}, {kN - 4099, 4099}};
   std::vector<double> cpu(segments.size());
-  ops::cpu::sums_of_squares(cpu.data(), x.data(), segments.data(),
+  ops::cpu::sums_of_squares(cpu.data(), x.data(), DType::kFloat32, segments.data(),
                             static_cast<std::int64_t>(segments.size()));
   const std::vector<double> got = emulated_sums(x, segments);
   EXPECT_EQ(bits_of(emulated_sums(x, segments)), bits_of(got)) << "rerun";
@@ -215,6 +222,33 @@ TEST(KernelsEmulatedGradients, SumsOfSquaresEqualOneSumPerSegmentAndRepeat) {
                      cpu[k] > 0.0 ? std::abs(got[k] - cpu[k]) / cpu[k] : std::abs(got[k]));
     EXPECT_LE(std::abs(got[k] - cpu[k]), 1e-12 * (cpu[k] > 1.0 ? cpu[k] : 1.0));
   }
+}
+
+// The sums over 16-bit weights (the kernel's kS = kBF16/kF16 instance, each element widened as it
+// is loaded) are the sums over their fp32 widening, bit for bit: on the emulated device and on the
+// host (ops/cpu's 16-bit path), segments at odd offsets included.
+template <Storage kS>
+void check_16bit_sums() {
+  constexpr std::int64_t kN = 9000;
+  const GuardedBuffer<typename StorageOf<kS>::Elem> x16(
+      to_storage<kS>(emulated::random_floats(static_cast<std::size_t>(kN), 65, -2.0f, 2.0f)));
+  const GuardedBuffer<float> x32(to_fp32<kS>(x16.values()));
+  const std::vector<ops::SquaresSegment> segments = {
+      {0, kN}, {7, 0}, {63, 1}, {101, 513}, {kN - 4099, 4099}};
+  const auto count = static_cast<std::int64_t>(segments.size());
+  const std::string what = emulated::storage_name(kS);
+  EXPECT_EQ(bits_of(emulated_sums<kS>(x16, segments)), bits_of(emulated_sums(x32, segments)))
+      << what;
+  std::vector<double> host16(segments.size()), host32(segments.size());
+  ops::cpu::sums_of_squares(host16.data(), x16.data(), StorageOf<kS>::kDType, segments.data(),
+                            count);
+  ops::cpu::sums_of_squares(host32.data(), x32.data(), DType::kFloat32, segments.data(), count);
+  EXPECT_EQ(bits_of(host16), bits_of(host32)) << what << " on the host";
+}
+
+TEST(KernelsEmulatedGradients, SixteenBitSumsOfSquaresEqualThoseOfTheWidenedCopy) {
+  check_16bit_sums<Storage::kBF16>();
+  check_16bit_sums<Storage::kF16>();
 }
 
 }  // namespace

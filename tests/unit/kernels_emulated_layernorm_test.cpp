@@ -70,8 +70,9 @@ void check_forward(Size size, const std::string& what) {
     mean.poison();
     rstd.poison();
     emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::forward_kernel<kS, false>(out.data(), mean.data(), rstd.data(), nullptr, x.data(),
-                                    nullptr, weight.data(), bias.data(), size.cols, kEps);
+      lk::forward_kernel<kS, Storage::kF32, false>(out.data(), mean.data(), rstd.data(), nullptr,
+                                                   x.data(), nullptr, weight.data(), bias.data(),
+                                                   size.cols, kEps);
     });
     EXPECT_EQ(out.guard_bytes_written() + mean.guard_bytes_written() + rstd.guard_bytes_written(),
               0u)
@@ -109,8 +110,9 @@ void check_residual_forward(Size size, const std::string& what) {
   const auto run = [&](T* sum_target) {
     out.poison();
     emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::forward_kernel<kS, true>(out.data(), mean.data(), rstd.data(), sum_target, x.data(),
-                                   residual.data(), weight.data(), bias.data(), size.cols, kEps);
+      lk::forward_kernel<kS, Storage::kF32, true>(out.data(), mean.data(), rstd.data(), sum_target,
+                                                  x.data(), residual.data(), weight.data(),
+                                                  bias.data(), size.cols, kEps);
     });
     EXPECT_EQ(
         out.guard_bytes_written() + sum_out.guard_bytes_written() + residual.guard_bytes_written(),
@@ -157,8 +159,8 @@ void check_backward(Size size, const std::string& what) {
     dweight.assign(dweight0);
     dbias.assign(dbias0);
     emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::backward_dx_kernel<kS>(dx.data(), dout.data(), x.data(), weight.data(), mean.data(),
-                                 rstd.data(), size.cols);
+      lk::backward_dx_kernel<kS, Storage::kF32>(dx.data(), dout.data(), x.data(), weight.data(),
+                                                mean.data(), rstd.data(), size.cols);
     });
     emulated::launch(lk::params_shape(size.cols), [&] {
       lk::backward_params_kernel<kS>(with_dweight ? dweight.data() : nullptr,
@@ -195,6 +197,66 @@ void check_storage(const std::vector<Size>& sizes) {
     check_forward<kS>(size, what);
     check_residual_forward<kS>(size, what);
     check_backward<kS>(size, what);
+  }
+}
+
+// 16-bit weight and bias (kP = kS, widened on load) against the same values widened to fp32
+// (kP = kF32): forward (plain and residual) and backward dx, every output bit for bit (the
+// parameter-gradient kernel does not read the weight).
+template <Storage kS>
+void check_16bit_params(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const auto n = static_cast<std::size_t>(size.rows * size.cols);
+  const auto uc = static_cast<std::size_t>(size.cols), ur = static_cast<std::size_t>(size.rows);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 50, 1.0f, 4.0f)));
+  const GuardedBuffer<T> residual(to_storage<kS>(emulated::random_floats(n, 51)));
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(n, 52)));
+  const GuardedBuffer<T> weight16(to_storage<kS>(emulated::random_floats(uc, 53)));
+  const GuardedBuffer<T> bias16(to_storage<kS>(emulated::random_floats(uc, 54)));
+  const GuardedBuffer<float> weight32(to_fp32<kS>(weight16.values()));
+  const GuardedBuffer<float> bias32(to_fp32<kS>(bias16.values()));
+  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(n, 55));
+  GuardedBuffer<T> out(n), sum(n), dx(n);
+  GuardedBuffer<float> mean(ur), rstd(ur);
+  const auto run = [&]<Storage kP>(const void* weight, const void* bias) {
+    std::vector<std::vector<std::uint64_t>> results;
+    out.poison();
+    emulated::launch(lk::row_shape(size.rows), [&] {
+      lk::forward_kernel<kS, kP, false>(out.data(), mean.data(), rstd.data(), nullptr, x.data(),
+                                        nullptr, weight, bias, size.cols, kEps);
+    });
+    for (const auto& v : {bits_of(out.values()), bits_of(mean.values()), bits_of(rstd.values())})
+      results.push_back(v);
+    out.poison();
+    sum.poison();
+    emulated::launch(lk::row_shape(size.rows), [&] {
+      lk::forward_kernel<kS, kP, true>(out.data(), mean.data(), rstd.data(), sum.data(), x.data(),
+                                       residual.data(), weight, bias, size.cols, kEps);
+    });
+    results.push_back(bits_of(out.values()));
+    dx.assign(dx0);
+    emulated::launch(lk::row_shape(size.rows), [&] {
+      lk::backward_dx_kernel<kS, kP>(dx.data(), dout.data(), x.data(), weight, mean.data(),
+                                     rstd.data(), size.cols);
+    });
+    results.push_back(bits_of(dx.values()));
+    EXPECT_EQ(out.guard_bytes_written() + sum.guard_bytes_written() + dx.guard_bytes_written() +
+                  mean.guard_bytes_written() + rstd.guard_bytes_written(),
+              0u)
+        << what;
+    return results;
+  };
+  const auto wide = run.template operator()<Storage::kF32>(weight32.data(), bias32.data());
+  const auto narrow = run.template operator()<kS>(weight16.data(), bias16.data());
+  const char* names[] = {" out", " mean", " rstd", " residual out", " dx"};
+  for (std::size_t k = 0; k < wide.size(); ++k) EXPECT_EQ(narrow[k], wide[k]) << what << names[k];
+}
+
+TEST(KernelsEmulatedLayerNorm, SixteenBitParamsEqualTheirFp32Widening) {
+  for (const Size size : {Size{1, 1}, Size{3, 17}, Size{5, 256}, Size{4, 1000}}) {
+    const std::string what = std::to_string(size.rows) + "x" + std::to_string(size.cols);
+    check_16bit_params<Storage::kBF16>(size, "bf16 " + what);
+    check_16bit_params<Storage::kF16>(size, "fp16 " + what);
   }
 }
 

@@ -230,6 +230,33 @@ TEST(MixedPrecisionOptimizer, Fp32TakesNoDummyStepAndReportsNoNorm) {
   EXPECT_NEAR(value(opt.params(), word(), 0), adam_reference(p, 0.5, 1e-2, 0.1, 1), 1e-8);
 }
 
+// Without the compute copy a 16-bit optimizer has no compute() (one line) and the same weights;
+// fp32's compute() is its weights either way.
+TEST(MixedPrecisionOptimizer, ComputeCopyOnlyWhenAsked) {
+  for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    OptimizerOptions without = options(precision);
+    without.fp32_compute_copy = false;
+    MixedPrecisionOptimizer a(tiny_table(), options(precision)), b(tiny_table(), without);
+    initialize(a, 1e-3);
+    initialize(b, 1e-3);
+    EXPECT_EQ(bytes_of(b.weights()), bytes_of(a.weights()));
+    EXPECT_EQ(bytes_of(b.master()), bytes_of(a.master()));
+    try {
+      (void)b.compute();
+      ADD_FAILURE() << "compute() without a compute copy";
+    } catch (const base::Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "optimizer: this " + std::string(to_string(precision)) +
+                    " optimizer keeps no fp32 compute copy (fp32_compute_copy is off: its model "
+                    "computes with 16-bit activations from weights())");
+    }
+  }
+  OptimizerOptions fp32 = options(Precision::kFp32);
+  fp32.fp32_compute_copy = false;
+  MixedPrecisionOptimizer opt(tiny_table(), fp32);
+  EXPECT_EQ(opt.compute().flat().raw(), opt.weights().flat().raw());
+}
+
 TEST(MixedPrecisionOptimizer, WeightDecayOnlyOnDecayGroups) {
   MixedPrecisionOptimizer opt(tiny_table(), options(Precision::kFp32));
   initialize(opt, 0.0);
@@ -502,9 +529,16 @@ TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
         stage == 0 ? LossScaleRule::kDynamicFp16Opt : LossScaleRule::kDynamicZero, args);
     all.push_back(o);
   }
+  // The 16-bit optimizers of a model with 16-bit activations: no compute copy.
+  for (std::size_t k = 0, count = all.size(); k < count; ++k) {
+    if (all[k].precision == Precision::kFp32) continue;
+    all.push_back(all[k]);
+    all.back().fp32_compute_copy = false;
+  }
   for (const OptimizerOptions& o : all) {
-    const std::string name =
-        std::string(to_string(o.precision)) + " stage " + std::to_string(o.zero_stage);
+    const std::string name = std::string(to_string(o.precision)) + " stage " +
+                             std::to_string(o.zero_stage) +
+                             (o.fp32_compute_copy ? "" : " without compute copy");
     MixedPrecisionOptimizer uninterrupted(tiny_table(), o);
     MixedPrecisionOptimizer first(tiny_table(), o);
     initialize(uninterrupted, 1e-4);
@@ -535,7 +569,9 @@ TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
     }
     EXPECT_EQ(bytes_of(resumed.params()), bytes_of(uninterrupted.params())) << name;
     EXPECT_EQ(bytes_of(resumed.master()), bytes_of(uninterrupted.master())) << name;
-    EXPECT_EQ(bytes_of(resumed.compute()), bytes_of(uninterrupted.compute())) << name;
+    if (o.fp32_compute_copy) {
+      EXPECT_EQ(bytes_of(resumed.compute()), bytes_of(uninterrupted.compute())) << name;
+    }
     EXPECT_EQ(bytes_of(resumed.exp_avg()), bytes_of(uninterrupted.exp_avg())) << name;
     EXPECT_EQ(bytes_of(resumed.exp_avg_sq()), bytes_of(uninterrupted.exp_avg_sq())) << name;
     EXPECT_EQ(resumed.loss_scaler().state().cur_scale,

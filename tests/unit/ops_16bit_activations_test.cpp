@@ -221,13 +221,14 @@ TEST(Ops16Bit, DtypeMixesFailWithOneLine) {
                           view(params, {4}), view(params, {4}), 1e-5f);
       },
       "ops::layernorm_forward: out must have x's dtype bfloat16, got float16");
-  std::vector<tensor::BFloat16> low_params(4);
+  // Parameters may be fp32 or the activations' dtype (ops_16bit_params_test.cpp), not another.
+  std::vector<tensor::Float16> low_params(4);
   expect_one_line_failure(
       [&] {
         layernorm_forward(a.t(shape), view(stats, {1}), view(stats, {1}), a.t(shape),
                           view(low_params, {4}), view(params, {4}), 1e-5f);
       },
-      "ops::layernorm_forward: weight must be float32, got bfloat16");
+      "ops::layernorm_forward: weight must be float32 or x's dtype bfloat16, got float16");
   expect_one_line_failure([&] { gelu_backward(a.t({4}), b.t({4}), a.t({4})); },
                           "ops::gelu_backward: dout must have x's dtype bfloat16, got float16");
   expect_one_line_failure(
@@ -240,7 +241,7 @@ TEST(Ops16Bit, DtypeMixesFailWithOneLine) {
       [&] {
         embedding_lookup(a.t(shape), view(ids, {1}), view(low_params, {1, 4}));
       },
-      "ops::embedding_lookup: table must be float32, got bfloat16");
+      "ops::embedding_lookup: table must be float32 or out's dtype bfloat16, got float16");
 }
 
 }  // namespace

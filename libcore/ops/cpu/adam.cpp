@@ -67,7 +67,20 @@ void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, floa
   }
 }
 
-double sum_of_squares(const float* x, std::int64_t n) {
+namespace {
+
+inline double widened(float value) {
+  return value;
+}
+inline double widened(tensor::BFloat16 value) {
+  return tensor::to_float(value);
+}
+inline double widened(tensor::Float16 value) {
+  return tensor::to_float(value);
+}
+
+template <typename T>
+double squares_in_blocks(const T* x, std::int64_t n) {
   // A fixed number of contiguous blocks, each summed in order, then the block sums in order: the
   // result is the same for every thread count.
   constexpr std::int64_t kBlocks = 64;
@@ -78,12 +91,32 @@ double sum_of_squares(const float* x, std::int64_t n) {
     const std::int64_t begin = std::min(n, blk * per_block);
     const std::int64_t end = std::min(n, begin + per_block);
     double sum = 0.0;
-    for (std::int64_t i = begin; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+    for (std::int64_t i = begin; i < end; ++i) {
+      const double value = widened(x[i]);
+      sum += value * value;
+    }
     partial[static_cast<std::size_t>(blk)] = sum;
   }
   double total = 0.0;
   for (const double s : partial) total += s;
   return total;
+}
+
+}  // namespace
+
+double sum_of_squares(const float* x, std::int64_t n) {
+  return squares_in_blocks(x, n);
+}
+
+double sum_of_squares(const void* x, tensor::DType dtype, std::int64_t n) {
+  switch (dtype) {
+    case tensor::DType::kBFloat16:
+      return squares_in_blocks(static_cast<const tensor::BFloat16*>(x), n);
+    case tensor::DType::kFloat16:
+      return squares_in_blocks(static_cast<const tensor::Float16*>(x), n);
+    default:
+      return squares_in_blocks(static_cast<const float*>(x), n);
+  }
 }
 
 }  // namespace mds::ops::cpu

@@ -15,5 +15,8 @@ void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, floa
                          std::int64_t n, const AdamWConfig& config, float bias_correction1,
                          float bias_correction2, void* low, tensor::DType low_dtype);
 double sum_of_squares(const float* x, std::int64_t n);
+// The same over x of `dtype` (fp32, bf16 or fp16), each element widened exactly: 16-bit values give
+// the bits of their fp32 widening (the same squares in double, added in the same order).
+double sum_of_squares(const void* x, tensor::DType dtype, std::int64_t n);
 
 }  // namespace mds::ops::cpu

@@ -2,10 +2,25 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+
 namespace mds::ops::cpu {
 
-void embedding_lookup(float* out, const std::int64_t* ids, const float* table, std::int64_t n,
-                      std::int64_t h, std::int64_t rows, std::int64_t vocab_start, bool add) {
+namespace {
+
+inline float widen(float value) {
+  return value;
+}
+inline float widen(tensor::BFloat16 value) {
+  return tensor::to_float(value);
+}
+inline float widen(tensor::Float16 value) {
+  return tensor::to_float(value);
+}
+
+template <typename T>
+void lookup(float* out, const std::int64_t* ids, const T* table, std::int64_t n, std::int64_t h,
+            std::int64_t rows, std::int64_t vocab_start, bool add) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < n; ++t) {
     const std::int64_t local = ids[t] - vocab_start;
@@ -14,8 +29,33 @@ void embedding_lookup(float* out, const std::int64_t* ids, const float* table, s
       if (!add) std::fill(y, y + h, 0.0f);
       continue;
     }
-    const float* row = table + local * h;
-    for (std::int64_t c = 0; c < h; ++c) y[c] = add ? y[c] + row[c] : row[c];
+    const T* row = table + local * h;
+    for (std::int64_t c = 0; c < h; ++c) y[c] = add ? y[c] + widen(row[c]) : widen(row[c]);
+  }
+}
+
+}  // namespace
+
+void embedding_lookup(float* out, const std::int64_t* ids, const float* table, std::int64_t n,
+                      std::int64_t h, std::int64_t rows, std::int64_t vocab_start, bool add) {
+  lookup(out, ids, table, n, h, rows, vocab_start, add);
+}
+
+void embedding_lookup(float* out, const std::int64_t* ids, const void* table,
+                      tensor::DType table_dtype, std::int64_t n, std::int64_t h, std::int64_t rows,
+                      std::int64_t vocab_start, bool add) {
+  switch (table_dtype) {
+    case tensor::DType::kFloat32:
+      return lookup(out, ids, static_cast<const float*>(table), n, h, rows, vocab_start, add);
+    case tensor::DType::kBFloat16:
+      return lookup(out, ids, static_cast<const tensor::BFloat16*>(table), n, h, rows, vocab_start,
+                    add);
+    case tensor::DType::kFloat16:
+      return lookup(out, ids, static_cast<const tensor::Float16*>(table), n, h, rows, vocab_start,
+                    add);
+    default:
+      base::fail("ops::cpu::embedding_lookup: a table of ", tensor::dtype_name(table_dtype),
+                 " is not float32, bfloat16 or float16");
   }
 }
 

@@ -106,10 +106,12 @@ bool has_inf_or_nan(const void* x, DType dtype, std::int64_t n) {
   return found;
 }
 
-void sums_of_squares(double* out, const float* x, const SquaresSegment* segments,
+void sums_of_squares(double* out, const void* x, DType dtype, const SquaresSegment* segments,
                      std::int64_t count) {
+  const auto* bytes = static_cast<const unsigned char*>(x);
+  const auto element = static_cast<std::int64_t>(tensor::dtype_size(dtype));
   for (std::int64_t k = 0; k < count; ++k) {
-    out[k] = sum_of_squares(x + segments[k].offset, segments[k].numel);
+    out[k] = sum_of_squares(bytes + segments[k].offset * element, dtype, segments[k].numel);
   }
 }
 

@@ -15,8 +15,9 @@ void round_through(void* x, tensor::DType x_dtype, std::int64_t n, tensor::DType
 // x: fp32, bf16 or fp16 (x_dtype); x[i] · operand, or x[i] / operand when `divide`.
 void scale_in_dtype(void* x, tensor::DType x_dtype, std::int64_t n, float operand, bool divide);
 bool has_inf_or_nan(const void* x, tensor::DType dtype, std::int64_t n);
-// out[k] = sum_of_squares(x + segments[k].offset, segments[k].numel).
-void sums_of_squares(double* out, const float* x, const SquaresSegment* segments,
-                     std::int64_t count);
+// out[k] = sum_of_squares of elements [offset, offset + numel) of segments[k] in x (fp32, bf16 or
+// fp16: dtype), each element widened exactly.
+void sums_of_squares(double* out, const void* x, tensor::DType dtype,
+                     const SquaresSegment* segments, std::int64_t count);
 
 }  // namespace mds::ops::cpu

@@ -22,7 +22,9 @@ void destroy_resources(Resources* resources) noexcept;
 void synchronize(const DeviceContext& ctx);
 
 // Activation pointers are void* with their `dtype` (fp32, bf16 or fp16: 16-bit loads widened,
-// fp32 math, outputs rounded once); parameters, their gradients and statistics are fp32.
+// fp32 math, outputs rounded once); parameter gradients and statistics are fp32; the parameters of
+// LayerNorm, bias-GeLU, bias-dropout-add and the embedding are void* with their `param_dtype`
+// (fp32 or `dtype`, widened on load).
 
 // kernels/elementwise.h
 void add(const DeviceContext& ctx, void* out, const void* a, const void* b, tensor::DType dtype,
@@ -42,7 +44,7 @@ void round_through(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std
 void scale_in_dtype(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
                     float operand, bool divide);
 bool has_inf_or_nan(const DeviceContext& ctx, const void* x, tensor::DType dtype, std::int64_t n);
-void sums_of_squares(const DeviceContext& ctx, double* out, const float* x,
+void sums_of_squares(const DeviceContext& ctx, double* out, const void* x, tensor::DType dtype,
                      const SquaresSegment* segments, std::int64_t count);
 
 // kernels/gelu.h
@@ -50,20 +52,22 @@ void gelu_forward(const DeviceContext& ctx, void* out, const void* x, tensor::DT
                   std::int64_t n, GeluKind kind);
 void gelu_backward(const DeviceContext& ctx, void* dx, const void* dout, const void* x,
                    tensor::DType dtype, std::int64_t n, GeluKind kind);
-void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,
-                       tensor::DType dtype, std::int64_t rows, std::int64_t cols, GeluKind kind);
+void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const void* bias,
+                       tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
+                       std::int64_t cols, GeluKind kind);
 void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const void* dout,
-                        const void* x, const float* bias, tensor::DType dtype, std::int64_t rows,
-                        std::int64_t cols, GeluKind kind);
+                        const void* x, const void* bias, tensor::DType dtype,
+                        tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
+                        GeluKind kind);
 
 // kernels/layernorm.h
 void layernorm_forward(const DeviceContext& ctx, void* out, float* mean, float* rstd, const void* x,
-                       const float* weight, const float* bias, tensor::DType dtype,
-                       std::int64_t rows, std::int64_t cols, float eps);
+                       const void* weight, const void* bias, tensor::DType dtype,
+                       tensor::DType param_dtype, std::int64_t rows, std::int64_t cols, float eps);
 void layernorm_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
-                        const void* dout, const void* x, const float* weight, const float* mean,
-                        const float* rstd, tensor::DType dtype, std::int64_t rows,
-                        std::int64_t cols);
+                        const void* dout, const void* x, const void* weight, const float* mean,
+                        const float* rstd, tensor::DType dtype, tensor::DType param_dtype,
+                        std::int64_t rows, std::int64_t cols);
 
 // kernels/gemm.h: x, weight, bias, out, dout, dx, a, b of `dtype` (fp32 with full fp32 math, or
 // bf16/fp16 with fp32 accumulation); dweight and dbias fp32.
@@ -78,9 +82,9 @@ void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const vo
                     std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta);
 
 // kernels/dropout.h
-void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,
-                     const void* residual, tensor::DType dtype, std::int64_t n, std::int64_t cols,
-                     const DropoutStream& stream);
+void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const void* bias,
+                     const void* residual, tensor::DType dtype, tensor::DType bias_dtype,
+                     std::int64_t n, std::int64_t cols, const DropoutStream& stream);
 void dropout_backward(const DeviceContext& ctx, void* dx, const void* dout, tensor::DType dtype,
                       std::int64_t n, const DropoutStream& stream, bool accumulate);
 void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const void* dout,
@@ -89,11 +93,13 @@ void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const void* dout,
 
 // kernels/embedding.h (the backward's sort workspace is the context's scratch)
 void embedding_lookup(const DeviceContext& ctx, void* out, const std::int64_t* ids,
-                      const float* table, tensor::DType dtype, std::int64_t n, std::int64_t h,
-                      std::int64_t rows, std::int64_t vocab_start, bool add);
+                      const void* table, tensor::DType dtype, tensor::DType table_dtype,
+                      std::int64_t n, std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                      bool add);
 void embedding_forward(const DeviceContext& ctx, void* out, const std::int64_t* tokens,
-                       const float* wte, const std::int64_t* positions, const float* wpe,
-                       tensor::DType dtype, std::int64_t n, std::int64_t h);
+                       const void* wte, const std::int64_t* positions, const void* wpe,
+                       tensor::DType dtype, tensor::DType table_dtype, std::int64_t n,
+                       std::int64_t h);
 void embedding_backward(const DeviceContext& ctx, float* dtable, const void* dout,
                         tensor::DType dtype, const std::int64_t* ids, std::int64_t n,
                         std::int64_t h, std::int64_t rows, std::int64_t vocab_start);

@@ -5,10 +5,11 @@
 
 namespace mds::ops::cuda {
 
-void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,
-                     const void* residual, tensor::DType dtype, std::int64_t n, std::int64_t cols,
-                     const DropoutStream& stream) {
-  kernels::dropout_forward(out, x, bias, residual, dtype, n, cols, stream, stream_of(ctx));
+void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const void* bias,
+                     const void* residual, tensor::DType dtype, tensor::DType bias_dtype,
+                     std::int64_t n, std::int64_t cols, const DropoutStream& stream) {
+  kernels::dropout_forward(out, x, bias, residual, dtype, bias_dtype, n, cols, stream,
+                           stream_of(ctx));
 }
 
 void dropout_backward(const DeviceContext& ctx, void* dx, const void* dout, tensor::DType dtype,

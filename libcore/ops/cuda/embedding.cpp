@@ -6,15 +6,19 @@
 namespace mds::ops::cuda {
 
 void embedding_lookup(const DeviceContext& ctx, void* out, const std::int64_t* ids,
-                      const float* table, tensor::DType dtype, std::int64_t n, std::int64_t h,
-                      std::int64_t rows, std::int64_t vocab_start, bool add) {
-  kernels::embedding_lookup(out, ids, table, dtype, n, h, rows, vocab_start, add, stream_of(ctx));
+                      const void* table, tensor::DType dtype, tensor::DType table_dtype,
+                      std::int64_t n, std::int64_t h, std::int64_t rows, std::int64_t vocab_start,
+                      bool add) {
+  kernels::embedding_lookup(out, ids, table, dtype, table_dtype, n, h, rows, vocab_start, add,
+                            stream_of(ctx));
 }
 
 void embedding_forward(const DeviceContext& ctx, void* out, const std::int64_t* tokens,
-                       const float* wte, const std::int64_t* positions, const float* wpe,
-                       tensor::DType dtype, std::int64_t n, std::int64_t h) {
-  kernels::embedding_forward(out, tokens, wte, positions, wpe, dtype, n, h, stream_of(ctx));
+                       const void* wte, const std::int64_t* positions, const void* wpe,
+                       tensor::DType dtype, tensor::DType table_dtype, std::int64_t n,
+                       std::int64_t h) {
+  kernels::embedding_forward(out, tokens, wte, positions, wpe, dtype, table_dtype, n, h,
+                             stream_of(ctx));
 }
 
 void embedding_backward(const DeviceContext& ctx, float* dtable, const void* dout,

@@ -15,15 +15,18 @@ void gelu_backward(const DeviceContext& ctx, void* dx, const void* dout, const v
   kernels::gelu_backward(dx, dout, x, dtype, n, kind, stream_of(ctx));
 }
 
-void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const float* bias,
-                       tensor::DType dtype, std::int64_t rows, std::int64_t cols, GeluKind kind) {
-  kernels::bias_gelu_forward(out, x, bias, dtype, rows, cols, kind, stream_of(ctx));
+void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const void* bias,
+                       tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
+                       std::int64_t cols, GeluKind kind) {
+  kernels::bias_gelu_forward(out, x, bias, dtype, bias_dtype, rows, cols, kind, stream_of(ctx));
 }
 
 void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const void* dout,
-                        const void* x, const float* bias, tensor::DType dtype, std::int64_t rows,
-                        std::int64_t cols, GeluKind kind) {
-  kernels::bias_gelu_backward(dx, dbias, dout, x, bias, dtype, rows, cols, kind, stream_of(ctx));
+                        const void* x, const void* bias, tensor::DType dtype,
+                        tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
+                        GeluKind kind) {
+  kernels::bias_gelu_backward(dx, dbias, dout, x, bias, dtype, bias_dtype, rows, cols, kind,
+                              stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda

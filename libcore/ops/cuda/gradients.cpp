@@ -25,9 +25,9 @@ bool has_inf_or_nan(const DeviceContext& ctx, const void* x, tensor::DType dtype
   return kernels::has_inf_or_nan(x, dtype, n, stream_of(ctx));
 }
 
-void sums_of_squares(const DeviceContext& ctx, double* out, const float* x,
+void sums_of_squares(const DeviceContext& ctx, double* out, const void* x, tensor::DType dtype,
                      const SquaresSegment* segments, std::int64_t count) {
-  kernels::sums_of_squares_to_host(out, x, segments, count, stream_of(ctx));
+  kernels::sums_of_squares_to_host(out, x, dtype, segments, count, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda
