@@ -1,7 +1,7 @@
 // The tiny GPT-2 training loop the GPU training tests run on a device and on the host: a 2-layer
 // model (h = 64, 4 heads, s = 32, b = 2, vocabulary 256, both dropouts 0.1) driven through
 // GptModel and MixedPrecisionOptimizer as the Trainer drives them, two micro-batches per
-// iteration of seeded random tokens with a loss mask with holes.
+// iteration of seeded random tokens (or a learnable Markov text, Text) with a loss mask with holes.
 #pragma once
 
 #include <cmath>
@@ -50,17 +50,29 @@ inline train::OptimizerOptions fp32_adam() {
   return o;
 }
 
-// Micro-batch `mb` of iteration `it`: random tokens, next-token labels, a loss mask with holes.
+// What the micro-batches hold. kRandom: uniform random tokens, nothing to learn: the loss stays
+// near ln V, the gradients are noise, and Adam's normalized steps turn rounding differences into
+// diverging runs after some 90 iterations (a host run from a 1-ulp perturbed start does it too,
+// tests/unit/tiny_training_conditioning_test.cpp). kMarkov: each token follows its predecessor
+// by a fixed map three times in four, a text the model learns, so long runs stay well
+// conditioned.
+enum class Text { kRandom, kMarkov };
+
+// Micro-batch `mb` of iteration `it`: tokens of `text`, next-token labels, a loss mask with holes.
 struct Batch {
   std::vector<std::int64_t> tokens, labels, positions;
   std::vector<float> mask;
 
-  Batch(const ModelOptions& o, std::int64_t it, std::int64_t mb) {
+  Batch(const ModelOptions& o, std::int64_t it, std::int64_t mb, Text kind = Text::kRandom) {
     const std::int64_t b = o.micro_batch_size, s = o.config.seq_length;
+    const std::int64_t vocab = o.config.padded_vocab_size;
     std::mt19937 gen(static_cast<std::uint32_t>(1000 * it + mb));
-    std::uniform_int_distribution<std::int64_t> id(0, o.config.padded_vocab_size - 1);
+    std::uniform_int_distribution<std::int64_t> id(0, vocab - 1);
     std::vector<std::int64_t> text(static_cast<std::size_t>(b * (s + 1)));
-    for (std::int64_t& t : text) t = id(gen);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const bool follows = kind == Text::kMarkov && i > 0 && gen() % 4 != 0;
+      text[i] = follows ? (text[i - 1] * 5 + 3) % vocab : id(gen);
+    }
     for (std::int64_t row = 0; row < b; ++row) {
       for (std::int64_t col = 0; col < s; ++col) {
         tokens.push_back(text[static_cast<std::size_t>(row * (s + 1) + col)]);
@@ -103,7 +115,7 @@ struct TrainingRun {
   double iteration(std::int64_t it) {
     double sum = 0.0;
     for (std::int64_t mb = 0; mb < kMicroBatches; ++mb) {
-      Batch batch(options, it, mb);
+      Batch batch(options, it, mb, text);
       model::DropoutContext dropout;
       dropout.seed = 77;
       dropout.iteration = static_cast<std::uint64_t>(it);
@@ -121,7 +133,7 @@ struct TrainingRun {
 
   // The loss of a fixed evaluation batch without dropout, and its per-token losses.
   double evaluate(std::vector<float>& token_losses) {
-    Batch batch(options, 999, 0);
+    Batch batch(options, 999, 0, text);
     model::DropoutContext none;
     none.training = false;
     token_losses.assign(
@@ -142,6 +154,7 @@ struct TrainingRun {
   GptModel model;
   train::MixedPrecisionOptimizer optimizer;
   train::StepResult last_step;
+  Text text = Text::kRandom;  // what iteration() and evaluate() train and evaluate on
 };
 
 inline std::vector<float> host_values(const Tensor& t) {

@@ -57,7 +57,8 @@ class TrainingOnDevice : public ::testing::Test {
   ops::DeviceContext device_;
 };
 
-// 100 iterations (200 micro-batches; issue 5's "100 steps in fp32 within 1e-4"): every
+// 100 iterations (200 micro-batches; issue 5's "100 steps in fp32 within 1e-4") on the Markov
+// text (tests/unit/tiny_training_conditioning_test.cpp shows it well conditioned): every
 // iteration's loss within 1e-4 of the host's, the final weights within 1e-3 (Adam's normalized
 // steps carry rounding differences into the weights), the evaluation loss and its per-token
 // losses too.
@@ -65,6 +66,8 @@ TEST_F(TrainingOnDevice, LossesFollowTheHostRun) {
   const ModelOptions options = tiny_options();
   TrainingRun cpu(options, table_, host_, initial_.flat());
   TrainingRun gpu(options, table_, device_, initial_.flat());
+  // A text the model learns: on random tokens even two host runs part after ~90 iterations.
+  cpu.text = gpu.text = gpu_test::Text::kMarkov;
   EXPECT_EQ(gpu.model.device(), kCuda0);
   EXPECT_EQ(gpu.optimizer.device(), kCuda0);
   double worst = 0.0;
