@@ -2,7 +2,7 @@
 // threads, each with its shard on cuda:0 (tasks::place_on_device, a DeviceContext per rank) and
 // the groups tasks::inference_groups makes for a device with --distributed-backend gloo (in-process
 // host groups wrapped in HostStagedCommunicator: device TP sums and stage-to-stage hidden states),
-// against the same grid on the host: the last stage's logits within 1e-5 relative, the same greedy
+// against the same grid on the host: the last stage's logits within 1e-4 relative, the same greedy
 // tokens, WikiText loss within 1e-5 relative, the same LAMBADA count. The multi-process runs are
 // tests/gpu/inference_device_grid_test.sh.
 #include <gtest/gtest.h>
@@ -164,7 +164,8 @@ TEST(InferenceGridOnDevice, EveryGridFollowsTheSameGridOnTheHost) {
       const bool last_stage = static_cast<int>(rank) / (grid.tp * grid.dp) == grid.pp - 1;
       EXPECT_EQ(device[rank].logits.empty(), !last_stage) << where;
       if (last_stage) {
-        EXPECT_LE(relative_difference(device[rank].logits, host[rank].logits), 1e-5) << where;
+        // tests/gpu/inference_test.cpp's kLogitsBound: the same ill-conditioned model.
+        EXPECT_LE(relative_difference(device[rank].logits, host[rank].logits), 1e-4) << where;
       }
       EXPECT_EQ(device[rank].tokens, host[rank].tokens) << where;
       EXPECT_NEAR(device[rank].loss, host[rank].loss, 1e-5 * std::fabs(host[rank].loss)) << where;

@@ -1,7 +1,7 @@
 // Inference on a CUDA device against the host (tasks::GptInference, generate, evaluate_wikitext,
-// evaluate_lambada): a tiny GPT-2 with perturbed random weights. Logits within 1e-5 relative of
+// evaluate_lambada): a tiny GPT-2 with perturbed random weights. Logits within 1e-4 relative of
 // the host's, greedy generation the same tokens, KV-cache decoding on the device equal to its full
-// forward (1e-5: the GEMMs see other row counts), WikiText losses within 1e-5, the same LAMBADA
+// forward (1e-4: the GEMMs see other row counts), WikiText losses within 1e-5, the same LAMBADA
 // count; a model and its weights or cache on different devices fail with one line.
 #include <gtest/gtest.h>
 
@@ -26,6 +26,11 @@ using tensor::DType;
 using tensor::Tensor;
 
 constexpr tensor::Device kCuda0{tensor::DeviceKind::kCuda, 0};
+// The logits' bound: this model (weights ×8, peaked attention) amplifies rounding. Measured on
+// the host, weights perturbed by one ulp move its 32-token logits by 2e-5 relative (5e-7 at 1 and 5
+// tokens); an H100 run, whose kernels round differently, gave 1.4e-5. Losses average that out
+// and keep 1e-5.
+constexpr double kLogitsBound = 1e-4;
 
 model::ModelOptions tiny_options() {
   model::ModelOptions o;
@@ -96,7 +101,7 @@ TEST(InferenceOnDevice, LogitsFollowTheHost) {
     const std::vector<std::int64_t> tokens = sequence(n, 3);
     EXPECT_LE(relative_difference(m.inference(m.device).full_logits(tokens),
                                   m.inference(m.host).full_logits(tokens)),
-              1e-5);
+              kLogitsBound);
   }
   // Two rows of three new positions after a prefix of four, the last two logits of each (the
   // head's row gather).
@@ -107,7 +112,7 @@ TEST(InferenceOnDevice, LogitsFollowTheHost) {
   device.forward(device_cache, prefix, 4, 1);
   EXPECT_LE(relative_difference(device.forward(device_cache, next, 3, 2),
                                 host.forward(host_cache, next, 3, 2)),
-            1e-5);
+            kLogitsBound);
 }
 
 TEST(InferenceOnDevice, CachedStepsEqualTheFullForward) {
@@ -124,7 +129,7 @@ TEST(InferenceOnDevice, CachedStepsEqualTheFullForward) {
     stepped.insert(stepped.end(), logits.begin(), logits.end());
   }
   const std::vector<float> want(full.begin() + (prefix - 1) * vp, full.end());
-  EXPECT_LE(relative_difference(stepped, want), 1e-5);
+  EXPECT_LE(relative_difference(stepped, want), kLogitsBound);
 }
 
 TEST(InferenceOnDevice, GreedyGenerationGivesTheHostsTokens) {
