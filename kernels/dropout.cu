@@ -46,8 +46,9 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
                        std::int64_t cols, const DropoutStream& stream, cudaStream_t cuda_stream) {
   detail::with_storage(dtype, "dropout_bias_grad", [&](auto s) {
     if (rows <= 0 || cols <= 0) return;
-    launch("kernels::dropout_bias_grad", bias_grad_kernel<decltype(s)::value>,
-           bias_grad_shape(cols), cuda_stream, dbias, dout, rows, cols, stream, keep_scale(stream));
+    detail::launch_column_sums<1>("kernels::dropout_bias_grad",
+                                  bias_grad_kernel<decltype(s)::value>, rows, cols, {{dbias}},
+                                  cuda_stream, dout, rows, cols, stream, keep_scale(stream));
   });
 }
 

@@ -59,8 +59,8 @@ __global__ void backward_kernel(void* dx, const void* dout, std::int64_t n, Drop
 }
 
 template <Storage kS>
-__global__ void bias_grad_kernel(float* dbias, const void* dout, std::int64_t rows,
-                                 std::int64_t cols, DropoutStream stream, float scale) {
+__global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
+                                 DropoutStream stream, float scale, float* partials) {
   detail::sum_columns<1>(
       rows, cols,
       [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
@@ -70,7 +70,7 @@ __global__ void bias_grad_kernel(float* dbias, const void* dout, std::int64_t ro
         if (detail::philox_uniform(words.w[index % 4]) >= stream.p)
           sums[0] += load<kS>(dout, i) * scale;
       },
-      [&](std::int64_t c, const float* total) { dbias[c] += total[0]; });
+      partials);
 }
 
 // The factor of a kept element, as the CPU: 1/(1 − p) in double, rounded once.
@@ -81,11 +81,6 @@ inline float keep_scale(const DropoutStream& stream) {
 // forward_kernel and backward_kernel: a grid-stride loop over the groups of four elements.
 inline detail::LaunchShape groups_shape(std::int64_t n) {
   return detail::grid_stride_shape((n + 3) / 4);
-}
-
-// bias_grad_kernel: column sums over [rows, cols].
-inline detail::LaunchShape bias_grad_shape(std::int64_t cols) {
-  return detail::column_shape(cols);
 }
 
 }  // namespace

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "base/error.h"
 #include "kernels/check.h"
 #include "kernels/device_common.cuh"
@@ -61,6 +63,15 @@ void scale(float* out, const float* x, float factor, std::int64_t n, cudaStream_
 void fill(void* out, DType dtype, float value, std::int64_t n, cudaStream_t stream) {
   const Storage storage = storage_of(dtype, "fill");
   if (n <= 0) return;
+  if (value == 0.0f && !std::signbit(value)) {
+    // +0 is all zero bits in every storage: the copy engine's memset runs at the memory's speed,
+    // where the 2-byte stores of fill16_kernel reached a quarter of it (the backward's scratch
+    // gradients, 4% of a GPT-2 124M bf16 step on an H100).
+    check_cuda(
+        cudaMemsetAsync(out, 0, static_cast<std::size_t>(n) * tensor::dtype_size(dtype), stream),
+        "kernels::fill (cudaMemsetAsync)");
+    return;
+  }
   if (storage == Storage::kF32) {
     launch("kernels::fill", fill_kernel, launch_shape(n), stream, static_cast<float*>(out), value,
            n);

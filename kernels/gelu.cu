@@ -68,8 +68,9 @@ void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x,
         launch("kernels::bias_gelu_backward", backward_kernel<kS, kP, kKind>, elementwise_shape(n),
                stream, dx, dout, x, bias, n, cols);
       } else {
-        launch("kernels::bias_gelu_backward", backward_bias_kernel<kS, kP, kKind>,
-               bias_backward_shape(cols), stream, dx, dbias, dout, x, bias, rows, cols);
+        detail::launch_column_sums<1>("kernels::bias_gelu_backward",
+                                      backward_bias_kernel<kS, kP, kKind>, rows, cols, {{dbias}},
+                                      stream, dx, dout, x, bias, rows, cols);
       }
     });
   });

@@ -77,8 +77,8 @@ __global__ void backward_kernel(void* dx, const void* dout, const void* x, const
 // Each element's gradient once (in fp32), feeding dx and its column's sum, as the CPU's
 // backward_block.
 template <Storage kS, Storage kP, GeluKind kKind>
-__global__ void backward_bias_kernel(void* dx, float* dbias, const void* dout, const void* x,
-                                     const void* bias, std::int64_t rows, std::int64_t cols) {
+__global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, const void* bias,
+                                     std::int64_t rows, std::int64_t cols, float* partials) {
   detail::sum_columns<1>(
       rows, cols,
       [&](std::int64_t, std::int64_t c, std::int64_t i, float* sums) {
@@ -87,17 +87,12 @@ __global__ void backward_bias_kernel(void* dx, float* dbias, const void* dout, c
         sums[0] += g;
         store<kS>(dx, i, load<kS>(dx, i) + g);
       },
-      [&](std::int64_t c, const float* total) { dbias[c] += total[0]; });
+      partials);
 }
 
 // forward_kernel and backward_kernel: a grid-stride loop over the n elements.
 inline detail::LaunchShape elementwise_shape(std::int64_t n) {
   return detail::grid_stride_shape(n);
-}
-
-// backward_bias_kernel: column sums over [rows, cols].
-inline detail::LaunchShape bias_backward_shape(std::int64_t cols) {
-  return detail::column_shape(cols);
 }
 
 // Calls body(kind as a compile-time constant).

@@ -7,6 +7,7 @@
 #include "kernels/device_common.cuh"
 #include "kernels/gemm.h"
 #include "kernels/gemm_plan.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/reduce_columns.cuh"
 
 namespace mds::kernels {
@@ -42,14 +43,14 @@ std::uint32_t alignment_of(const void* p) {
 
 // Column sums for dbias, rows in a fixed order (reduce_columns.cuh), dout widened to fp32.
 template <detail::Storage kS>
-__global__ void bias_grad_kernel(float* dbias, const void* dout, std::int64_t rows,
-                                 std::int64_t cols) {
+__global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
+                                 float* partials) {
   detail::sum_columns<1>(
       rows, cols,
       [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
         sums[0] += detail::load<kS>(dout, i);
       },
-      [&](std::int64_t c, const float* total) { dbias[c] += total[0]; });
+      partials);
 }
 
 // 16-bit inputs write their own type; fp32 ones fp32.
@@ -123,8 +124,9 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
                     std::int64_t k, cudaStream_t stream) {
   GemmOptions options = options_for(dtype);
   if (bias != nullptr) {
-    // cuBLASLt's bias vector has the output's type by default, and is added in fp32 before the
-    // output is rounded.
+    // cuBLASLt's bias vector has the output's type by default. With 16-bit outputs some of its
+    // algorithms round the product to 16 bits before adding the bias (seen on an H100, CUDA
+    // 13.0), so the result can be the twice-rounded one, as PyTorch's addmm through cuBLASLt.
     options.epilogue = GemmEpilogue::kBias;
     options.bias = bias;
   }
@@ -135,7 +137,8 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, cudaStream_t stream) {
   if (dx != nullptr && m > 0 && k > 0) {
-    // beta = 1 on a 16-bit dx: cuBLASLt widens it, adds the fp32 product and rounds once.
+    // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
+    // algorithms, as with the bias above) twice.
     gemm(context, m, k, n, 1.0f, {dout, n, false}, {weight, k, false}, 1.0f, dx, k,
          options_for(dtype), stream);
   }
@@ -147,11 +150,10 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
   }
   if (dbias != nullptr && n > 0) {
     detail::with_storage(dtype, "linear_backward", [&](auto s) {
-      bias_grad_kernel<decltype(s)::value>
-          <<<detail::column_blocks(n), dim3(detail::kColumnTile, detail::kRowLanes), 0, stream>>>(
-              dbias, dout, m, n);
+      detail::launch_column_sums<1>("kernels::linear_backward (dbias)",
+                                    bias_grad_kernel<decltype(s)::value>, m, n, {{dbias}}, stream,
+                                    dout, m, n);
     });
-    check_launch("kernels::linear_backward (dbias)");
   }
 }
 

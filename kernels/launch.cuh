@@ -6,6 +6,7 @@
 
 #include "kernels/check.h"
 #include "kernels/device_portable.cuh"
+#include "kernels/reduce_columns.cuh"
 
 namespace mds::kernels::detail {
 
@@ -27,6 +28,26 @@ void launch(const char* name, void (*kernel)(Params...), const LaunchShape& shap
   kernel<<<dim3_of(shape.grid), dim3_of(shape.block), shape.shared_bytes, stream>>>(
       static_cast<Params>(args)...);
   check_launch(name);
+}
+
+// The two launches of a column sum (reduce_columns.cuh): `kernel`, whose last parameter is the
+// partials buffer its sum_columns<kSums> writes, over [rows, cols], then
+// finish_column_sums_kernel adding the sums onto `outputs`. The partials are stream-ordered
+// scratch (cudaMallocAsync, as the embedding's sort), freed once the second launch has run.
+template <int kSums, typename... Params, typename... Args>
+void launch_column_sums(const char* name, void (*kernel)(Params...), std::int64_t rows,
+                        std::int64_t cols, ColumnOutputs<kSums> outputs, cudaStream_t stream,
+                        Args... args) {
+  if (rows <= 0 || cols <= 0) return;
+  void* scratch = nullptr;
+  const auto bytes =
+      static_cast<std::size_t>(column_partials_count(kSums, rows, cols)) * sizeof(float);
+  check_cuda(cudaMallocAsync(&scratch, bytes, stream), name);
+  auto* partials = static_cast<float*>(scratch);
+  launch(name, kernel, column_shape(rows, cols), stream, args..., partials);
+  launch(name, finish_column_sums_kernel<kSums>, column_finish_shape(cols), stream,
+         static_cast<const float*>(partials), row_chunks(rows), cols, outputs);
+  check_cuda(cudaFreeAsync(scratch, stream), name);
 }
 
 }  // namespace mds::kernels::detail

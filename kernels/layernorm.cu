@@ -47,8 +47,9 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
     launch("kernels::layernorm_backward (dx)", backward_dx_kernel<kS, decltype(p)::value>,
            row_shape(rows), stream, dx, dout, x, weight, mean, rstd, cols);
     if (dweight == nullptr && dbias == nullptr) return;
-    launch("kernels::layernorm_backward (dweight, dbias)", backward_params_kernel<kS>,
-           params_shape(cols), stream, dweight, dbias, dout, x, mean, rstd, rows, cols);
+    detail::launch_column_sums<2>("kernels::layernorm_backward (dweight, dbias)",
+                                  backward_params_kernel<kS>, rows, cols, {{dweight, dbias}},
+                                  stream, dout, x, mean, rstd, rows, cols);
   });
 }
 

@@ -80,9 +80,9 @@ __global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, co
 }
 
 template <Storage kS>
-__global__ void backward_params_kernel(float* dweight, float* dbias, const void* dout,
-                                       const void* x, const float* mean, const float* rstd,
-                                       std::int64_t rows, std::int64_t cols) {
+__global__ void backward_params_kernel(const void* dout, const void* x, const float* mean,
+                                       const float* rstd, std::int64_t rows, std::int64_t cols,
+                                       float* partials) {
   detail::sum_columns<2>(
       rows, cols,
       [&](std::int64_t r, std::int64_t, std::int64_t i, float* sums) {
@@ -90,20 +90,12 @@ __global__ void backward_params_kernel(float* dweight, float* dbias, const void*
         sums[0] += g * ((load<kS>(x, i) - mean[r]) * rstd[r]);
         sums[1] += g;
       },
-      [&](std::int64_t c, const float* total) {
-        if (dweight != nullptr) dweight[c] += total[0];
-        if (dbias != nullptr) dbias[c] += total[1];
-      });
+      partials);
 }
 
 // forward_kernel and backward_dx_kernel: one block per row.
 inline detail::LaunchShape row_shape(std::int64_t rows) {
   return detail::row_shape(rows, "kernels::layernorm");
-}
-
-// backward_params_kernel: column sums over [rows, cols].
-inline detail::LaunchShape params_shape(std::int64_t cols) {
-  return detail::column_shape(cols);
 }
 
 }  // namespace

@@ -31,16 +31,20 @@ TEST(GpuElementwise, AddAndScaleMatchCpu) {
   }
 }
 
+// +0 takes cudaMemsetAsync, other values (-0 too) the fill kernels; outputs start all ones.
 TEST(GpuElementwise, FillEveryDtype) {
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     for (const std::int64_t n : {std::int64_t{1}, std::int64_t{257}, std::int64_t{65537}}) {
-      const auto un = static_cast<std::size_t>(n);
-      const std::size_t bytes = un * tensor::dtype_size(dtype);
-      std::vector<std::uint8_t> cpu(bytes);
-      ops::cpu::fill(cpu.data(), dtype, 1.2345f, n);
-      DeviceArray<std::uint8_t> out(bytes);
-      kernels::fill(out.get(), dtype, 1.2345f, n, nullptr);
-      EXPECT_EQ(out.download(), cpu) << tensor::dtype_name(dtype) << " n=" << n;
+      for (const float value : {1.2345f, 0.0f, -0.0f}) {
+        const auto un = static_cast<std::size_t>(n);
+        const std::size_t bytes = un * tensor::dtype_size(dtype);
+        std::vector<std::uint8_t> cpu(bytes);
+        ops::cpu::fill(cpu.data(), dtype, value, n);
+        DeviceArray<std::uint8_t> out(std::vector<std::uint8_t>(bytes, 0xFF));
+        kernels::fill(out.get(), dtype, value, n, nullptr);
+        EXPECT_EQ(out.download(), cpu)
+            << tensor::dtype_name(dtype) << " n=" << n << " value " << value;
+      }
     }
   }
 }

@@ -19,6 +19,7 @@
 
 #include "ops/cpu/dropout.h"
 #include "ops/dropout.h"
+#include "tests/unit/emulated_column_sums.h"
 #include "tests/unit/emulated_compare.h"
 #include "tests/unit/guarded_buffer.h"
 
@@ -110,8 +111,8 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   GuardedBuffer<float> got_dbias(dbias0);
   const auto bias_grad = [&] {
     got_dbias.assign(dbias0);
-    emulated::launch(dk::bias_grad_shape(cols), [&] {
-      dk::bias_grad_kernel<kS>(got_dbias.data(), dout.data(), rows, cols, stream, scale);
+    emulated::launch_column_sums<1>(rows, cols, {{got_dbias.data()}}, [&](float* partials) {
+      dk::bias_grad_kernel<kS>(dout.data(), rows, cols, stream, scale, partials);
     });
     EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
     return got_dbias.values();
@@ -133,8 +134,9 @@ struct Size {
 };
 
 TEST(KernelsEmulatedDropout, ForwardBackwardAndBiasGradMatchCpu) {
-  constexpr Size kSizes[] = {{1, 1},    {3, 17},   {7, 255},  {5, 256},
-                             {4, 1000}, {2, 4099}, {33, 100}, {129, 40}};
+  // {600, 40}: three row chunks of the bias gradient's column sums (256 + 256 + 88 rows).
+  constexpr Size kSizes[] = {{1, 1},    {3, 17},   {7, 255},  {5, 256}, {4, 1000},
+                             {2, 4099}, {33, 100}, {129, 40}, {600, 40}};
   for (const DropoutStream& stream : kStreams) {
     for (const Size size : kSizes) check_storage<Storage::kF32>(stream, size.rows, size.cols);
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ops/cpu/gelu.h"
+#include "tests/unit/emulated_column_sums.h"
 #include "tests/unit/emulated_compare.h"
 #include "tests/unit/guarded_buffer.h"
 
@@ -37,7 +38,9 @@ struct Size {
   std::int64_t rows, cols;
 };
 // Straddling the 256-thread block and the 32-column tile of the column sums.
-constexpr Size kSizes[] = {{1, 1}, {3, 17}, {7, 255}, {5, 256}, {4, 1000}, {33, 100}, {129, 40}};
+// {600, 40}: three row chunks of the column sums (256 + 256 + 88 rows).
+constexpr Size kSizes[] = {{1, 1},    {3, 17},   {7, 255},  {5, 256},
+                           {4, 1000}, {33, 100}, {129, 40}, {600, 40}};
 constexpr GeluKind kKinds[] = {GeluKind::kTanhFused, GeluKind::kTanhOpenAI, GeluKind::kErf};
 
 const char* kind_name(GeluKind kind) {
@@ -117,10 +120,11 @@ void check_backward(Size size, const std::string& what) {
     });
   };
   const auto with_dbias = [&] {
-    emulated::launch(gk::bias_backward_shape(size.cols), [&] {
-      gk::backward_bias_kernel<kS, Storage::kF32, kKind>(
-          dx.data(), got_dbias.data(), dout.data(), x.data(), bias.data(), size.rows, size.cols);
-    });
+    emulated::launch_column_sums<1>(
+        size.rows, size.cols, {{got_dbias.data()}}, [&](float* partials) {
+          gk::backward_bias_kernel<kS, Storage::kF32, kKind>(
+              dx.data(), dout.data(), x.data(), bias.data(), size.rows, size.cols, partials);
+        });
   };
   emulated::expect_activation_close<kS>(run(plain).first, dx_plain, 2e-6, what + " backward");
   emulated::expect_activation_close<kS>(run(nodbias).first, dx_nodbias, 2e-6,
@@ -187,9 +191,9 @@ void check_16bit_bias(Size size, const std::string& what) {
     results.push_back(bits_of(dx.values()));
     dx.assign(dx0);
     dbias.assign(dbias0);
-    emulated::launch(gk::bias_backward_shape(size.cols), [&] {
-      gk::backward_bias_kernel<kS, kP, kKind>(dx.data(), dbias.data(), dout.data(), x.data(), bias,
-                                              size.rows, size.cols);
+    emulated::launch_column_sums<1>(size.rows, size.cols, {{dbias.data()}}, [&](float* partials) {
+      gk::backward_bias_kernel<kS, kP, kKind>(dx.data(), dout.data(), x.data(), bias, size.rows,
+                                              size.cols, partials);
     });
     results.push_back(bits_of(dx.values()));
     results.push_back(bits_of(dbias.values()));

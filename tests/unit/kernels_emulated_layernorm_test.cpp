@@ -19,6 +19,7 @@
 
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/layernorm.h"
+#include "tests/unit/emulated_column_sums.h"
 #include "tests/unit/emulated_compare.h"
 #include "tests/unit/guarded_buffer.h"
 
@@ -162,11 +163,13 @@ void check_backward(Size size, const std::string& what) {
       lk::backward_dx_kernel<kS, Storage::kF32>(dx.data(), dout.data(), x.data(), weight.data(),
                                                 mean.data(), rstd.data(), size.cols);
     });
-    emulated::launch(lk::params_shape(size.cols), [&] {
-      lk::backward_params_kernel<kS>(with_dweight ? dweight.data() : nullptr,
-                                     with_dbias ? dbias.data() : nullptr, dout.data(), x.data(),
-                                     mean.data(), rstd.data(), size.rows, size.cols);
-    });
+    emulated::launch_column_sums<2>(
+        size.rows, size.cols,
+        {{with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}},
+        [&](float* partials) {
+          lk::backward_params_kernel<kS>(dout.data(), x.data(), mean.data(), rstd.data(), size.rows,
+                                         size.cols, partials);
+        });
     EXPECT_EQ(
         dx.guard_bytes_written() + dweight.guard_bytes_written() + dbias.guard_bytes_written(), 0u)
         << what;
@@ -262,7 +265,7 @@ TEST(KernelsEmulatedLayerNorm, SixteenBitParamsEqualTheirFp32Widening) {
 
 TEST(KernelsEmulatedLayerNorm, Fp32MatchesCpu) {
   check_storage<Storage::kF32>(
-      {{1, 1}, {3, 17}, {7, 255}, {5, 256}, {4, 1000}, {2, 4099}, {9, 768}, {67, 64}});
+      {{1, 1}, {3, 17}, {7, 255}, {5, 256}, {4, 1000}, {2, 4099}, {9, 768}, {67, 64}, {600, 40}});
 }
 
 TEST(KernelsEmulatedLayerNorm, Bf16AndFp16WithinOneUlp) {

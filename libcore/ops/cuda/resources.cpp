@@ -1,5 +1,7 @@
 #include "ops/cuda/resources.h"
 
+#include <cstdint>
+
 #include "base/error.h"
 #include "kernels/check.h"
 #include "ops/cuda/backend.h"
@@ -27,7 +29,8 @@ Scratch::~Scratch() {
 
 void* Scratch::reserve(std::size_t bytes, cudaStream_t stream) {
   if (bytes <= capacity_) return data_;
-  if (data_ != nullptr) kernels::check_cuda(cudaFreeAsync(data_, stream), "Scratch (cudaFreeAsync)");
+  if (data_ != nullptr)
+    kernels::check_cuda(cudaFreeAsync(data_, stream), "Scratch (cudaFreeAsync)");
   data_ = nullptr;
   capacity_ = 0;
   kernels::check_cuda(cudaMallocAsync(&data_, bytes, stream), "Scratch (cudaMallocAsync)");
@@ -37,6 +40,15 @@ void* Scratch::reserve(std::size_t bytes, cudaStream_t stream) {
 
 Resources::Resources(int device_index) : device(select_device(device_index)) {
   kernels::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  // The kernels take small stream-ordered scratch per call (cudaMallocAsync: the column sums'
+  // partials, the embedding's sort, the norms). With the default release threshold of 0 the pool
+  // hands that memory back to the driver at every synchronization and maps it again on the next
+  // call; keeping it makes those allocations reuse. The pool then holds at most their peak.
+  cudaMemPool_t pool = nullptr;
+  kernels::check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  std::uint64_t keep_all = UINT64_MAX;
+  kernels::check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+                      "cudaMemPoolSetAttribute (release threshold)");
 }
 
 Resources::~Resources() {

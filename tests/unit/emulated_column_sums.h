@@ -1,0 +1,31 @@
+// The two launches of a column sum (kernels/reduce_columns.cuh) under the SIMT emulation, as
+// kernels/launch.cuh's launch_column_sums runs them: the family's kernel with column_shape(rows,
+// cols) writing poisoned, guarded partials, then finish_column_sums_kernel onto the outputs.
+// Include tests/unit/emulated_device_common.h first.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/reduce_columns.cuh"
+#include "tests/unit/guarded_buffer.h"
+
+namespace mds::emulated {
+
+// `stage(partials)` calls the kernel with its partials argument.
+template <int kSums, typename Stage>
+void launch_column_sums(std::int64_t rows, std::int64_t cols,
+                        kernels::detail::ColumnOutputs<kSums> outputs, Stage stage) {
+  namespace kd = kernels::detail;
+  GuardedBuffer<float> partials(
+      static_cast<std::size_t>(kd::column_partials_count(kSums, rows, cols)));
+  partials.poison();
+  launch(kd::column_shape(rows, cols), [&] { stage(partials.data()); });
+  launch(kd::column_finish_shape(cols), [&] {
+    kd::finish_column_sums_kernel<kSums>(partials.data(), kd::row_chunks(rows), cols, outputs);
+  });
+  EXPECT_EQ(partials.guard_bytes_written(), 0u) << "column sum partials";
+}
+
+}  // namespace mds::emulated
