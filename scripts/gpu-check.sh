@@ -19,7 +19,8 @@
 # (tests/gpu/inference_device_test.sh: evaluate and generate likewise), grid
 # (tests/gpu/pretrain_device_grid_test.sh: T = 2, D = 2, P = 2 under the packed mpirun on the
 # device against one host process), inference_grid (tests/gpu/inference_device_grid_test.sh:
-# evaluate and generate at T = 2, P = 2, D = 2 and T2 × P2 likewise), bench (gpu_bench), train
+# evaluate and generate at T = 2, P = 2, D = 2 and T2 × P2 likewise), bench (gpu_bench), profile
+# (tests/bench/gpu_profile.sh: ncu's kernel times of a 124M bf16 step; not a default step), train
 # (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
 # does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
 # each (their tails), as $OUT returns at most 8 files of that size.
@@ -95,6 +96,8 @@ run() {
       grid) step grid bash "$repo/tests/gpu/pretrain_device_grid_test.sh" ;;
       inference_grid) step inference_grid bash "$repo/tests/gpu/inference_device_grid_test.sh" ;;
       bench) step bench "$pack/bin/gpu_bench" ;;
+      profile) step profile env MDS_PROFILE_CSV_OUT="$out/ncu.csv.xz" \
+                 bash "$repo/tests/bench/gpu_profile.sh" "$pack" ;;
       train) step train env MDS_GPU_BENCH_CONFIGS="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m}" \
                bash "$repo/tests/bench/gpu_train_bench.sh" "$pack" ;;
       *) echo "gpu-check: unknown step $name" >&2; failed+=("$name") ;;
