@@ -87,6 +87,11 @@ run() {
   failed=()
   skipped=()
   run_started=$(date +%s)
+  # A fresh machine's first CUDA process waited ~45 s for the driver (an H100, 2026-11-26: the
+  # tests step lost that time when no info step ran first); pay it here, outside every step.
+  nvidia-smi -L > /dev/null 2>&1 || true
+  "$pack/bin/gpu_tests" --gtest_list_tests > /dev/null 2>&1 || true
+  echo "gpu-check: driver warm-up took $(( $(date +%s) - run_started )) s"
   for name in $steps; do
     case $name in
       info) step info bash -c 'nvidia-smi; nvcc --version 2>/dev/null; python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.get_device_name(0))"; uname -a' ;;
