@@ -47,6 +47,11 @@ inline std::uint32_t float_to_bits(float value) {
   return bits;
 }
 
+// The identity, so code templated over float, BFloat16 and Float16 widens with one call.
+inline float to_float(float value) {
+  return value;
+}
+
 inline float to_float(BFloat16 value) {
   return bits_to_float(std::uint32_t{value.bits} << 16);
 }

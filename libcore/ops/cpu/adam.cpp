@@ -69,16 +69,6 @@ void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, floa
 
 namespace {
 
-inline double widened(float value) {
-  return value;
-}
-inline double widened(tensor::BFloat16 value) {
-  return tensor::to_float(value);
-}
-inline double widened(tensor::Float16 value) {
-  return tensor::to_float(value);
-}
-
 template <typename T>
 double squares_in_blocks(const T* x, std::int64_t n) {
   // A fixed number of contiguous blocks, each summed in order, then the block sums in order: the
@@ -92,7 +82,7 @@ double squares_in_blocks(const T* x, std::int64_t n) {
     const std::int64_t end = std::min(n, begin + per_block);
     double sum = 0.0;
     for (std::int64_t i = begin; i < end; ++i) {
-      const double value = widened(x[i]);
+      const double value = tensor::to_float(x[i]);
       sum += value * value;
     }
     partial[static_cast<std::size_t>(blk)] = sum;

@@ -8,16 +8,6 @@ namespace mds::ops::cpu {
 
 namespace {
 
-inline float widen(float value) {
-  return value;
-}
-inline float widen(tensor::BFloat16 value) {
-  return tensor::to_float(value);
-}
-inline float widen(tensor::Float16 value) {
-  return tensor::to_float(value);
-}
-
 template <typename T>
 void lookup(float* out, const std::int64_t* ids, const T* table, std::int64_t n, std::int64_t h,
             std::int64_t rows, std::int64_t vocab_start, bool add) {
@@ -30,7 +20,7 @@ void lookup(float* out, const std::int64_t* ids, const T* table, std::int64_t n,
       continue;
     }
     const T* row = table + local * h;
-    for (std::int64_t c = 0; c < h; ++c) y[c] = add ? y[c] + widen(row[c]) : widen(row[c]);
+    for (std::int64_t c = 0; c < h; ++c) y[c] = add ? y[c] + tensor::to_float(row[c]) : tensor::to_float(row[c]);
   }
 }
 
