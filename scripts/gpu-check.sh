@@ -20,7 +20,9 @@
 # (tests/gpu/pretrain_device_grid_test.sh: T = 2, D = 2, P = 2 under the packed mpirun on the
 # device against one host process), inference_grid (tests/gpu/inference_device_grid_test.sh:
 # evaluate and generate at T = 2, P = 2, D = 2 and T2 × P2 likewise), bench (gpu_bench), profile
-# (tests/bench/gpu_profile.sh: ncu's kernel times of a 124M bf16 step; not a default step), train
+# (tests/bench/gpu_profile.sh: ncu's kernel times of a 124M bf16 step; not a default step),
+# generate (tests/bench/generate_bench.sh on the device against transformers there, 8 samples ×
+# 256 tokens unless MDS_BENCH_SAMPLES/_TOKENS say otherwise; not a default step), train
 # (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
 # does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
 # each (their tails), as $OUT returns at most 8 files of that size.
@@ -42,6 +44,9 @@ pack() {
   rm -rf "$pack_dir" && mkdir -p "$pack_dir"
   "$repo/scripts/pack-gpu-build.sh" --with-mpi --programs "pretrain preprocess evaluate generate gpu_tests gpu_bench" \
     "$build" "$pack_dir/mds-gpu" || exit 1
+  # generate_bench.sh exports its checkpoint to Hugging Face with this probe (same libraries).
+  mkdir -p "$pack_dir/mds-gpu/tests/tools"
+  cp -p "$build/tests/tools/hf_gpt2_probe" "$pack_dir/mds-gpu/tests/tools/" || exit 1
   tar -C "$pack_dir" -cJf "$pack_dir/mds-gpu.tar.xz" mds-gpu && rm -rf "$pack_dir/mds-gpu"
   echo "gpu-check: $(du -h "$pack_dir/mds-gpu.tar.xz" | cut -f1) in $pack_dir/mds-gpu.tar.xz;" \
     "on the device: run(command='scripts/gpu-check.sh run', carry=['build/gpu-pack'])"
@@ -103,6 +108,9 @@ run() {
       bench) step bench "$pack/bin/gpu_bench" ;;
       profile) step profile env MDS_PROFILE_CSV_OUT="$out/ncu.csv.xz" \
                  bash "$repo/tests/bench/gpu_profile.sh" "$pack" ;;
+      generate) step generate env MDS_BENCH_DEVICE=cuda MDS_BENCH_PYTHON=python3 \
+                  MDS_BENCH_SAMPLES="${MDS_BENCH_SAMPLES:-8}" MDS_BENCH_TOKENS="${MDS_BENCH_TOKENS:-256}" \
+                  bash "$repo/tests/bench/generate_bench.sh" "$pack" ;;
       train) step train env MDS_GPU_BENCH_CONFIGS="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m}" \
                bash "$repo/tests/bench/gpu_train_bench.sh" "$pack" ;;
       *) echo "gpu-check: unknown step $name" >&2; failed+=("$name") ;;
