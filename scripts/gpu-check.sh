@@ -21,7 +21,9 @@
 # device against one host process), inference_grid (tests/gpu/inference_device_grid_test.sh:
 # evaluate and generate at T = 2, P = 2, D = 2 and T2 × P2 likewise), bench (gpu_bench), profile
 # (tests/bench/gpu_profile.sh: ncu's kernel times of a 124M bf16 step; not a default step),
-# generate (tests/bench/generate_bench.sh on the device against transformers there, 8 samples ×
+# attention_ncu (Nsight Compute's sections for the tensor-core attention's forward, dq and dkdv
+# kernels, the validation launches then those at GPT-2 124M's shapes; not a default step), generate
+# (tests/bench/generate_bench.sh on the device against transformers there, 8 samples ×
 # 256 tokens unless MDS_BENCH_SAMPLES/_TOKENS say otherwise; not a default step), train
 # (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
 # does not stop the others; the exit status is the number of failed steps. Logs stay under 16 MiB
@@ -108,6 +110,11 @@ run() {
       bench) step bench "$pack/bin/gpu_bench" ;;
       profile) step profile env MDS_PROFILE_CSV_OUT="$out/ncu.csv.xz" \
                  bash "$repo/tests/bench/gpu_profile.sh" "$pack" ;;
+      attention_ncu) step attention_ncu bash -c 'ncu=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu | tail -1)
+                 "$ncu" --kernel-name-base demangled -k regex:attention_tc_detail --launch-count 14 \
+                   --section SpeedOfLight --section Occupancy --section LaunchStats \
+                   --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+                   --section WarpStateStats "$0/bin/gpu_bench" --only attention --iters 1' "$pack" ;;
       generate) step generate env MDS_BENCH_DEVICE=cuda MDS_BENCH_PYTHON=python3 \
                   MDS_BENCH_SAMPLES="${MDS_BENCH_SAMPLES:-8}" MDS_BENCH_TOKENS="${MDS_BENCH_TOKENS:-256}" \
                   bash "$repo/tests/bench/generate_bench.sh" "$pack" ;;
