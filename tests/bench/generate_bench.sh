@@ -78,7 +78,7 @@ eval_tokens=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["n
 "$python" - "$work" "$samples" "$tokens" "$threads" "$cache_s" "$cache_tokens" "$recompute_s" \
   "$recompute_tokens" "$eval_s" "$eval_tokens" "$device" <<'PY'
 import json, sys, time, torch
-from transformers import GPT2LMHeadModel, GPT2TokenizerFast
+from transformers import AutoTokenizer, GPT2LMHeadModel
 work, B, N, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 ours = dict(cache=(float(sys.argv[5]), int(sys.argv[6])), recompute=(float(sys.argv[7]), int(sys.argv[8])),
             evaluate=(float(sys.argv[9]), int(sys.argv[10])))
@@ -109,7 +109,7 @@ for name, cache in (("cache", True), ("recompute", False)):
     out = generate(cache, N)
     sync()
     theirs[name] = (time.time() - start, (out.shape[1] - 1) * B)
-ids = GPT2TokenizerFast.from_pretrained(f"{work}/hf")(open(f"{work}/wiki.txt").read())["input_ids"]
+ids = AutoTokenizer.from_pretrained(f"{work}/hf")(open(f"{work}/wiki.txt").read())["input_ids"]
 windows = [ids[i:i + 1025] for i in range(0, len(ids) - 1, 1024)]
 sync()
 start = time.time()
