@@ -135,12 +135,18 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
-                     std::int64_t n, std::int64_t k, cudaStream_t stream) {
+                     std::int64_t n, std::int64_t k, cudaStream_t stream, bool accumulate_dx) {
   if (dx != nullptr && m > 0 && k > 0) {
-    // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
-    // algorithms, as with the bias above) twice.
-    gemm(context, m, k, n, 1.0f, {dout, n, false}, {weight, k, false}, 1.0f, dx, k,
-         options_for(dtype), stream);
+    if (n > 0) {
+      // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
+      // algorithms, as with the bias above) twice; beta = 0 does not read dx.
+      gemm(context, m, k, n, 1.0f, {dout, n, false}, {weight, k, false},
+           accumulate_dx ? 1.0f : 0.0f, dx, k, options_for(dtype), stream);
+    } else if (!accumulate_dx) {  // an empty product
+      check_cuda(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(m * k) * tensor::dtype_size(dtype),
+                                 stream),
+                 "kernels::linear_backward (cudaMemsetAsync)");
+    }
   }
   if (dweight != nullptr && n > 0 && k > 0) {
     GemmOptions fp32_out = options_for(dtype);

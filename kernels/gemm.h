@@ -94,12 +94,14 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
 void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,
                     const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
                     std::int64_t k, cudaStream_t stream);
-// dx += dout · weight; dweight += doutᵀ · x; dbias += Σ_rows dout (a fixed-order column sum,
-// deterministic). Null gradient pointers are skipped. A 16-bit dx is read, added to in fp32 and
-// rounded once (beta = 1 on a 16-bit C).
+// dx += dout · weight (dx = … without accumulate_dx: beta = 0, dx not read); dweight += doutᵀ · x;
+// dbias += Σ_rows dout (a fixed-order column sum, deterministic). Null gradient pointers are
+// skipped. A 16-bit dx is accumulated with beta = 1 on a 16-bit C (gemm.cu: some cuBLASLt
+// algorithms round the product to 16 bits before adding).
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
-                     std::int64_t n, std::int64_t k, cudaStream_t stream);
+                     std::int64_t n, std::int64_t k, cudaStream_t stream,
+                     bool accumulate_dx = true);
 // out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i < batch, packed [batch, ·, ·].
 void batched_matmul(GemmContext& context, void* out, const void* a, const void* b,
                     tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
@@ -114,9 +116,10 @@ inline void linear_forward(GemmContext& context, float* out, const float* x, con
 }
 inline void linear_backward(GemmContext& context, float* dx, float* dweight, float* dbias,
                             const float* dout, const float* x, const float* weight, std::int64_t m,
-                            std::int64_t n, std::int64_t k, cudaStream_t stream) {
+                            std::int64_t n, std::int64_t k, cudaStream_t stream,
+                            bool accumulate_dx = true) {
   linear_backward(context, dx, dweight, dbias, dout, x, weight, tensor::DType::kFloat32, m, n, k,
-                  stream);
+                  stream, accumulate_dx);
 }
 inline void batched_matmul(GemmContext& context, float* out, const float* a, const float* b,
                            std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -42,8 +42,7 @@ void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head
   ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
                               head.dloss, vocab_start);
   const Tensor dln = ws.hidden_a;
-  ops::fill(ctx, dln, 0.0f);
-  ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word);
+  ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word, ops::Dx::kOverwrite);
   tp.sum(dln);
   ops::fill(ctx, ws.grad, 0.0f);
   ops::layernorm_backward(ctx, ws.grad, dln_weight, dln_bias, dln, head.input, ln_weight,

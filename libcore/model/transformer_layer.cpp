@@ -138,17 +138,18 @@ void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& 
 void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                                 const LayerWeights& w, const LayerWeights& g,
                                 const LayerActivations& act, const Workspace& ws, Tensor input) {
-  // The ops add into every gradient they produce, so each scratch gradient starts at zero.
+  // The ops add into every gradient they produce, so each scratch gradient starts at zero, except
+  // where a linear layer's dx writes it whole (Dx::kOverwrite: no fill, no read of the zeros).
   // MLP block: ws.grad = ∂L/∂out.
   const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
   ops::fill(ctx, dmlp, 0.0f);
   ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual);
-  ops::fill(ctx, dgelu, 0.0f);
-  ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight);
+  ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
+                       ops::Dx::kOverwrite);
   ops::fill(ctx, dfc, 0.0f);
   ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu);
-  ops::fill(ctx, dln2, 0.0f);
-  ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight);
+  ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight,
+                       ops::Dx::kOverwrite);
   setup.tp.sum(dln2);
   layernorm_input_backward(ctx, setup, ws.grad, g.ln2_weight, g.ln2_bias, dln2, act.attention_out,
                            w.ln2_weight, act.ln2_mean, act.ln2_rstd);
@@ -157,13 +158,13 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
   const Tensor ddense = ws.hidden_a, dcontext = ws.context, dqkv = ws.qkv;
   ops::fill(ctx, ddense, 0.0f);
   ops::bias_dropout_add_backward(ctx, ddense, g.dense_bias, {}, ws.grad, setup.attention_residual);
-  ops::fill(ctx, dcontext, 0.0f);
-  ops::linear_backward(ctx, dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight);
+  ops::linear_backward(ctx, dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight,
+                       ops::Dx::kOverwrite);
   ops::fill(ctx, dqkv, 0.0f);
   attention_backward(ctx, setup, act, ws, dqkv, dcontext);
   const Tensor dln1 = ws.hidden_a;
-  ops::fill(ctx, dln1, 0.0f);
-  ops::linear_backward(ctx, dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight);
+  ops::linear_backward(ctx, dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight,
+                       ops::Dx::kOverwrite);
   setup.tp.sum(dln1);
   layernorm_input_backward(ctx, setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
                            act.ln1_mean, act.ln1_rstd);

@@ -1,5 +1,7 @@
 #include "ops/matmul.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "ops/activation_dtype.h"
 #include "ops/check.h"
@@ -43,7 +45,7 @@ void linear_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weigh
 }
 
 void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor dbias, Tensor dout,
-                     Tensor x, Tensor weight) {
+                     Tensor x, Tensor weight, Dx dx_mode) {
   constexpr const char* kOp = "linear_backward";
   const bool on_device = detail::on_cuda(kOp, ctx,
                                          {{"dx", dx},
@@ -79,11 +81,14 @@ void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::linear_backward(ctx, detail::given(dx) ? dx.raw() : nullptr, dweight_ptr, dbias_ptr,
-                            dout.raw(), x.raw(), weight.raw(), dtype, m, n, k);
+                            dout.raw(), x.raw(), weight.raw(), dtype, m, n, k,
+                            dx_mode == Dx::kAccumulate);
     }
     return;
   }
-  const Fp32View dx32(dx), dout32(dout), x32(x), weight32(weight);
+  const bool overwrite = dx_mode == Dx::kOverwrite;
+  const Fp32View dx32(dx, /*read=*/!overwrite), dout32(dout), x32(x), weight32(weight);
+  if (overwrite && detail::given(dx)) std::fill_n(dx32.data(), dx.numel(), 0.0f);
   cpu::linear_backward(dx32.data(), dweight_ptr, dbias_ptr, dout32.data(), x32.data(),
                        weight32.data(), m, n, k);
   dx32.store();
@@ -124,9 +129,9 @@ void linear_forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
   linear_forward(DeviceContext{}, out, x, weight, bias);
 }
 
-void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
-                     Tensor weight) {
-  linear_backward(DeviceContext{}, dx, dweight, dbias, dout, x, weight);
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor weight,
+                     Dx dx_mode) {
+  linear_backward(DeviceContext{}, dx, dweight, dbias, dout, x, weight, dx_mode);
 }
 
 void batched_matmul(Tensor out, Tensor a, Tensor b, bool transpose_a, bool transpose_b, float alpha,

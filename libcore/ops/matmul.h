@@ -29,11 +29,16 @@ namespace mds::ops {
 void linear_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                     tensor::Tensor weight, tensor::Tensor bias = {});
 
-// dx[..., K] += dout[..., N] · weight[N, K];  dweight[N, K] += doutᵀ · x;  dbias[N] += Σ_rows dout.
-// Any of dx, dweight, dbias may be tensor::Tensor{} to skip that product.
+// What linear_backward does with dx's old values: add the product to them (as every gradient op
+// here), or overwrite them (as adding to zeros would, without the zeros: on a device no fill
+// beforehand and no read of dx, the product rounded once).
+enum class Dx { kAccumulate, kOverwrite };
+
+// dx[..., K] += dout[..., N] · weight[N, K] (= with Dx::kOverwrite);  dweight[N, K] += doutᵀ · x;
+// dbias[N] += Σ_rows dout. Any of dx, dweight, dbias may be tensor::Tensor{} to skip that product.
 void linear_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dweight,
                      tensor::Tensor dbias, tensor::Tensor dout, tensor::Tensor x,
-                     tensor::Tensor weight);
+                     tensor::Tensor weight, Dx dx_mode = Dx::kAccumulate);
 
 // out[B, M, N] = alpha · op(a)[B, M, K] · op(b)[B, K, N] + beta · out, where op transposes the
 // last two dims when asked (a stored [B, K, M] if transpose_a, b stored [B, N, K] if transpose_b).
@@ -45,7 +50,8 @@ void batched_matmul(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor
 void linear_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor weight,
                     tensor::Tensor bias = {});
 void linear_backward(tensor::Tensor dx, tensor::Tensor dweight, tensor::Tensor dbias,
-                     tensor::Tensor dout, tensor::Tensor x, tensor::Tensor weight);
+                     tensor::Tensor dout, tensor::Tensor x, tensor::Tensor weight,
+                     Dx dx_mode = Dx::kAccumulate);
 void batched_matmul(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b, bool transpose_a,
                     bool transpose_b, float alpha = 1.0f, float beta = 0.0f);
 

@@ -90,6 +90,26 @@ TYPED_TEST(Matmul16Bit, LinearBackwardAccumulatesOntoNonZeroGradients) {
   }
 }
 
+// Dx::kOverwrite: dx is the product alone, rounded once; a NaN left in dx does not reach it;
+// dweight and dbias still accumulate.
+TYPED_TEST(Matmul16Bit, LinearBackwardOverwritesDxWhenAsked) {
+  using T = TypeParam;
+  for (const Sizes s : kSizes) {
+    const auto [m, n, k] = s;
+    const auto mk = static_cast<std::size_t>(m * k), nk = static_cast<std::size_t>(n * k);
+    Half<T> x(mk, 9), weight(nk, 10), dout(static_cast<std::size_t>(m * n), 11), dx(mk, 12);
+    auto dweight = random_floats(nk, 13), dweight16 = dweight;
+    std::vector<float> want(mk, 0.0f);
+    linear_backward(view(want, {m, k}), view(dweight, {n, k}), {}, dout.f({m, n}), x.f({m, k}),
+                    weight.f({n, k}));
+    for (T& v : dx.low) v = T{0xFFFF};
+    linear_backward(dx.t({m, k}), view(dweight16, {n, k}), {}, dout.t({m, n}), x.t({m, k}),
+                    weight.t({n, k}), Dx::kOverwrite);
+    expect_rounded(dx.low, want, "dx over NaN " + name(s));
+    EXPECT_EQ(dweight16, dweight) << name(s);
+  }
+}
+
 TYPED_TEST(Matmul16Bit, BatchedMatmulEveryTransposeAlphaBeta) {
   using T = TypeParam;
   constexpr std::int64_t kB = 3, kM = 5, kN = 9, kK = 33;

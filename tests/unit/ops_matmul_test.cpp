@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "base/error.h"
 #include "ops/matmul.h"
 #include "ops_test_util.h"
@@ -54,6 +56,23 @@ TEST(OpsLinear, BackwardMatchesFiniteDifferencesAndAccumulates) {
   expect_close(dx, shifted(numeric_grad(x, loss)), 2e-3, 1e-3, "dx");
   expect_close(dw, shifted(numeric_grad(w, loss)), 2e-3, 1e-3, "dweight");
   expect_close(db, shifted(numeric_grad(b, loss)), 2e-3, 1e-3, "dbias");
+}
+
+// Dx::kOverwrite gives dx the bits of accumulating onto zeros, whatever dx held (NaN here);
+// dweight and dbias still accumulate.
+TEST(OpsLinear, BackwardOverwritesDxWhenAsked) {
+  auto x = random_floats(kM * kK, 4), w = random_floats(kN * kK, 5);
+  auto dout = random_floats(kM * kN, 7);
+  std::vector<float> want(kM * kK, 0.0f), dw(kN * kK, 1.0f), db(kN, 1.0f);
+  auto dw_want = dw, db_want = db;
+  linear_backward(view(want, {kM, kK}), view(dw_want, {kN, kK}), view(db_want, {kN}),
+                  view(dout, {kM, kN}), view(x, {kM, kK}), view(w, {kN, kK}));
+  std::vector<float> dx(kM * kK, std::numeric_limits<float>::quiet_NaN());
+  linear_backward(view(dx, {kM, kK}), view(dw, {kN, kK}), view(db, {kN}), view(dout, {kM, kN}),
+                  view(x, {kM, kK}), view(w, {kN, kK}), Dx::kOverwrite);
+  EXPECT_EQ(dx, want);
+  EXPECT_EQ(dw, dw_want);
+  EXPECT_EQ(db, db_want);
 }
 
 TEST(OpsLinear, RejectsMismatchedShapes) {
