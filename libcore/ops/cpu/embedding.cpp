@@ -20,7 +20,8 @@ void lookup(float* out, const std::int64_t* ids, const T* table, std::int64_t n,
       continue;
     }
     const T* row = table + local * h;
-    for (std::int64_t c = 0; c < h; ++c) y[c] = add ? y[c] + tensor::to_float(row[c]) : tensor::to_float(row[c]);
+    for (std::int64_t c = 0; c < h; ++c)
+      y[c] = add ? y[c] + tensor::to_float(row[c]) : tensor::to_float(row[c]);
   }
 }
 
