@@ -88,20 +88,28 @@ StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::D
   return r;
 }
 
+// The model's weights from seed 1234 rounded to `dtype`, and their exact fp32 widening.
+struct Weights {
+  Weights(const ModelOptions& o, DType dtype)
+      : table(ParamTable::build(o.config)), half(table, dtype), compute(table, DType::kFloat32) {
+    ParamBuffer initial(table, DType::kFloat32);
+    model::initialize_parameters(initial, 1234);
+    ops::cast(half.flat(), initial.flat());
+    ops::cast(compute.flat(), half.flat());
+  }
+  ParamTable table;  // before the buffers, which refer to it
+  ParamBuffer half, compute;
+};
+
 class Model16BitOnDevice : public ::testing::TestWithParam<Bounds> {};
 
 TEST_P(Model16BitOnDevice, OneStepFollowsTheHost) {
   const Bounds bounds = GetParam();
   const ModelOptions o = options_with(bounds.dtype);
-  const ParamTable table = ParamTable::build(o.config);
-  ParamBuffer initial(table, DType::kFloat32);
-  model::initialize_parameters(initial, 1234);
-  ParamBuffer half(table, bounds.dtype), compute(table, DType::kFloat32);
-  ops::cast(half.flat(), initial.flat());
-  ops::cast(compute.flat(), half.flat());
+  const Weights w(o, bounds.dtype);
   const ops::DeviceContext host, device(kCuda0);
-  const StepResult want = one_step(o, table, host, half, compute, true);
-  const StepResult got = one_step(o, table, device, half, compute, false);
+  const StepResult want = one_step(o, w.table, host, w.half, w.compute, true);
+  const StepResult got = one_step(o, w.table, device, w.half, w.compute, false);
   ASSERT_TRUE(std::isfinite(got.loss));
   EXPECT_NEAR(got.loss, want.loss, bounds.loss * std::abs(want.loss));
   const double grads = relative_difference(got.grads, want.grads);
@@ -116,15 +124,10 @@ TEST_P(Model16BitOnDevice, OneStepFollowsTheHost) {
 TEST_P(Model16BitOnDevice, OneStepWithoutComputeCopyIsBitIdentical) {
   const Bounds bounds = GetParam();
   const ModelOptions o = options_with(bounds.dtype);
-  const ParamTable table = ParamTable::build(o.config);
-  ParamBuffer initial(table, DType::kFloat32);
-  model::initialize_parameters(initial, 1234);
-  ParamBuffer half(table, bounds.dtype), compute(table, DType::kFloat32);
-  ops::cast(half.flat(), initial.flat());
-  ops::cast(compute.flat(), half.flat());
+  const Weights w(o, bounds.dtype);
   const ops::DeviceContext device(kCuda0);
-  const StepResult with_copy = one_step(o, table, device, half, compute, true);
-  const StepResult alone = one_step(o, table, device, half, compute, false);
+  const StepResult with_copy = one_step(o, w.table, device, w.half, w.compute, true);
+  const StepResult alone = one_step(o, w.table, device, w.half, w.compute, false);
   ASSERT_TRUE(std::isfinite(alone.loss));
   EXPECT_EQ(alone.loss, with_copy.loss);
   EXPECT_EQ(alone.grads, with_copy.grads);
