@@ -58,14 +58,21 @@ inline int ordered(std::uint16_t b) {
   return (b & 0x8000) != 0 ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b);
 }
 
+// 1e-4·rms(host): where the host value is near zero a 16-bit ulp can be smaller than an fp32
+// summation-order difference, so the comparisons accept this absolute difference too.
+template <typename T>
+double near_zero_floor(const std::vector<T>& host) {
+  double sq = 0.0;
+  for (const T x : host) sq += static_cast<double>(tensor::to_float(x)) * tensor::to_float(x);
+  return 1e-4 * std::sqrt(sq / static_cast<double>(host.size() + 1));
+}
+
 // At most one ulp of T apart, or within 1e-4·rms(host) where the host value is near zero (there
 // a 16-bit ulp can be smaller than an fp32 summation-order difference).
 template <typename T>
 void expect_one_ulp(const ops::DeviceContext& ctx, const Mirrored<T>& t, const std::string& what) {
   const std::vector<T> got = t.download(ctx);
-  double sq = 0.0;
-  for (const T x : t.host) sq += static_cast<double>(tensor::to_float(x)) * tensor::to_float(x);
-  const double floor = 1e-4 * std::sqrt(sq / static_cast<double>(t.host.size() + 1));
+  const double floor = near_zero_floor(t.host);
   for (std::size_t i = 0; i < got.size(); ++i) {
     const float g = tensor::to_float(got[i]), w = tensor::to_float(t.host[i]);
     ASSERT_TRUE(std::isfinite(g)) << what << " at " << i << " (left unwritten?)";
@@ -98,9 +105,7 @@ void expect_within_term_ulps(const ops::DeviceContext& ctx, const Mirrored<T>& t
                              std::size_t addend_period, const std::string& what) {
   const std::vector<T> got = t.download(ctx);
   ASSERT_EQ(product.size(), got.size()) << what;
-  double sq = 0.0;
-  for (const T x : t.host) sq += static_cast<double>(tensor::to_float(x)) * tensor::to_float(x);
-  const double floor = 1e-4 * std::sqrt(sq / static_cast<double>(t.host.size() + 1));
+  const double floor = near_zero_floor(t.host);
   std::size_t past_one_ulp = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const float g = tensor::to_float(got[i]), w = tensor::to_float(t.host[i]);
