@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -138,7 +140,9 @@ std::vector<Outcome> run_grid(const tasks::InferenceModel& whole, const Workload
        .dp = grid.dp,
        .groups_for = device,
        .model_on = device,
-       .label = grid.name()},
+       .label = grid.name(),
+       // Short: a rank that throws leaves its peers waiting this long before the errors print.
+       .patience = std::chrono::seconds(15)},
       [&](const tasks::InferenceModel& m) { return work.run(m); });
 }
 
@@ -157,7 +161,12 @@ TEST(InferenceGridOnDevice, EveryGridFollowsTheSameGridOnTheHost) {
   const Workload work(whole);
   for (const Grid grid : {Grid{2, 1}, Grid{1, 2}, Grid{2, 2}, Grid{1, 1, 2}, Grid{2, 1, 2}}) {
     const std::vector<Outcome> host = run_grid(whole, work, grid, tensor::Device{});
+    const auto start = std::chrono::steady_clock::now();
     const std::vector<Outcome> device = run_grid(whole, work, grid, kCuda0);
+    std::printf("[ grid     ] %s on the device: %.1f s\n", grid.name().c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::fflush(stdout);
+    if (HasFailure()) return;  // a rank failed: its error is above; the next grids would repeat it
     ASSERT_EQ(host.size(), device.size());
     for (std::size_t rank = 0; rank < host.size(); ++rank) {
       const std::string where = grid.name() + " rank " + std::to_string(rank);

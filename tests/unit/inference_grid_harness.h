@@ -5,6 +5,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,14 +23,19 @@ namespace mds::test {
 
 struct InferenceGridRun {
   int tp = 1, pp = 1, dp = 1;
-  tensor::Device groups_for;  // the device the groups are made for
-  tensor::Device model_on;    // where each rank's shard is placed
-  std::string label;          // names the grid in failures
+  tensor::Device groups_for;          // the device the groups are made for
+  tensor::Device model_on;            // where each rank's shard is placed
+  std::string label;                  // names the grid in failures
+  std::chrono::seconds patience{60};  // how long a rank waits for a peer before it fails
 };
 
-inline std::vector<std::shared_ptr<Mailboxes>> inference_mailboxes(int count) {
+inline std::vector<std::shared_ptr<Mailboxes>> inference_mailboxes(int count,
+                                                                   std::chrono::seconds patience) {
   std::vector<std::shared_ptr<Mailboxes>> boxes;
-  for (int i = 0; i < count; ++i) boxes.push_back(std::make_shared<Mailboxes>());
+  for (int i = 0; i < count; ++i) {
+    boxes.push_back(std::make_shared<Mailboxes>());
+    boxes.back()->patience = patience;
+  }
   return boxes;
 }
 
@@ -40,11 +46,11 @@ std::vector<Result> run_inference_grid(
     const tasks::InferenceModel& whole, const InferenceGridRun& run,
     const std::function<Result(const tasks::InferenceModel&)>& body) {
   const int tp = run.tp, pp = run.pp, dp = run.dp, ranks = tp * pp * dp;
-  const auto world_mail = inference_mailboxes(1);
-  const auto tp_mail = inference_mailboxes(pp * dp);  // one TP group per (pp, dp)
-  const auto pp_mail = inference_mailboxes(tp * dp);  // one PP group per (tp, dp)
-  const auto replica_mail = inference_mailboxes(dp);  // one replica per dp
-  const auto dp_mail = inference_mailboxes(tp * pp);  // one DP group per (tp, pp)
+  const auto world_mail = inference_mailboxes(1, run.patience);
+  const auto tp_mail = inference_mailboxes(pp * dp, run.patience);  // one TP group per (pp, dp)
+  const auto pp_mail = inference_mailboxes(tp * dp, run.patience);  // one PP group per (tp, dp)
+  const auto replica_mail = inference_mailboxes(dp, run.patience);  // one replica per dp
+  const auto dp_mail = inference_mailboxes(tp * pp, run.patience);  // one DP group per (tp, pp)
   std::vector<Result> results(static_cast<std::size_t>(ranks));
   std::vector<std::string> errors(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
@@ -61,7 +67,8 @@ std::vector<Result> run_inference_grid(
       host.dp = std::make_unique<ThreadCommunicator>("dp", at(dp_mail, p * tp + t), d, dp);
       try {
         const dist::GridCommunicators groups = tasks::inference_groups(
-            std::move(host), run.groups_for, dist::DeviceBackend::kHostStaged, 60.0);
+            std::move(host), run.groups_for, dist::DeviceBackend::kHostStaged,
+            static_cast<double>(run.patience.count()));
         tasks::InferenceModel m;
         m.options = whole.options;
         m.vocab_size = whole.vocab_size;

@@ -1,6 +1,6 @@
 // An in-process Communicator for tests whose ranks run on threads: buffered sends, receives that
-// wait (and fail after a minute instead of hanging the test), collectives built from them. Every
-// member of a group shares one Mailboxes.
+// wait (and fail after Mailboxes::patience, a minute, instead of hanging the test), collectives
+// built from them. Every member of a group shares one Mailboxes.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -24,6 +24,7 @@ struct Mailboxes {
   std::mutex mutex;
   std::condition_variable arrived;
   std::map<std::tuple<int, int, int>, std::deque<std::vector<unsigned char>>> queues;
+  std::chrono::seconds patience{60};  // how long a receive waits before it fails
 };
 
 class ThreadCommunicator final : public dist::Communicator {
@@ -48,7 +49,7 @@ class ThreadCommunicator final : public dist::Communicator {
   dist::Request recv_async(tensor::Tensor data, int peer, int tag) override {
     std::unique_lock lock(mail_->mutex);
     auto& queue = mail_->queues[{peer, rank_, tag}];
-    if (!mail_->arrived.wait_for(lock, std::chrono::seconds(60), [&] { return !queue.empty(); })) {
+    if (!mail_->arrived.wait_for(lock, mail_->patience, [&] { return !queue.empty(); })) {
       base::fail(name_, " rank ", rank_, ": nothing from rank ", peer, " with tag ", tag);
     }
     if (queue.front().size() != data.bytes()) base::fail(name_, ": message of the wrong size");
