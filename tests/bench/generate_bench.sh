@@ -15,7 +15,9 @@
 #              MDS_BENCH_DEVICE (cpu, the default, or cuda: every mds program gets --device cuda,
 #              PyTorch moves the model there, warms up once and synchronizes before each clock
 #              read). mds's times are whole processes (start, loading and, on a GPU, the CUDA
-#              context included); PyTorch's exclude its loading.
+#              context included); PyTorch's exclude its loading. The "mds loop" columns are the
+#              decoding or evaluation alone, as the programs log it (generate's "Avg s/batch" of
+#              its one batch, evaluate's "evaluated … in X s"): the like-for-like comparison.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$repo/build/release}" && pwd)"
@@ -63,8 +65,14 @@ ours_generate() {  # extra flags...
     --genfile "$work/gen.jsonl" "$@" 2> "$work/gen.log"
 }
 generated() { python3 -c 'import json,sys; print(sum(json.loads(l)["length"] for l in open(sys.argv[1])))' "$work/gen.jsonl"; }
+# The seconds a program logged for its work alone (the number after `pattern` in its log).
+logged_seconds() {  # log pattern
+  python3 -c 'import re,sys; print(re.findall(sys.argv[2] + r"\s*([0-9.]+)", open(sys.argv[1]).read())[-1])' "$1" "$2"
+}
 cache_s=$(seconds ours_generate); cache_tokens=$(generated)
+cache_loop_s=$(logged_seconds "$work/gen.log" "Avg s/batch:")
 recompute_s=$(seconds ours_generate --recompute); recompute_tokens=$(generated)
+recompute_loop_s=$(logged_seconds "$work/gen.log" "Avg s/batch:")
 
 head -c 100000 "$repo/data/eval/wikitext-2-test.txt" > "$work/wiki.txt"
 ours_evaluate() {
@@ -73,16 +81,19 @@ ours_evaluate() {
     --results-file "$work/eval.json" > "$work/eval.log" 2>&1
 }
 eval_s=$(seconds ours_evaluate)
+eval_loop_s=$(logged_seconds "$work/eval.log" "windows in")
 eval_tokens=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_tokenized_tokens"])' "$work/eval.json")
 
 "$python" - "$work" "$samples" "$tokens" "$threads" "$cache_s" "$cache_tokens" "$recompute_s" \
-  "$recompute_tokens" "$eval_s" "$eval_tokens" "$device" <<'PY'
+  "$recompute_tokens" "$eval_s" "$eval_tokens" "$device" "$cache_loop_s" "$recompute_loop_s" \
+  "$eval_loop_s" <<'PY'
 import json, sys, time, torch
 from transformers import AutoTokenizer, GPT2LMHeadModel
 work, B, N, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 ours = dict(cache=(float(sys.argv[5]), int(sys.argv[6])), recompute=(float(sys.argv[7]), int(sys.argv[8])),
             evaluate=(float(sys.argv[9]), int(sys.argv[10])))
 device = sys.argv[11]
+ours_loop = dict(cache=float(sys.argv[12]), recompute=float(sys.argv[13]), evaluate=float(sys.argv[14]))
 torch.set_num_threads(threads)
 model = GPT2LMHeadModel.from_pretrained(f"{work}/hf").eval().to(device)
 start_ids = torch.full((B, 1), 50256, device=device)
@@ -120,12 +131,14 @@ sync()
 theirs["evaluate"] = (time.time() - start, sum(len(w) - 1 for w in windows))
 where = torch.cuda.get_device_name(0) if device != "cpu" else f"CPU, threads {threads}"
 print(f"{where}, torch {torch.__version__}, B = {B} samples, N = {N} new tokens")
-print("| task | mds s | mds tokens/s | PyTorch s | PyTorch tokens/s | mds / PyTorch |")
-print("| --- | ---: | ---: | ---: | ---: | ---: |")
+print("| task | mds s | mds tokens/s | mds loop s | mds loop tokens/s | PyTorch s | PyTorch tokens/s"
+      " | mds / PyTorch | mds loop / PyTorch |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 label = {"cache": "generate, KV cache", "recompute": "generate, recompute (no cache)",
          "evaluate": "evaluate WikiText, s = 1024 windows"}
 for key in ("cache", "recompute", "evaluate"):
-    (s1, t1), (s2, t2) = ours[key], theirs[key]
-    r1, r2 = t1 / s1 if s1 else 0, t2 / s2
-    print(f"| {label[key]} | {s1:.1f} | {r1:.0f} | {s2:.1f} | {r2:.0f} | {r1 / r2:.2f}× |")
+    (s1, t1), (s2, t2), loop = ours[key], theirs[key], ours_loop[key]
+    r1, r2, rl = t1 / s1 if s1 else 0, t2 / s2, t1 / loop if loop else 0
+    print(f"| {label[key]} | {s1:.1f} | {r1:.0f} | {loop:.2f} | {rl:.0f} | {s2:.2f} | {r2:.0f}"
+          f" | {r1 / r2:.2f}× | {rl / r2:.2f}× |")
 PY

@@ -3,6 +3,7 @@
 // process, or T × P ranks (times D replicas splitting the data) under mpirun/srun, each running
 // its shard of the model on the host or a CUDA device (--device, --distributed-backend); rank 0
 // prints.
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -75,13 +76,21 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
 
     std::vector<std::string> lines;
     std::string json;
+    // The evaluation alone, without start-up and loading: what a throughput comparison needs.
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&] {
+      return std::to_string(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    };
     if (wikitext) {
       const tasks::WikitextResult result =
           tasks::evaluate_wikitext(model, *wikitext, eod, args.overlapping_eval, on_iteration);
+      log.note("evaluated " + std::to_string(result.windows) + " windows in " + elapsed() + " s");
       lines = tasks::wikitext_result_lines(result);
       json = tasks::wikitext_result_json(result, path, model.checkpoint);
     } else {
       const tasks::LambadaResult result = tasks::evaluate_lambada(model, examples, on_iteration);
+      log.note("evaluated " + std::to_string(examples.size()) + " samples in " + elapsed() + " s");
       lines = tasks::lambada_result_lines(result);
       json = tasks::lambada_result_json(result, path, model.checkpoint, args.strict_lambada);
     }
