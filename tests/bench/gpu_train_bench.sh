@@ -14,6 +14,8 @@
 #        pack of scripts/pack-gpu-build.sh on a machine without our Debian libraries)
 # Environment: MDS_GPU_BENCH_CONFIGS (default "gpt2-124m gpt2-350m gpt2-1.5b"; "tiny" for a smoke
 #              run), MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
+#              MDS_GPU_BENCH_RUNS (default "mds-fp32 mds-bf16 torch-eager torch-fast": the rows
+#              measured for each config),
 #              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
 #              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
 #              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / MDS_PEAK_TFLOPS_FP32 (when the
@@ -25,6 +27,7 @@ python="${MDS_TORCH_PYTHON:-python3}"
 configs="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m gpt2-350m gpt2-1.5b}"
 iters="${MDS_GPU_BENCH_ITERS:-12}"
 warmup="${MDS_GPU_BENCH_WARMUP:-4}"
+runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
 device="${MDS_BENCH_DEVICE:-cuda}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -122,6 +125,7 @@ compile=(--compile)
 "$python" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null ||
   compile=()
 rows=()
+wanted() { [[ " $runs " == *" $1 "* ]]; }
 add_row() {  # as row(); echoed at once too, so a run cut short still shows its finished rows
   rows+=("$(row "$@")")
   echo "${rows[-1]}" >&2
@@ -130,15 +134,23 @@ for config in $configs; do
   read -r L h n s b G <<< "$(config_values "$config")"
   flop=$(flop_per_token "$L" "$h" "$s" 50304)
   echo "== $config (L=$L h=$h heads=$n s=$s b=$b G=$G)" >&2
-  ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" fp32) || ours=""
-  add_row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)"
-  ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""
-  add_row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
-  eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
-  add_row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)"
-  fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}") ||
-    fast=""
-  add_row "PyTorch bf16 + SDPA${compile:+ + torch.compile}" "$config" "$fast" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  if wanted mds-fp32; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" fp32) || ours=""
+    add_row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)"
+  fi
+  if wanted mds-bf16; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""
+    add_row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
+  if wanted torch-eager; then
+    eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
+    add_row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)"
+  fi
+  if wanted torch-fast; then
+    fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}") ||
+      fast=""
+    add_row "PyTorch bf16 + SDPA${compile:+ + torch.compile}" "$config" "$fast" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
 done
 echo
 echo "| config | what | s/step | tokens/s | MFU |"
