@@ -77,19 +77,26 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
   const auto* dctx_h = static_cast<const std::uint16_t*>(dctx);
   const auto* ctx_h = static_cast<const std::uint16_t*>(ctx);
   const auto* qkv_h = static_cast<const std::uint16_t*>(qkv);
+  // Each row's delta = dctx·ctx, which dq_kernel stores for dkdv_kernel: stream-ordered scratch.
+  void* scratch = nullptr;
+  check_cuda(
+      cudaMallocAsync(&scratch, static_cast<std::size_t>(slices * g.s) * sizeof(float), stream),
+      "kernels::attention_backward (row deltas)");
+  auto* delta = static_cast<float*>(scratch);
   with_instance(bf16, hn, "attention_backward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
     constexpr int bytes = kBackwardSharedBytes<kHn>;
+    allow_shared(dq_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
+    dq_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, delta, dctx_h, ctx_h, lse, qkv_h,
+                                                         g, alpha, coeff);
+    check_launch("kernels::attention_backward (tensor cores, dq)");
     allow_shared(dkdv_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
     dkdv_kernel<T, kHn>
-        <<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, ctx_h, lse, qkv_h, g, alpha, coeff);
-    check_launch("kernels::attention_backward (tensor cores, dk, dv)");
-    allow_shared(dq_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
-    dq_kernel<T, kHn>
-        <<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, ctx_h, lse, qkv_h, g, alpha, coeff);
+        <<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff);
   });
-  check_launch("kernels::attention_backward (tensor cores, dq)");
+  check_launch("kernels::attention_backward (tensor cores, dk, dv)");
+  check_cuda(cudaFreeAsync(scratch, stream), "kernels::attention_backward (row deltas)");
 }
 
 }  // namespace mds::kernels::attention_tc

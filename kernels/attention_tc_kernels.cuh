@@ -7,11 +7,11 @@
 //    key tiles of 64 (K and V double-buffered by cp.async): S = q·kᵀ by mma, the online softmax
 //    in registers (a row lives in the four lanes of a quad: two shuffles for its max), P rounded
 //    to the 16-bit type and reused from registers as the A operand of O += P·V, lse per row;
-//  - backward, deterministic without atomics: one block per 64 keys (warp w owns 16 of them)
-//    accumulating dk and dv over the query tiles from its diagonal on, then one block per 64
-//    query rows accumulating dq over the key tiles up to its diagonal; both recompute
-//    p = exp(z − lse) and dS = coeff·p·(dp − delta), delta = dctx·ctx, and round P and dS to the
-//    16-bit type for their products.
+//  - backward, deterministic without atomics: one block per 64 query rows accumulating dq over
+//    the key tiles up to its diagonal (and storing its rows' delta = dctx·ctx), then one block per
+//    64 keys (warp w owns 16 of them) accumulating dk and dv over the query tiles from its
+//    diagonal on, reading those deltas; both recompute p = exp(z − lse) and
+//    dS = coeff·p·(dp − delta), and round P and dS to the 16-bit type for their products.
 //
 // So besides summation order, the results differ from "fp32 then one rounding" by the roundings
 // of P (ctx, dv) and dS (dq, dk) to 16 bits; docs/cuda.md derives the bounds the tests check.
@@ -70,8 +70,11 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
   load_tile_async<kHn, kKeys>(kv_s + kTileElems<kHn, kKeys>, v, g.qkv_ld, 0, g.s);
   mma::cp_async_commit();
 
-  // This thread's rows: row_base + 8·h, h = 0, 1 (accumulator elements 2h, 2h + 1).
-  const std::int64_t row_base = i0 + kWarpRows * warp + accumulator_row(0);
+  // This thread's rows: row_base + 8·h, h = 0, 1 (accumulator elements 2h, 2h + 1); `local` is
+  // row_base − i0.
+  const int local = kWarpRows * warp + accumulator_row(0);
+  const std::int64_t row_base = i0 + local;
+  const float scale2 = alpha * coeff * kLog2e;  // z·log2(e) = S·scale2
   float o[kHn / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m equal across the quad
   const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
@@ -93,15 +96,16 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
 
     float p[kKeys / 8][4] = {};
     warp_product_abt<T, kHn, kKeys>(p, q_s, kWarpRows * warp, k_s);
-    // z = coeff·S with S = α·q·k as the CPU's GEMM gives it; keys past the row masked (only in
-    // the diagonal tile; j0 ≤ i0 ≤ row keeps every row's first key, so the maxima are finite).
-    const bool diagonal = j0 + kKeys > i0;
+    // z·log2(e) with z = coeff·α·q·k; keys past the row masked, which happens in the diagonal
+    // tile only: j0 = i0 there, so the comparison is of offsets within the tile (the tiles before
+    // it lie wholly before every row; j0 ≤ i0 ≤ row keeps each row's first key: finite maxima).
+    const bool diagonal = j0 == i0;
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const std::int64_t row = row_base + 8 * (e >> 1), key = j0 + 8 * nt + accumulator_col(e);
-        p[nt][e] = diagonal && key > row ? -INFINITY : alpha * p[nt][e] * coeff;
+        const bool masked = diagonal && 8 * nt + accumulator_col(e) > local + 8 * (e >> 1);
+        p[nt][e] = masked ? -INFINITY : p[nt][e] * scale2;
       }
     }
 #pragma unroll
@@ -114,13 +118,13 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
       const float m_new = fmaxf(m[h], tile_max);
-      const float rescale = expf(m[h] - m_new);  // first tile: exp(−inf) = 0
+      const float rescale = exp2f(m[h] - m_new);  // first tile: 2^−inf = 0
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          p[nt][e] = expf(p[nt][e] - m_new);  // masked: exp(−inf) = 0
+          p[nt][e] = exp2f(p[nt][e] - m_new);  // masked: 2^−inf = 0
           sum += p[nt][e];
         }
       }
@@ -160,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
     const std::int64_t row = row_base + 8 * h;
     if (row >= g.s) continue;
-    if (lane_id() % 4 == 0) lse[bh * g.s + row] = m[h] + logf(sum);
+    if (lane_id() % 4 == 0) lse[bh * g.s + row] = m[h] * kLn2 + logf(sum);  // m: base 2
     std::uint16_t* out = ctx + row * g.ctx_ld + bh * kHn + accumulator_col(0);
 #pragma unroll
     for (int dt = 0; dt < kHn / 8; ++dt) {
@@ -172,27 +176,35 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
 
 // ---- backward -------------------------------------------------------------------------------
 
-// dS (and p) of one accumulator element, as attention_detail::pair_gradients: p = exp(z − lse),
+// dS (and p) of one accumulator element, as attention_detail::pair_gradients: p = exp(z − lse)
+// = 2^(S·scale2 − lse2) (scale2 = α·coeff·log2(e), lse2 = lse·log2(e): row_statistics),
 // dS = coeff·p·(dp·f − delta) with f the dropout factor (1 without dropout); p·f is what dv needs.
-// Zero for masked pairs and rows past the end.
+// The callers zero masked pairs.
 struct PairGradient {
   float p, ds;
 };
 
-__device__ __forceinline__ PairGradient pair_gradient(float score, float dp, float row_lse,
-                                                      float row_delta, float factor, float alpha,
+// Two neighbouring floats as one 8-byte load (float2 without the CUDA headers).
+struct alignas(8) FloatPair {
+  float x, y;
+};
+
+__device__ __forceinline__ PairGradient pair_gradient(float score, float dp, float row_lse2,
+                                                      float row_delta, float factor, float scale2,
                                                       float coeff) {
-  const float p = expf(alpha * score * coeff - row_lse);
+  const float p = exp2f(fmaf(score, scale2, -row_lse2));
   return {p * factor, coeff * (p * (dp * factor - row_delta))};
 }
 
 // dk and dv of 64 keys: block (slice, key tile) walks the query tiles from its diagonal to the
 // end; warp w owns keys 16w … 16w + 15 and computes Sᵀ = k·qᵀ and dPᵀ = v·dOᵀ, so that pᵀ and dSᵀ
-// are A operands of dv += pᵀ·dO and dk += dSᵀ·q straight from registers.
+// are A operands of dv += pᵀ·dO and dk += dSᵀ·q straight from registers. Each step's row
+// statistics (lse, and delta as dq_kernel stored it) are loaded into registers a step ahead.
 template <typename T, int kHn>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
-    dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const std::uint16_t* ctx,
-                const float* lse, const std::uint16_t* qkv, Geometry g, float alpha, float coeff) {
+    dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const float* lse,
+                const float* delta, const std::uint16_t* qkv, Geometry g, float alpha,
+                float coeff) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   constexpr int kQueries = kBackwardStep<kHn>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -213,17 +225,30 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   load_tile_async<kHn, kQueries>(qdo_s + kTileElems<kHn, kQueries>, dout, g.ctx_ld, j0, g.s);
   mma::cp_async_commit();
 
-  const std::int64_t key_base = j0 + kWarpRows * warp + accumulator_row(0);
+  const int key_local = kWarpRows * warp + accumulator_row(0);  // key_base − j0
+  const std::int64_t key_base = j0 + key_local;
+  const float scale2 = alpha * coeff * kLog2e;
+  const int tid = static_cast<int>(threadIdx.x);  // threads below kQueries load the statistics
+  float next_lse2 = 0.0f, next_delta = 0.0f;
+  if (tid < kQueries) fetch_row_statistics(next_lse2, next_delta, lse, delta, bh, j0 + tid, g);
   float dk[kHn / 8][4] = {}, dv[kHn / 8][4] = {};
   const int steps = static_cast<int>((g.s - j0 + kQueries - 1) / kQueries);
   for (int it = 0; it < steps; ++it) {
     const std::int64_t i0 = j0 + static_cast<std::int64_t>(it) * kQueries;
+    // The last step's reads of lse_s and delta_s ended at its closing barrier.
+    if (tid < kQueries) {
+      lse_s[tid] = next_lse2;
+      delta_s[tid] = next_delta;
+    }
     if (it + 1 < steps) {
       std::uint16_t* next = qdo_s + ((it + 1) & 1) * 2 * kTileElems<kHn, kQueries>;
       load_tile_async<kHn, kQueries>(next, q, g.qkv_ld, i0 + kQueries, g.s);
       load_tile_async<kHn, kQueries>(next + kTileElems<kHn, kQueries>, dout, g.ctx_ld,
                                      i0 + kQueries, g.s);
       mma::cp_async_commit();
+      if (tid < kQueries) {
+        fetch_row_statistics(next_lse2, next_delta, lse, delta, bh, i0 + kQueries + tid, g);
+      }
       mma::cp_async_wait<1>();
     } else {
       mma::cp_async_wait<0>();
@@ -231,25 +256,31 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     __syncthreads();
     const std::uint16_t* q_s = qdo_s + (it & 1) * 2 * kTileElems<kHn, kQueries>;
     const std::uint16_t* do_s = q_s + kTileElems<kHn, kQueries>;
-    row_statistics<T, kHn, kQueries>(lse_s, delta_s, do_s, ctx, lse, bh, i0, g);
-    __syncthreads();
 
     float st[kQueries / 8][4] = {}, dpt[kQueries / 8][4] = {};
     warp_product_abt<T, kHn, kQueries>(st, k_s, kWarpRows * warp, q_s);
     warp_product_abt<T, kHn, kQueries>(dpt, v_s, kWarpRows * warp, do_s);
+    // Pairs to zero: keys after their query (the steps overlapping the block's diagonal) and
+    // queries past the end (the last step); every other step has none (warp-uniform).
+    const bool edge = i0 < j0 + kBlockRows - 1 || i0 + kQueries > g.s;
+    const int diagonal_offset = static_cast<int>(i0 - j0);  // key ≤ row: key − j0 ≤ this + local
 #pragma unroll
     for (int nt = 0; nt < kQueries / 8; ++nt) {
-      const std::int64_t query0 = i0 + 8 * nt + accumulator_col(0);
-      float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [query c][key h]
-      if (g.dropout.p > 0.0f) column_dropout(f, g, bh, query0, j0 + kWarpRows * warp);
+      const int local0 = 8 * nt + accumulator_col(0);  // element e's query: local0 + (e & 1)
+      float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};    // [query c][key h]
+      if (g.dropout.p > 0.0f) column_dropout(f, g, bh, i0 + local0, j0 + kWarpRows * warp);
+      // local0 is even: each query pair's statistics are one 8-byte load.
+      const FloatPair pair_lse = *reinterpret_cast<const FloatPair*>(lse_s + local0);
+      const FloatPair pair_delta = *reinterpret_cast<const FloatPair*>(delta_s + local0);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int local = 8 * nt + accumulator_col(e);
-        const std::int64_t key = key_base + 8 * (e >> 1), row = i0 + local;
-        PairGradient pg = {0.0f, 0.0f};
-        if (row < g.s && key <= row) {
-          pg = pair_gradient(st[nt][e], dpt[nt][e], lse_s[local], delta_s[local], f[e & 1][e >> 1],
-                             alpha, coeff);
+        const int c = e & 1;
+        PairGradient pg =
+            pair_gradient(st[nt][e], dpt[nt][e], c ? pair_lse.y : pair_lse.x,
+                          c ? pair_delta.y : pair_delta.x, f[c][e >> 1], scale2, coeff);
+        if (edge &&
+            !(i0 + local0 + c < g.s && key_local + 8 * (e >> 1) <= diagonal_offset + local0 + c)) {
+          pg = {0.0f, 0.0f};
         }
         st[nt][e] = pg.p;
         dpt[nt][e] = pg.ds;
@@ -257,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     }
     warp_product_pb<T, kHn, kQueries>(dv, st, do_s);
     warp_product_pb<T, kHn, kQueries>(dk, dpt, q_s);
-    __syncthreads();  // this stage and the statistics are rewritten by the next iteration
+    __syncthreads();  // this stage and the statistics are rewritten by the next iterations
   }
 
 #pragma unroll
@@ -275,11 +306,13 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
 }
 
 // dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal; warp w
-// owns rows 16w … 16w + 15: S = q·kᵀ, dP = dO·vᵀ, dq += dS·k.
+// owns rows 16w … 16w + 15: S = q·kᵀ, dP = dO·vᵀ, dq += dS·k. Stores its rows' delta
+// (delta[bh·s + row]) for dkdv_kernel.
 template <typename T, int kHn>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
-    dq_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const std::uint16_t* ctx,
-              const float* lse, const std::uint16_t* qkv, Geometry g, float alpha, float coeff) {
+    dq_kernel(std::uint16_t* dqkv, float* delta, const std::uint16_t* dctx,
+              const std::uint16_t* ctx, const float* lse, const std::uint16_t* qkv, Geometry g,
+              float alpha, float coeff) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   constexpr int kKeys = kBackwardStep<kHn>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -303,6 +336,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
 
   const int local_base = kWarpRows * warp + accumulator_row(0);
   const std::int64_t row_base = i0 + local_base;
+  const float scale2 = alpha * coeff * kLog2e;
   float dq[kHn / 8][4] = {};
   float row_lse[2] = {0.0f, 0.0f}, row_delta[2] = {0.0f, 0.0f};
   const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
@@ -321,6 +355,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     if (j == 0) {  // q and dO have landed with the first k, v
       row_statistics<T, kHn, kBlockRows>(lse_s, delta_s, do_s, ctx, lse, bh, i0, g);
       __syncthreads();
+      const int tid = static_cast<int>(threadIdx.x);
+      if (tid < kBlockRows && i0 + tid < g.s) delta[bh * g.s + i0 + tid] = delta_s[tid];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         row_lse[h] = lse_s[local_base + 8 * h];
@@ -334,6 +370,10 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     float sc[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};
     warp_product_abt<T, kHn, kKeys>(sc, q_s, kWarpRows * warp, k_s);
     warp_product_abt<T, kHn, kKeys>(dp, do_s, kWarpRows * warp, v_s);
+    // Pairs to zero: keys after their row (the tiles reaching past the block's first row) and
+    // rows past the end (every tile of the last block); none elsewhere (warp-uniform).
+    const bool edge = j0 + kKeys > i0 || i0 + kBlockRows > g.s;
+    const int key_offset = static_cast<int>(j0 - i0);  // key ≤ row: this + key − j0 ≤ local row
 #pragma unroll
     for (int np = 0; np < kKeys / 16; ++np) {
 #pragma unroll
@@ -346,12 +386,12 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int nt = 2 * np + tile;
-            const std::int64_t key = j0 + 8 * nt + accumulator_col(c);
-            float ds = 0.0f;
-            if (row < g.s && key <= row) {
-              ds = pair_gradient(sc[nt][2 * h + c], dp[nt][2 * h + c], row_lse[h], row_delta[h],
-                                 f[tile][c], alpha, coeff)
-                       .ds;
+            float ds = pair_gradient(sc[nt][2 * h + c], dp[nt][2 * h + c], row_lse[h], row_delta[h],
+                                     f[tile][c], scale2, coeff)
+                           .ds;
+            if (edge &&
+                !(row < g.s && key_offset + 8 * nt + accumulator_col(c) <= local_base + 8 * h)) {
+              ds = 0.0f;
             }
             dp[nt][2 * h + c] = ds;
           }

@@ -16,6 +16,12 @@ namespace mds::kernels::attention_tc_detail {
 using attention_detail::Dropout;
 using attention_detail::Geometry;
 
+// The softmax runs in base 2: z·log2(e) is one multiply-add away from the scores, and exp2f is a
+// single MUFU instruction where expf takes several (the kernels are bound by their per-element
+// instructions more than by the mma: Nsight Compute on an H100, docs/performance.md).
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
 // Four warps per block; each owns 16 rows of the block's 64 (query rows in the forward and the dq
 // kernel, keys in the dk/dv kernel): the m16 of one mma.
 constexpr int kWarps = 4;
@@ -154,9 +160,10 @@ __device__ __forceinline__ int accumulator_col(int e) {
 }
 
 // The backward's per-row statistics of the kRows query rows at i0 (do_s: their dctx tile):
-// lse_s[r] (the forward's) and delta_s[r] = dctx_r · ctx_r in fp32 from the 16-bit values (as
-// FlashAttention-2, from the stored ctx); zeros past the end. kThreads / kRows adjacent lanes share
-// a row, each reading a contiguous span of ctx in 16-byte loads, combined by a butterfly.
+// lse_s[r] (the forward's, times log2(e): pair_gradient works in base 2) and delta_s[r] = dctx_r ·
+// ctx_r in fp32 from the 16-bit values (as FlashAttention-2, from the stored ctx); zeros past the
+// end. kThreads / kRows adjacent lanes share a row, each reading a contiguous span of ctx in
+// 16-byte loads, combined by a butterfly.
 template <typename T, int kHn, int kRows>
 __device__ __forceinline__ void row_statistics(float* lse_s, float* delta_s,
                                                const std::uint16_t* do_s, const std::uint16_t* ctx,
@@ -185,8 +192,19 @@ __device__ __forceinline__ void row_statistics(float* lse_s, float* delta_s,
   }
   if (part == 0) {
     delta_s[r] = partial;
-    lse_s[r] = row < g.s ? lse[bh * g.s + row] : 0.0f;
+    lse_s[r] = row < g.s ? lse[bh * g.s + row] * kLog2e : 0.0f;
   }
+}
+
+// Row `row`'s statistics for dkdv_kernel (zeros past the end): lse·log2(e), as row_statistics
+// gives it, and the delta dq_kernel stored.
+__device__ __forceinline__ void fetch_row_statistics(float& lse2, float& row_delta,
+                                                     const float* lse, const float* delta,
+                                                     std::int64_t bh, std::int64_t row,
+                                                     const Geometry& g) {
+  const bool inside = row < g.s;
+  lse2 = inside ? lse[bh * g.s + row] * kLog2e : 0.0f;
+  row_delta = inside ? delta[bh * g.s + row] : 0.0f;
 }
 
 // dqkv[i] += value for two neighbouring elements: widened, added in fp32, rounded once.

@@ -153,18 +153,21 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
                            const Forward<T>& f, std::vector<T> dqkv) {
   const ad::Geometry g = geometry_of(c, kHn);
   const float alpha = alpha_of(kHn, c.coeff);
+  // dq_kernel stores every row's delta for dkdv_kernel: poisoned, a row it skipped shows.
+  std::vector<float> delta(static_cast<std::size_t>(c.b * c.np * c.s), NAN);
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
       [&] {
-        tc::dkdv_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), raw(f.ctx), f.lse.data(), raw(qkv),
-                                         g, alpha, c.coeff);
+        tc::dq_kernel<MmaType<T>, kHn>(raw(dqkv), delta.data(), raw(dctx), raw(f.ctx), f.lse.data(),
+                                       raw(qkv), g, alpha, c.coeff);
       },
       poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
+  for (const float d : delta) EXPECT_FALSE(std::isnan(d)) << "a row's delta not stored";
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
       [&] {
-        tc::dq_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), raw(f.ctx), f.lse.data(), raw(qkv), g,
-                                       alpha, c.coeff);
+        tc::dkdv_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), f.lse.data(), delta.data(), raw(qkv),
+                                         g, alpha, c.coeff);
       },
       poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
   return dqkv;
