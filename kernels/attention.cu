@@ -126,13 +126,20 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
-                        AttentionKernel kernel) {
+                        AttentionKernel kernel, bool accumulate) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, "attention_backward");
   if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
     attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
-                           at.geometry, d.b * d.np, at.alpha, coeff, stream);
+                           at.geometry, d.b * d.np, at.alpha, coeff, accumulate, stream);
     return;
+  }
+  if (!accumulate) {  // the SIMT kernels only add: onto zeros (dqkv is s rows of qkv_ld elements)
+    check_cuda(
+        cudaMemsetAsync(
+            dqkv, 0, static_cast<std::size_t>(d.s * at.geometry.qkv_ld) * tensor::dtype_size(dtype),
+            stream),
+        "kernels::attention_backward (zero fill)");
   }
   with_io(dtype, "attention_backward", [&](auto io) {
     using Io = decltype(io);

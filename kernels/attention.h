@@ -58,11 +58,12 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
 
 // dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
 // dropout). Each element of dqkv is read and written by one thread once. dqkv must not alias the
-// inputs.
+// inputs. With accumulate false, dqkv = ∂L/∂qkv: the tensor-core kernels write every element
+// without reading it; the SIMT kernels add onto a zero fill.
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
-                        AttentionKernel kernel = AttentionKernel::kAuto);
+                        AttentionKernel kernel = AttentionKernel::kAuto, bool accumulate = true);
 
 // The fp32 instances, for callers holding float pointers.
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,

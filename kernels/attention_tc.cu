@@ -71,7 +71,7 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
 
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
-              float alpha, float coeff, cudaStream_t stream) {
+              float alpha, float coeff, bool accumulate, cudaStream_t stream) {
   const dim3 grid = grid_of(slices, g.s, "attention_backward");
   auto* dqkv_h = static_cast<std::uint16_t*>(dqkv);
   const auto* dctx_h = static_cast<const std::uint16_t*>(dctx);
@@ -89,11 +89,11 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
     constexpr int bytes = kBackwardSharedBytes<kHn>;
     allow_shared(dq_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
     dq_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, delta, dctx_h, ctx_h, lse, qkv_h,
-                                                         g, alpha, coeff);
+                                                         g, alpha, coeff, accumulate);
     check_launch("kernels::attention_backward (tensor cores, dq)");
     allow_shared(dkdv_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
-    dkdv_kernel<T, kHn>
-        <<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff);
+    dkdv_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, lse, delta, qkv_h, g,
+                                                           alpha, coeff, accumulate);
   });
   check_launch("kernels::attention_backward (tensor cores, dk, dv)");
   check_cuda(cudaFreeAsync(scratch, stream), "kernels::attention_backward (row deltas)");

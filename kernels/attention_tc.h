@@ -16,8 +16,9 @@ bool head_dim_supported(std::int64_t hn);
 void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
              cudaStream_t stream);
+// dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read).
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
-              float alpha, float coeff, cudaStream_t stream);
+              float alpha, float coeff, bool accumulate, cudaStream_t stream);
 
 }  // namespace mds::kernels::attention_tc

@@ -1,7 +1,8 @@
 // Device code of the tensor-core flash attention (launched from kernels/attention_tc.cu): the
 // kernels of attention_kernels.cuh with the same layouts, scaling, causal mask, dropout numbering,
-// lse and `dqkv +=`, for bf16/fp16 activations and head dims 64 and 128, computing every product
-// with mma.sync m16n8k16 (16-bit operands, fp32 accumulation) in FlashAttention-2's structure:
+// lse and `dqkv +=` (or `dqkv =`), for bf16/fp16 activations and head dims 64 and 128, computing
+// every product with mma.sync m16n8k16 (16-bit operands, fp32 accumulation) in FlashAttention-2's
+// structure:
 //
 //  - forward: one block per (64 query rows, slice); warp w owns rows 16w … 16w + 15 and walks the
 //    key tiles of 64 (K and V double-buffered by cp.async): S = q·kᵀ by mma, the online softmax
@@ -203,8 +204,8 @@ __device__ __forceinline__ PairGradient pair_gradient(float score, float dp, flo
 template <typename T, int kHn>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const float* lse,
-                const float* delta, const std::uint16_t* qkv, Geometry g, float alpha,
-                float coeff) {
+                const float* delta, const std::uint16_t* qkv, Geometry g, float alpha, float coeff,
+                bool accumulate) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   constexpr int kQueries = kBackwardStep<kHn>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -295,12 +296,14 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   for (int h = 0; h < 2; ++h) {
     const std::int64_t key = key_base + 8 * h;
     if (key >= g.s) continue;
-    // dqkv += …: α applied at the end, as the CPU's GEMM; widened, added in fp32, rounded once.
+    // dqkv += … (or =): α applied at the end, as the CPU's GEMM; widened, added in fp32, rounded
+    // once.
     std::uint16_t* out = dqkv + key * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
 #pragma unroll
     for (int dt = 0; dt < kHn / 8; ++dt) {
-      accumulate_pair<T>(out + kHn + 8 * dt, alpha * dk[dt][2 * h], alpha * dk[dt][2 * h + 1]);
-      accumulate_pair<T>(out + 2 * kHn + 8 * dt, dv[dt][2 * h], dv[dt][2 * h + 1]);
+      write_pair<T>(out + kHn + 8 * dt, alpha * dk[dt][2 * h], alpha * dk[dt][2 * h + 1],
+                    accumulate);
+      write_pair<T>(out + 2 * kHn + 8 * dt, dv[dt][2 * h], dv[dt][2 * h + 1], accumulate);
     }
   }
 }
@@ -312,7 +315,7 @@ template <typename T, int kHn>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     dq_kernel(std::uint16_t* dqkv, float* delta, const std::uint16_t* dctx,
               const std::uint16_t* ctx, const float* lse, const std::uint16_t* qkv, Geometry g,
-              float alpha, float coeff) {
+              float alpha, float coeff, bool accumulate) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   constexpr int kKeys = kBackwardStep<kHn>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -409,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
 #pragma unroll
     for (int dt = 0; dt < kHn / 8; ++dt) {
-      accumulate_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1]);
+      write_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1], accumulate);
     }
   }
 }

@@ -207,12 +207,18 @@ __device__ __forceinline__ void fetch_row_statistics(float& lse2, float& row_del
   row_delta = inside ? delta[bh * g.s + row] : 0.0f;
 }
 
-// dqkv[i] += value for two neighbouring elements: widened, added in fp32, rounded once.
+// dqkv[i] += value for two neighbouring elements: widened, added in fp32, rounded once; or, when
+// !accumulate, dqkv[i] = value rounded (dqkv not read).
 template <typename T>
-__device__ __forceinline__ void accumulate_pair(std::uint16_t* out, float lo, float hi) {
+__device__ __forceinline__ void write_pair(std::uint16_t* out, float lo, float hi,
+                                           bool accumulate) {
   auto* word = reinterpret_cast<std::uint32_t*>(out);
-  const std::uint32_t old = *word;
-  *word = mma::pack2<T>(mma::widen_low<T>(old) + lo, mma::widen_high<T>(old) + hi);
+  if (accumulate) {
+    const std::uint32_t old = *word;
+    *word = mma::pack2<T>(mma::widen_low<T>(old) + lo, mma::widen_high<T>(old) + hi);
+  } else {
+    *word = mma::pack2<T>(lo, hi);
+  }
 }
 
 }  // namespace mds::kernels::attention_tc_detail

@@ -35,7 +35,7 @@ void gelu_backward(void* dx, const void* dout, const void* x, tensor::DType dtyp
     with_kind(kind, [&](auto k) {
       launch("kernels::gelu_backward",
              backward_kernel<decltype(s)::value, Storage::kF32, decltype(k)::value>,
-             elementwise_shape(n), stream, dx, dout, x, nullptr, n, 1);
+             elementwise_shape(n), stream, dx, dout, x, nullptr, n, 1, true);
     });
   });
 }
@@ -56,7 +56,7 @@ void bias_gelu_forward(void* out, const void* x, const void* bias, tensor::DType
 
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const void* bias,
                         tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
-                        std::int64_t cols, GeluKind kind, cudaStream_t stream) {
+                        std::int64_t cols, GeluKind kind, cudaStream_t stream, bool accumulate) {
   detail::with_storages(dtype, bias_dtype, "bias_gelu_backward", [&](auto s, auto p) {
     const std::int64_t n = rows * cols;
     if (n <= 0) return;
@@ -66,11 +66,11 @@ void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x,
       constexpr GeluKind kKind = decltype(k)::value;
       if (dbias == nullptr) {
         launch("kernels::bias_gelu_backward", backward_kernel<kS, kP, kKind>, elementwise_shape(n),
-               stream, dx, dout, x, bias, n, cols);
+               stream, dx, dout, x, bias, n, cols, accumulate);
       } else {
         detail::launch_column_sums<1>("kernels::bias_gelu_backward",
                                       backward_bias_kernel<kS, kP, kKind>, rows, cols, {{dbias}},
-                                      stream, dx, dout, x, bias, rows, cols);
+                                      stream, dx, dout, x, bias, rows, cols, accumulate);
       }
     });
   });

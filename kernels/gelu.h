@@ -45,8 +45,10 @@ void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x,
 void bias_gelu_forward(void* out, const void* x, const void* bias, tensor::DType dtype,
                        tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
                        ops::GeluKind kind, cudaStream_t stream);
+// With accumulate false, dx = g (dx not read) instead of dx += g.
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const void* bias,
                         tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
-                        std::int64_t cols, ops::GeluKind kind, cudaStream_t stream);
+                        std::int64_t cols, ops::GeluKind kind, cudaStream_t stream,
+                        bool accumulate = true);
 
 }  // namespace mds::kernels

@@ -60,32 +60,33 @@ __global__ void forward_kernel(void* out, const void* x, const void* bias, std::
   }
 }
 
+// dx += g, or dx = g when !accumulate (dx not read).
 template <Storage kS, Storage kP, GeluKind kKind>
 __global__ void backward_kernel(void* dx, const void* dout, const void* x, const void* bias,
-                                std::int64_t n, std::int64_t cols) {
+                                std::int64_t n, std::int64_t cols, bool accumulate) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const float z = load<kS>(x, i);
-    store<kS>(dx, i,
-              load<kS>(dx, i) +
-                  gelu_derivative_of<kKind>(bias != nullptr ? z + load<kP>(bias, i % cols) : z) *
-                      load<kS>(dout, i));
+    const float g = gelu_derivative_of<kKind>(bias != nullptr ? z + load<kP>(bias, i % cols) : z) *
+                    load<kS>(dout, i);
+    store<kS>(dx, i, accumulate ? load<kS>(dx, i) + g : g);
   }
 }
 
-// Each element's gradient once (in fp32), feeding dx and its column's sum, as the CPU's
-// backward_block.
+// Each element's gradient once (in fp32), feeding dx (+= or, when !accumulate, =) and its column's
+// sum, as the CPU's backward_block.
 template <Storage kS, Storage kP, GeluKind kKind>
 __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, const void* bias,
-                                     std::int64_t rows, std::int64_t cols, float* partials) {
+                                     std::int64_t rows, std::int64_t cols, bool accumulate,
+                                     float* partials) {
   detail::sum_columns<1>(
       rows, cols,
       [&](std::int64_t, std::int64_t c, std::int64_t i, float* sums) {
         const float g =
             gelu_derivative_of<kKind>(load<kS>(x, i) + load<kP>(bias, c)) * load<kS>(dout, i);
         sums[0] += g;
-        store<kS>(dx, i, load<kS>(dx, i) + g);
+        store<kS>(dx, i, accumulate ? load<kS>(dx, i) + g : g);
       },
       partials);
 }

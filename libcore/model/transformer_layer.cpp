@@ -86,15 +86,17 @@ void attention_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
   }
 }
 
-// dqkv += the attention's gradient from dcontext.
+// dqkv = the attention's gradient from dcontext.
 void attention_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                         const LayerActivations& act, const Workspace& ws, Tensor dqkv,
                         Tensor dcontext) {
   if (flash(act)) {
     ops::flash_attention_backward(ctx, dqkv, dcontext, act.context, act.lse, act.qkv, setup.coeff,
-                                  setup.attention_probs, setup.heads);
+                                  setup.attention_probs, setup.heads, ops::Dx::kOverwrite);
     return;
   }
+  // The host's halves add into dqkv (the probabilities' part and the context's).
+  ops::fill(ctx, dqkv, 0.0f);
   const Tensor dprobs = ws.probs_b;
   if (setup.attention_probs.p == 0.0f) {
     ops::attention_context_backward(dprobs, dqkv, dcontext, act.probs, act.qkv);
@@ -138,16 +140,16 @@ void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& 
 void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                                 const LayerWeights& w, const LayerWeights& g,
                                 const LayerActivations& act, const Workspace& ws, Tensor input) {
-  // The ops add into every gradient they produce, so each scratch gradient starts at zero, except
-  // where a linear layer's dx writes it whole (Dx::kOverwrite: no fill, no read of the zeros).
+  // The ops add into every gradient they produce; each scratch gradient here is written whole by
+  // the op producing it (Dx::kOverwrite: no zero fill beforehand, on a device no read of it).
   // MLP block: ws.grad = ∂L/∂out.
   const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
-  ops::fill(ctx, dmlp, 0.0f);
-  ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual);
+  ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual,
+                                 ops::Dx::kOverwrite);
   ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
                        ops::Dx::kOverwrite);
-  ops::fill(ctx, dfc, 0.0f);
-  ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu);
+  ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu,
+                          ops::Dx::kOverwrite);
   ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight,
                        ops::Dx::kOverwrite);
   setup.tp.sum(dln2);
@@ -156,11 +158,10 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
 
   // Attention block: ws.grad = ∂L/∂attention_out.
   const Tensor ddense = ws.hidden_a, dcontext = ws.context, dqkv = ws.qkv;
-  ops::fill(ctx, ddense, 0.0f);
-  ops::bias_dropout_add_backward(ctx, ddense, g.dense_bias, {}, ws.grad, setup.attention_residual);
+  ops::bias_dropout_add_backward(ctx, ddense, g.dense_bias, {}, ws.grad, setup.attention_residual,
+                                 ops::Dx::kOverwrite);
   ops::linear_backward(ctx, dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight,
                        ops::Dx::kOverwrite);
-  ops::fill(ctx, dqkv, 0.0f);
   attention_backward(ctx, setup, act, ws, dqkv, dcontext);
   const Tensor dln1 = ws.hidden_a;
   ops::linear_backward(ctx, dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight,

@@ -247,7 +247,7 @@ void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor ls
 
 void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcontext,
                               Tensor context, Tensor lse, Tensor qkv, float coeff,
-                              const DropoutStream& dropout, HeadRange heads) {
+                              const DropoutStream& dropout, HeadRange heads, Dx dx_mode) {
   constexpr const char* kOp = "flash_attention_backward";
   if (!detail::on_cuda(kOp, ctx,
                        {{"dqkv", dqkv},
@@ -270,7 +270,7 @@ void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcon
   }
   if constexpr (detail::kCudaBuilt) {
     cuda::attention_backward(ctx, dqkv.raw(), dcontext.raw(), context.raw(), lse.data<float>(),
-                             qkv.raw(), dtype, d, coeff, dropout);
+                             qkv.raw(), dtype, d, coeff, dropout, dx_mode == Dx::kAccumulate);
   }
 }
 

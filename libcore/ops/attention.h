@@ -32,6 +32,7 @@
 
 #include "ops/device_context.h"
 #include "ops/dropout.h"
+#include "ops/dx_mode.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -103,12 +104,12 @@ bool flash_attention_supports(std::int64_t hn);
 void flash_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor lse,
                              tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
                              HeadRange heads = {});
-// dqkv += ∂L/∂qkv from dcontext and the forward's context and lse (same coeff, dropout, heads).
-// dqkv must not alias the inputs.
+// dqkv += ∂L/∂qkv (dqkv = … with Dx::kOverwrite) from dcontext and the forward's context and
+// lse (same coeff, dropout, heads). dqkv must not alias the inputs.
 void flash_attention_backward(const DeviceContext& ctx, tensor::Tensor dqkv,
                               tensor::Tensor dcontext, tensor::Tensor context, tensor::Tensor lse,
                               tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
-                              HeadRange heads = {});
+                              HeadRange heads = {}, Dx dx_mode = Dx::kAccumulate);
 
 // ---- Decode attention: new positions over a key/value cache (inference) ----------------------
 // Layouts (b rows, count new positions per row, np heads, hn head dim, capacity cached positions

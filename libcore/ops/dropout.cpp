@@ -99,7 +99,7 @@ void bias_dropout_add_forward(const DeviceContext& ctx, Tensor out, Tensor x, Te
 }
 
 void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tensor dresidual,
-                               Tensor dout, const DropoutStream& stream) {
+                               Tensor dout, const DropoutStream& stream, Dx dx_mode) {
   constexpr const char* kOp = "bias_dropout_add_backward";
   const bool on_device = detail::on_cuda(
       kOp, ctx, {{"dx", dx}, {"dbias", dbias}, {"dresidual", dresidual}, {"dout", dout}});
@@ -122,7 +122,8 @@ void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias
       if (has_residual) {
         cuda::add(ctx, dresidual.raw(), dresidual.raw(), dout.raw(), dtype, dout.numel());
       }
-      cuda::dropout_backward(ctx, dx.raw(), dout.raw(), dtype, dout.numel(), stream, true);
+      cuda::dropout_backward(ctx, dx.raw(), dout.raw(), dtype, dout.numel(), stream,
+                             dx_mode == Dx::kAccumulate);
     }
     return;
   }
@@ -131,7 +132,14 @@ void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias
     cpu::dropout_bias_grad(dbias.data<float>(), vdout.data(), rows, dbias.dim(0), stream);
   }
   if (has_residual) cpu::add(vdresidual.data(), vdresidual.data(), vdout.data(), dout.numel());
-  cpu::dropout_backward(vdx.data(), vdout.data(), dout.numel(), stream, true);
+  const bool accumulate = dx_mode == Dx::kAccumulate;
+  cpu::dropout_backward(vdx.data(), vdout.data(), dout.numel(), stream, accumulate);
+  if (!accumulate) {
+    // The bits of adding onto zeros, which this mode replaces (0 + −0 = +0); dx may be dout's
+    // memory, so no fill beforehand.
+    float* values = vdx.data();
+    for (std::int64_t i = 0; i < dout.numel(); ++i) values[i] += 0.0f;
+  }
   vdresidual.store();
   vdx.store();
 }

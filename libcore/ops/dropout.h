@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "ops/device_context.h"
+#include "ops/dx_mode.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -38,12 +39,12 @@ void dropout_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tenso
 void bias_dropout_add_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                               tensor::Tensor bias, tensor::Tensor residual,
                               const DropoutStream& stream);
-// dx += dout ⊙ mask / (1 − p); dbias[h] += Σ_rows of that; dresidual += dout. dresidual may be
-// tensor::Tensor{} when the caller lets dout itself carry the residual gradient (the usual case
-// in the residual stream); dbias may be {} too.
+// dx += dout ⊙ mask / (1 − p) (dx = … with Dx::kOverwrite); dbias[h] += Σ_rows of that;
+// dresidual += dout. dresidual may be tensor::Tensor{} when the caller lets dout itself carry the
+// residual gradient (the usual case in the residual stream); dbias may be {} too.
 void bias_dropout_add_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dbias,
                                tensor::Tensor dresidual, tensor::Tensor dout,
-                               const DropoutStream& stream);
+                               const DropoutStream& stream, Dx dx_mode = Dx::kAccumulate);
 
 // The same on host tensors.
 void dropout_forward(tensor::Tensor out, tensor::Tensor x, const DropoutStream& stream);

@@ -1,5 +1,7 @@
 #include "ops/gelu.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "ops/activation_dtype.h"
 #include "ops/check.h"
@@ -67,7 +69,7 @@ void bias_gelu_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor bi
 }
 
 void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tensor dout, Tensor x,
-                        Tensor bias, GeluKind kind) {
+                        Tensor bias, GeluKind kind, Dx dx_mode) {
   constexpr const char* kOp = "bias_gelu_backward";
   const bool on_device = detail::on_cuda(
       kOp, ctx, {{"dx", dx}, {"dbias", dbias}, {"dout", dout}, {"x", x}, {"bias", bias}});
@@ -88,11 +90,13 @@ void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tenso
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(), bias.raw(), dtype,
-                               bias_dtype, rows, bias.dim(0), kind);
+                               bias_dtype, rows, bias.dim(0), kind, dx_mode == Dx::kAccumulate);
     }
     return;
   }
   const cpu::Fp32View vdx(dx), vdout(dout), vx(x), vbias(bias);
+  // The host overwrites by adding onto zeros: the bits of the fill-then-accumulate it replaces.
+  if (dx_mode == Dx::kOverwrite) std::fill_n(vdx.data(), dx.numel(), 0.0f);
   cpu::bias_gelu_backward(vdx.data(), dbias_ptr, vdout.data(), vx.data(), vbias.data(), rows,
                           bias.dim(0), kind);
   vdx.store();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ops/device_context.h"
+#include "ops/dx_mode.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -32,11 +33,11 @@ void gelu_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor d
 // The fused bias-GeLU: out[..., F] = gelu(x + bias[F]); x is the bias-free GEMM output.
 void bias_gelu_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                        tensor::Tensor bias, GeluKind kind = GeluKind::kTanhFused);
-// With g = gelu'(x + bias)·dout: dx += g and dbias += Σ_rows g (upstream returns the same g as
-// the gradient of both inputs). dx must not alias dout.
+// With g = gelu'(x + bias)·dout: dx += g (dx = g with Dx::kOverwrite) and dbias += Σ_rows g
+// (upstream returns the same g as the gradient of both inputs). dx must not alias dout.
 void bias_gelu_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dbias,
                         tensor::Tensor dout, tensor::Tensor x, tensor::Tensor bias,
-                        GeluKind kind = GeluKind::kTanhFused);
+                        GeluKind kind = GeluKind::kTanhFused, Dx dx_mode = Dx::kAccumulate);
 
 // The same on host tensors.
 void gelu_forward(tensor::Tensor out, tensor::Tensor x, GeluKind kind = GeluKind::kTanhFused);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "ops/device_context.h"
+#include "ops/dx_mode.h"
 #include "tensor/tensor.h"
 
 namespace mds::ops {
@@ -28,11 +29,6 @@ namespace mds::ops {
 // Megatron returns separately to be added after a TP reduction).
 void linear_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                     tensor::Tensor weight, tensor::Tensor bias = {});
-
-// What linear_backward does with dx's old values: add the product to them (as every gradient op
-// here), or overwrite them (as adding to zeros would, without the zeros: on a device no fill
-// beforehand and no read of dx, the product rounded once).
-enum class Dx { kAccumulate, kOverwrite };
 
 // dx[..., K] += dout[..., N] · weight[N, K] (= with Dx::kOverwrite);  dweight[N, K] += doutᵀ · x;
 // dbias[N] += Σ_rows dout. Any of dx, dweight, dbias may be tensor::Tensor{} to skip that product.

@@ -192,6 +192,43 @@ TYPED_TEST(Activations16OnDevice, GeluEveryKindWithinOneUlp) {
   }
 }
 
+// Dx::kOverwrite on a device: from NaNs, every element written with the values the accumulating
+// call gives from zeros (as numbers: a −0 may stay −0 where 0 + −0 gives +0); dbias still adds.
+TYPED_TEST(Activations16OnDevice, BackwardsOverwriteTheirGradientWhenAsked) {
+  using T = TypeParam;
+  const DeviceContext ctx(kCuda0);
+  const ops::DropoutStream stream{0.1f, 77, 5};
+  for (const auto [rows, cols] : gpu_test::matrix_sizes()) {
+    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+    const Shape shape{rows, cols};
+    const std::string what = std::to_string(rows) + "x" + std::to_string(cols);
+    Mirrored<T> x(ctx, halves<T>(n, 41), shape), dout(ctx, halves<T>(n, 42), shape);
+    Mirrored<float> bias(ctx, random_floats(uc, 43), {cols});
+    const std::vector<float> dbias0 = random_floats(uc, 44);
+    Mirrored<float> dbias_a(ctx, dbias0, {cols}), dbias_b(ctx, dbias0, {cols});
+    Mirrored<T> onto_zeros(ctx, std::vector<T>(n, T{0}), shape);
+    Mirrored<T> written(ctx, poisoned<T>(n), shape);
+    const auto expect_same_values = [&](const std::string& op) {
+      const std::vector<T> a = written.download(ctx), b = onto_zeros.download(ctx);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        differ += !(tensor::to_float(a[i]) == tensor::to_float(b[i]));
+      EXPECT_EQ(differ, 0u) << op << " " << what;
+      EXPECT_EQ(dbias_a.download(ctx), dbias_b.download(ctx)) << op << " dbias " << what;
+      tensor::copy(onto_zeros.d, onto_zeros.h);
+      tensor::copy(written.d, written.h);
+    };
+    ops::bias_dropout_add_backward(ctx, onto_zeros.d, dbias_a.d, {}, dout.d, stream);
+    ops::bias_dropout_add_backward(ctx, written.d, dbias_b.d, {}, dout.d, stream,
+                                   ops::Dx::kOverwrite);
+    expect_same_values("bias_dropout_add_backward");
+    ops::bias_gelu_backward(ctx, onto_zeros.d, dbias_a.d, dout.d, x.d, bias.d);
+    ops::bias_gelu_backward(ctx, written.d, dbias_b.d, dout.d, x.d, bias.d,
+                            ops::GeluKind::kTanhFused, ops::Dx::kOverwrite);
+    expect_same_values("bias_gelu_backward");
+  }
+}
+
 TYPED_TEST(Activations16OnDevice, EmbeddingIsBitIdentical) {
   using T = TypeParam;
   const DeviceContext ctx(kCuda0);

@@ -159,6 +159,15 @@ TYPED_TEST(Attention16OnDevice, FlashAttentionMatchesHost16BitAttention) {
     ops::flash_attention_backward(ctx, dqkv.d, dctx.d, context.d, lse.d, qkv.d, c.coeff, dropout,
                                   c.heads);
     const std::vector<T> got = dqkv.download(ctx);
+    // Dx::kOverwrite (tensor-core kernels: no read of dqkv; SIMT: onto a zero fill): from NaNs,
+    // the values of accumulating onto zeros (as numbers: a −0 may stay −0).
+    Mirrored<T> onto_zeros(ctx, std::vector<T>(qkv_n, T{0}), qkv_shape);
+    Mirrored<T> written(ctx, std::vector<T>(qkv_n, T{0xFFFF}), qkv_shape);
+    ops::flash_attention_backward(ctx, onto_zeros.d, dctx.d, context.d, lse.d, qkv.d, c.coeff,
+                                  dropout, c.heads);
+    ops::flash_attention_backward(ctx, written.d, dctx.d, context.d, lse.d, qkv.d, c.coeff, dropout,
+                                  c.heads, ops::Dx::kOverwrite);
+    EXPECT_EQ(widened(written.download(ctx)), widened(onto_zeros.download(ctx))) << "overwrite";
     const auto head = static_cast<std::size_t>(3 * c.hn), hn = static_cast<std::size_t>(c.hn);
     if (kernels::attention_tensor_core_supported(tensor::dtype_of<T>(), c.hn)) {
       // The ops take the tensor-core kernels here (P and dS rounded to 16 bits): their bounds

@@ -150,7 +150,7 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv) {
 
 template <int kHn, typename T>
 std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
-                           const Forward<T>& f, std::vector<T> dqkv) {
+                           const Forward<T>& f, std::vector<T> dqkv, bool accumulate = true) {
   const ad::Geometry g = geometry_of(c, kHn);
   const float alpha = alpha_of(kHn, c.coeff);
   // dq_kernel stores every row's delta for dkdv_kernel: poisoned, a row it skipped shows.
@@ -159,7 +159,7 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
       [&] {
         tc::dq_kernel<MmaType<T>, kHn>(raw(dqkv), delta.data(), raw(dctx), raw(f.ctx), f.lse.data(),
-                                       raw(qkv), g, alpha, c.coeff);
+                                       raw(qkv), g, alpha, c.coeff, accumulate);
       },
       poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
   for (const float d : delta) EXPECT_FALSE(std::isnan(d)) << "a row's delta not stored";
@@ -167,7 +167,7 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
       [&] {
         tc::dkdv_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), f.lse.data(), delta.data(), raw(qkv),
-                                         g, alpha, c.coeff);
+                                         g, alpha, c.coeff, accumulate);
       },
       poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
   return dqkv;
@@ -380,6 +380,27 @@ TEST(KernelsEmulatedAttentionTc, DropoutWithinBoundsOfHostMasks) {
   check_against_host<64, tensor::BFloat16>({70, 1, 1, 1.0f, 0.1f, 2, 3});
   check_against_host<128, tensor::Float16>({36, 1, 1, 2.0f, 0.5f, 2, 3});
   check_against_host<128, tensor::Float16>({33, 1, 1, 2.0f, 0.1f});
+}
+
+// dqkv = … (accumulate false): from a NaN-poisoned dqkv, every element written, with the values of
+// accumulating onto zeros (equal as numbers: a −0 may stay −0 where 0 + −0 gives +0).
+template <int kHn>
+void check_overwrite(const Case& c) {
+  using T = tensor::BFloat16;
+  SCOPED_TRACE(testing::Message() << "s=" << c.s << " hn=" << kHn << " p=" << c.p);
+  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
+  const auto qkv = random_halves<T>(qkv_n, 5, -2.0f, 2.0f);
+  const auto dctx = random_halves<T>(qkv_n / 3, 6, -1.0f, 1.0f);
+  const Forward<T> f = forward_tc<kHn>(c, qkv);
+  const std::vector<T> onto_zeros = backward_tc<kHn>(c, qkv, dctx, f, std::vector<T>(qkv_n, T{0}));
+  const std::vector<T> written =
+      backward_tc<kHn>(c, qkv, dctx, f, std::vector<T>(qkv_n, T{0xFFFF}), false);
+  EXPECT_EQ(widened(written), widened(onto_zeros));
+}
+
+TEST(KernelsEmulatedAttentionTc, OverwriteWritesEveryElementAsAccumulatingOntoZeros) {
+  check_overwrite<64>({70, 1, 2, 1.0f, 0.1f});
+  check_overwrite<128>({33, 2, 1, 2.0f});
 }
 
 // The lse of either forward serves either backward (both are fp32 and within 1e-6 of the

@@ -13,8 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/gelu.h"
@@ -107,23 +110,24 @@ void check_backward(Size size, const std::string& what) {
     EXPECT_EQ(dx.guard_bytes_written() + got_dbias.guard_bytes_written(), 0u) << what;
     return std::make_pair(dx.values(), got_dbias.values());
   };
-  const auto plain = [&] {
+  const auto plain = [&](bool accumulate = true) {
     emulated::launch(gk::elementwise_shape(n), [&] {
-      gk::backward_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(), nullptr, n,
-                                                    1);
+      gk::backward_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(), nullptr, n, 1,
+                                                    accumulate);
     });
   };
-  const auto nodbias = [&] {
+  const auto nodbias = [&](bool accumulate = true) {
     emulated::launch(gk::elementwise_shape(n), [&] {
       gk::backward_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(), bias.data(),
-                                                    n, size.cols);
+                                                    n, size.cols, accumulate);
     });
   };
-  const auto with_dbias = [&] {
+  const auto with_dbias = [&](bool accumulate = true) {
     emulated::launch_column_sums<1>(
         size.rows, size.cols, {{got_dbias.data()}}, [&](float* partials) {
-          gk::backward_bias_kernel<kS, Storage::kF32, kKind>(
-              dx.data(), dout.data(), x.data(), bias.data(), size.rows, size.cols, partials);
+          gk::backward_bias_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(),
+                                                             bias.data(), size.rows, size.cols,
+                                                             accumulate, partials);
         });
   };
   emulated::expect_activation_close<kS>(run(plain).first, dx_plain, 2e-6, what + " backward");
@@ -135,6 +139,25 @@ void check_backward(Size size, const std::string& what) {
   const auto again = run(with_dbias);
   EXPECT_EQ(bits_of(again.first), bits_of(got.first)) << what << " rerun";
   EXPECT_EQ(bits_of(again.second), bits_of(got.second)) << what << " rerun";
+
+  // accumulate false (dx = g): from NaNs, every element written with the values of accumulating
+  // onto zeros (equal as numbers: −0 may stay −0), the same dbias.
+  const std::vector<T> zeros = to_storage<kS>(std::vector<float>(un, 0.0f));
+  const std::vector<T> nans = to_storage<kS>(std::vector<float>(un, NAN));
+  for (const auto& [launch_kernel, name] : {std::pair{std::function<void(bool)>(plain), "plain"},
+                                            {nodbias, "no dbias"},
+                                            {with_dbias, "dbias"}}) {
+    dx.assign(zeros);
+    got_dbias.assign(dbias0);
+    launch_kernel(true);
+    const std::vector<float> onto_zeros = to_fp32<kS>(dx.values());
+    const std::vector<float> summed = got_dbias.values();
+    dx.assign(nans);
+    got_dbias.assign(dbias0);
+    launch_kernel(false);
+    EXPECT_EQ(to_fp32<kS>(dx.values()), onto_zeros) << what << " overwrite " << name;
+    EXPECT_EQ(bits_of(got_dbias.values()), bits_of(summed)) << what << " overwrite " << name;
+  }
 }
 
 template <Storage kS>
@@ -186,14 +209,15 @@ void check_16bit_bias(Size size, const std::string& what) {
     results.push_back(bits_of(out.values()));
     dx.assign(dx0);
     emulated::launch(gk::elementwise_shape(n), [&] {
-      gk::backward_kernel<kS, kP, kKind>(dx.data(), dout.data(), x.data(), bias, n, size.cols);
+      gk::backward_kernel<kS, kP, kKind>(dx.data(), dout.data(), x.data(), bias, n, size.cols,
+                                         true);
     });
     results.push_back(bits_of(dx.values()));
     dx.assign(dx0);
     dbias.assign(dbias0);
     emulated::launch_column_sums<1>(size.rows, size.cols, {{dbias.data()}}, [&](float* partials) {
       gk::backward_bias_kernel<kS, kP, kKind>(dx.data(), dout.data(), x.data(), bias, size.rows,
-                                              size.cols, partials);
+                                              size.cols, true, partials);
     });
     results.push_back(bits_of(dx.values()));
     results.push_back(bits_of(dbias.values()));

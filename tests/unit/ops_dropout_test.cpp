@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
 #include "base/error.h"
 #include "ops/dropout.h"
 #include "ops/philox.h"
@@ -89,6 +94,40 @@ TEST(OpsDropout, BackwardReusesTheForwardMask) {
   auto g = dout;
   dropout_backward(view(g, {kRows, kH}), view(g, {kRows, kH}), stream);
   expect_close(g, dx, 0, 0, "in-place dropout backward");
+}
+
+std::vector<std::uint32_t> bits_of(const std::vector<float>& values) {
+  std::vector<std::uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+// Dx::kOverwrite gives dx the bits of accumulating onto zeros whatever dx held (NaN here), +0
+// included where a dropped negative gradient alone would give −0, in place too; dbias and
+// dresidual still add.
+TEST(OpsDropout, BiasDropoutAddBackwardOverwritesDxWhenAsked) {
+  constexpr std::int64_t kRows = 6, kH = 5;
+  auto dout = random_floats(kRows * kH, 6);
+  const DropoutStream stream{0.4f, 11, 12};
+  std::vector<float> want(dout.size(), 0.0f), dbias_want(kH, 1.0f), dres_want(dout.size(), 1.0f);
+  bias_dropout_add_backward(view(want, {kRows, kH}), view(dbias_want, {kH}),
+                            view(dres_want, {kRows, kH}), view(dout, {kRows, kH}), stream);
+  int dropped_negative = 0;
+  for (std::size_t i = 0; i < dout.size(); ++i) dropped_negative += want[i] == 0.0f && dout[i] < 0;
+  ASSERT_GT(dropped_negative, 0) << "the case of 0 + (−0) is not exercised";
+
+  std::vector<float> dx(dout.size(), std::numeric_limits<float>::quiet_NaN()), dbias(kH, 1.0f),
+      dres(dout.size(), 1.0f);
+  bias_dropout_add_backward(DeviceContext{}, view(dx, {kRows, kH}), view(dbias, {kH}),
+                            view(dres, {kRows, kH}), view(dout, {kRows, kH}), stream,
+                            Dx::kOverwrite);
+  EXPECT_EQ(bits_of(dx), bits_of(want));
+  EXPECT_EQ(dbias, dbias_want);
+  EXPECT_EQ(dres, dres_want);
+  auto in_place = dout;
+  bias_dropout_add_backward(DeviceContext{}, view(in_place, {kRows, kH}), {}, {},
+                            view(in_place, {kRows, kH}), stream, Dx::kOverwrite);
+  EXPECT_EQ(bits_of(in_place), bits_of(want));
 }
 
 }  // namespace

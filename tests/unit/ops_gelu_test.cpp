@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
 #include "ops/gelu.h"
 #include "ops_test_util.h"
 
@@ -87,6 +90,23 @@ TEST(OpsBiasGelu, ForwardAndBackwardMatchUnfusedComposition) {
                      view(x, {kRows, kF}), view(b, {kF}));
   expect_close(dx, numeric_grad(x, loss, 1e-3f), 1e-3, 1e-3, "dx");
   expect_close(db, numeric_grad(b, loss, 1e-3f), 2e-3, 1e-3, "dbias");
+}
+
+// Dx::kOverwrite gives dx the values of accumulating onto zeros whatever dx held (NaN here);
+// dbias still adds.
+TEST(OpsBiasGelu, BackwardOverwritesDxWhenAsked) {
+  constexpr int kRows = 5, kF = 8;
+  auto x = random_floats(kRows * kF, 4, -3, 3), b = random_floats(kF, 5);
+  auto dout = random_floats(kRows * kF, 6);
+  std::vector<float> want(x.size(), 0.0f), db_want(kF, 1.0f);
+  bias_gelu_backward(view(want, {kRows, kF}), view(db_want, {kF}), view(dout, {kRows, kF}),
+                     view(x, {kRows, kF}), view(b, {kF}));
+  std::vector<float> dx(x.size(), std::numeric_limits<float>::quiet_NaN()), db(kF, 1.0f);
+  bias_gelu_backward(DeviceContext{}, view(dx, {kRows, kF}), view(db, {kF}),
+                     view(dout, {kRows, kF}), view(x, {kRows, kF}), view(b, {kF}),
+                     GeluKind::kTanhFused, Dx::kOverwrite);
+  EXPECT_EQ(dx, want);
+  EXPECT_EQ(db, db_want);
 }
 
 }  // namespace

@@ -18,9 +18,10 @@ void attention_forward(const DeviceContext& ctx, void* context, float* lse, cons
 
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
                         const void* context, const float* lse, const void* qkv, tensor::DType dtype,
-                        cpu::AttentionDims d, float coeff, const DropoutStream& dropout) {
+                        cpu::AttentionDims d, float coeff, const DropoutStream& dropout,
+                        bool accumulate) {
   kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
-                              stream_of(ctx));
+                              stream_of(ctx), kernels::AttentionKernel::kAuto, accumulate);
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {

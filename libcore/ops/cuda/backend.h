@@ -58,7 +58,7 @@ void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const
 void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const void* dout,
                         const void* x, const void* bias, tensor::DType dtype,
                         tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
-                        GeluKind kind);
+                        GeluKind kind, bool accumulate);
 
 // kernels/layernorm.h
 void layernorm_forward(const DeviceContext& ctx, void* out, float* mean, float* rstd, const void* x,
@@ -138,7 +138,8 @@ void attention_forward(const DeviceContext& ctx, void* context, float* lse, cons
                        const DropoutStream& dropout);
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
                         const void* context, const float* lse, const void* qkv, tensor::DType dtype,
-                        cpu::AttentionDims d, float coeff, const DropoutStream& dropout);
+                        cpu::AttentionDims d, float coeff, const DropoutStream& dropout,
+                        bool accumulate);
 
 // kernels/decode_attention.h
 bool decode_attention_head_dim_supported(std::int64_t hn);

@@ -24,9 +24,9 @@ void bias_gelu_forward(const DeviceContext& ctx, void* out, const void* x, const
 void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const void* dout,
                         const void* x, const void* bias, tensor::DType dtype,
                         tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
-                        GeluKind kind) {
+                        GeluKind kind, bool accumulate) {
   kernels::bias_gelu_backward(dx, dbias, dout, x, bias, dtype, bias_dtype, rows, cols, kind,
-                              stream_of(ctx));
+                              stream_of(ctx), accumulate);
 }
 
 }  // namespace mds::ops::cuda
