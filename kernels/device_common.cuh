@@ -18,4 +18,12 @@ __device__ inline float fp16_bits_to_float(std::uint16_t bits) {
   return __half2float(__ushort_as_half(bits));
 }
 
+__device__ inline Bytes16 load_bytes16(const void* p) {
+  return *static_cast<const Bytes16*>(p);
+}
+
+__device__ inline void store_bytes16(void* p, const Bytes16& value) {
+  *static_cast<Bytes16*>(p) = value;
+}
+
 }  // namespace mds::kernels::detail

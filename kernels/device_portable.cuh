@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "base/error.h"
@@ -128,6 +129,80 @@ __device__ inline void store(void* p, std::int64_t i, float value) {
   } else {
     static_cast<std::uint16_t*>(p)[i] = float_to_fp16_bits(value);
   }
+}
+
+// Sixteen bytes moved in one access: eight elements of a 16-bit storage or four fp32 ones.
+struct alignas(16) Bytes16 {
+  std::uint32_t w[4];
+};
+
+// p 16-byte aligned. Defined by device_common.cuh (one vector access) or by the emulation (which
+// checks the alignment).
+__device__ inline Bytes16 load_bytes16(const void* p);
+__device__ inline void store_bytes16(void* p, const Bytes16& value);
+
+template <Storage kS>
+__device__ inline float widen_bits(std::uint32_t bits16) {
+  if constexpr (kS == Storage::kBF16) {
+    return bf16_bits_to_float(static_cast<std::uint16_t>(bits16));
+  } else {
+    return fp16_bits_to_float(static_cast<std::uint16_t>(bits16));
+  }
+}
+
+template <Storage kS>
+__device__ inline std::uint32_t round_bits(float value) {
+  if constexpr (kS == Storage::kBF16) {
+    return float_to_bf16_bits(value);
+  } else {
+    return float_to_fp16_bits(value);
+  }
+}
+
+// Elements [i, i + 8) as load<kS> gives them, in one 16-byte access (two for fp32): i % 8 == 0
+// and p 16-byte aligned. Eight elements a thread keep more bytes in flight than one: the
+// elementwise kernels are bound by memory latency, not by their arithmetic.
+template <Storage kS>
+__device__ inline void load8(const void* p, std::int64_t i, float (&v)[8]) {
+  if constexpr (kS == Storage::kF32) {
+    for (int half = 0; half < 2; ++half) {
+      const Bytes16 b = load_bytes16(static_cast<const float*>(p) + i + 4 * half);
+      for (int j = 0; j < 4; ++j) v[4 * half + j] = __uint_as_float(b.w[j]);
+    }
+  } else {
+    const Bytes16 b = load_bytes16(static_cast<const std::uint16_t*>(p) + i);
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = widen_bits<kS>(b.w[j] & 0xFFFFu);
+      v[2 * j + 1] = widen_bits<kS>(b.w[j] >> 16);
+    }
+  }
+}
+
+// Elements [i, i + 8) stored as store<kS> stores them, likewise.
+template <Storage kS>
+__device__ inline void store8(void* p, std::int64_t i, const float (&v)[8]) {
+  if constexpr (kS == Storage::kF32) {
+    for (int half = 0; half < 2; ++half) {
+      Bytes16 b;
+      for (int j = 0; j < 4; ++j) b.w[j] = __float_as_uint(v[4 * half + j]);
+      store_bytes16(static_cast<float*>(p) + i + 4 * half, b);
+    }
+  } else {
+    Bytes16 b;
+    for (int j = 0; j < 4; ++j)
+      b.w[j] = round_bits<kS>(v[2 * j]) | round_bits<kS>(v[2 * j + 1]) << 16;
+    store_bytes16(static_cast<std::uint16_t*>(p) + i, b);
+  }
+}
+
+// Whether load8/store8 may serve n elements of these arrays: n a multiple of 8, each pointer
+// (null ones aside) 16-byte aligned.
+inline bool in_chunks_of_8(std::int64_t n, std::initializer_list<const void*> pointers) {
+  if (n % 8 != 0) return false;
+  for (const void* p : pointers) {
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
 }
 
 // p moved on by i elements stored as kS (the start of a slice of a flat buffer).

@@ -13,6 +13,9 @@
 #endif
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "kernels/device_portable.cuh"
@@ -26,6 +29,26 @@ inline std::uint16_t float_to_fp16_bits(float value) {
 
 inline float fp16_bits_to_float(std::uint16_t bits) {
   return tensor::to_float(tensor::Float16{bits});
+}
+
+// A misaligned 16-byte access faults on a GPU: here it stops the test.
+inline void check_aligned_16(const void* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
+    std::fprintf(stderr, "emulation: 16-byte access at %p, not 16-byte aligned\n", p);
+    std::abort();
+  }
+}
+
+inline Bytes16 load_bytes16(const void* p) {
+  check_aligned_16(p);
+  Bytes16 value;
+  std::memcpy(&value, p, sizeof(value));
+  return value;
+}
+
+inline void store_bytes16(void* p, const Bytes16& value) {
+  check_aligned_16(p);
+  std::memcpy(p, &value, sizeof(value));
 }
 
 }  // namespace mds::kernels::detail

@@ -76,8 +76,28 @@ void check_forward(Size size, const std::string& what) {
   const auto got_plain = run(nullptr, 1);
   emulated::expect_activation_close<kS>(got_plain, plain, 2e-6, what + " forward");
   EXPECT_EQ(bits_of(run(nullptr, 1)), bits_of(got_plain)) << what << " rerun";
-  emulated::expect_activation_close<kS>(run(bias.data(), size.cols), biased, 2e-6,
-                                        what + " bias forward");
+  const auto got_biased = run(bias.data(), size.cols);
+  emulated::expect_activation_close<kS>(got_biased, biased, 2e-6, what + " bias forward");
+
+  // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
+  // the one-element kernel.
+  const auto run8 = [&](const float* b, std::int64_t cols) {
+    EXPECT_TRUE(gk::forward_in_chunks_of_8(n, cols, out.data(), x.data(), b)) << what;
+    out.poison();
+    emulated::launch(gk::chunks_of_8_shape(n), [&] {
+      gk::forward8_kernel<kS, Storage::kF32, kKind>(out.data(), x.data(), b, n, cols);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return out.values();
+  };
+  if (n % 8 == 0) {
+    EXPECT_EQ(bits_of(run8(nullptr, 1)), bits_of(got_plain)) << what << " by 8";
+  }
+  if (size.cols % 8 == 0) {
+    EXPECT_EQ(bits_of(run8(bias.data(), size.cols)), bits_of(got_biased)) << what << " bias by 8";
+  } else {
+    EXPECT_FALSE(gk::forward_in_chunks_of_8(n, size.cols, out.data(), x.data(), bias.data()));
+  }
 }
 
 template <Storage kS, GeluKind kKind>
@@ -258,6 +278,18 @@ TEST(KernelsEmulatedGelu, GridStrideLoopWrapsOnANarrowGrid) {
   });
   emulated::expect_close(out.values(), want, 2e-6, "erf forward on 3 blocks");
   EXPECT_EQ(out.guard_bytes_written(), 0u);
+  // The eight-at-a-time kernel over 1024 chunks on one block: four passes.
+  const std::int64_t n8 = 8192;
+  const GuardedBuffer<float> x8(emulated::random_floats(static_cast<std::size_t>(n8), 9));
+  std::vector<float> want8(static_cast<std::size_t>(n8));
+  ops::cpu::gelu_forward(want8.data(), x8.data(), n8, GeluKind::kErf);
+  GuardedBuffer<float> out8(static_cast<std::size_t>(n8));
+  emulated::launch_narrowed(gk::chunks_of_8_shape(n8), 1, [&] {
+    gk::forward8_kernel<Storage::kF32, Storage::kF32, GeluKind::kErf>(out8.data(), x8.data(),
+                                                                      nullptr, n8, 1);
+  });
+  emulated::expect_close(out8.values(), want8, 2e-6, "erf forward by 8 on 1 block");
+  EXPECT_EQ(out8.guard_bytes_written(), 0u);
 }
 
 }  // namespace
