@@ -11,6 +11,7 @@ using ops::DropoutStream;
 namespace {
 
 using detail::launch;
+using detail::Storage;
 using namespace dropout_detail;
 
 }  // namespace
@@ -20,9 +21,14 @@ void dropout_forward(void* out, const void* x, const void* bias, const void* res
                      std::int64_t cols, const DropoutStream& stream, cudaStream_t cuda_stream) {
   detail::with_storages(dtype, bias_dtype, "dropout_forward", [&](auto s, auto p) {
     if (n <= 0) return;
-    launch("kernels::dropout_forward", forward_kernel<decltype(s)::value, decltype(p)::value>,
-           groups_shape(n), cuda_stream, out, x, bias, residual, n, cols, stream,
-           keep_scale(stream));
+    constexpr Storage kS = decltype(s)::value, kP = decltype(p)::value;
+    if (by_chunks_of_8(n, cols, {out, x, bias, residual}, bias)) {
+      launch("kernels::dropout_forward", forward8_kernel<kS, kP>, chunks_shape(n), cuda_stream, out,
+             x, bias, residual, n, cols, stream, keep_scale(stream));
+    } else {
+      launch("kernels::dropout_forward", forward_kernel<kS, kP>, groups_shape(n), cuda_stream, out,
+             x, bias, residual, n, cols, stream, keep_scale(stream));
+    }
   });
 }
 
@@ -37,8 +43,14 @@ void dropout_backward(void* dx, const void* dout, tensor::DType dtype, std::int6
                       const DropoutStream& stream, bool accumulate, cudaStream_t cuda_stream) {
   detail::with_storage(dtype, "dropout_backward", [&](auto s) {
     if (n <= 0) return;
-    launch("kernels::dropout_backward", backward_kernel<decltype(s)::value>, groups_shape(n),
-           cuda_stream, dx, dout, n, stream, keep_scale(stream), accumulate);
+    constexpr Storage kS = decltype(s)::value;
+    if (by_chunks_of_8(n, 8, {dx, dout}, nullptr)) {
+      launch("kernels::dropout_backward", backward8_kernel<kS>, chunks_shape(n), cuda_stream, dx,
+             dout, n, stream, keep_scale(stream), accumulate);
+    } else {
+      launch("kernels::dropout_backward", backward_kernel<kS>, groups_shape(n), cuda_stream, dx,
+             dout, n, stream, keep_scale(stream), accumulate);
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 // the kernels have internal linkage (see elementwise_kernels.cuh).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/device_portable.cuh"
 #include "kernels/philox.cuh"
@@ -14,8 +15,10 @@ namespace mds::kernels::dropout_detail {
 namespace {
 
 using detail::load;
+using detail::load8;
 using detail::Storage;
 using detail::store;
+using detail::store8;
 using ops::DropoutStream;
 
 // Calls body(i, factor) for every element, factor = scale if kept else 0; a thread takes a
@@ -37,6 +40,33 @@ __device__ inline void for_each_masked(std::int64_t n, DropoutStream stream, flo
   }
 }
 
+// The factors of elements [8k, 8k + 8): Philox blocks 2k and 2k + 1, as for_each_masked draws them.
+__device__ inline void chunk_factors(float (&factor)[8], const DropoutStream& stream, float scale,
+                                     std::int64_t k) {
+  for (int half = 0; half < 2; ++half) {
+    const detail::PhiloxWords words =
+        detail::philox_block(stream.seed, stream.offset, static_cast<std::uint64_t>(2 * k + half));
+    for (int lane = 0; lane < 4; ++lane) {
+      factor[4 * half + lane] = detail::philox_uniform(words.w[lane]) >= stream.p ? scale : 0.0f;
+    }
+  }
+}
+
+// Calls body(k, factors) for every chunk of eight elements (n a multiple of 8): the kernels below
+// eight elements a thread, for load8/store8.
+template <typename Body>
+__device__ inline void for_each_masked_chunk(std::int64_t n, DropoutStream stream, float scale,
+                                             Body body) {
+  const std::int64_t chunks = n / 8;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       k < chunks; k += stride) {
+    float factor[8];
+    chunk_factors(factor, stream, scale, k);
+    body(k, factor);
+  }
+}
+
 // Activations (out, x, residual, dx, dout) are stored as kS: widened on load, rounded on store;
 // the bias (may be null) as kP, fp32 or kS, widened on load.
 template <Storage kS, Storage kP>
@@ -55,6 +85,41 @@ __global__ void backward_kernel(void* dx, const void* dout, std::int64_t n, Drop
   for_each_masked(n, stream, scale, [&](std::int64_t i, float factor) {
     const float g = load<kS>(dout, i);
     store<kS>(dx, i, accumulate ? load<kS>(dx, i) + g * factor : g * factor);
+  });
+}
+
+// forward_kernel and backward_kernel eight elements a thread: the same arithmetic per element (so
+// the same bits) where n (and cols, with a bias) is a multiple of 8 and every pointer is 16-byte
+// aligned (in_chunks_of_8).
+template <Storage kS, Storage kP>
+__global__ void forward8_kernel(void* out, const void* x, const void* bias, const void* residual,
+                                std::int64_t n, std::int64_t cols, DropoutStream stream,
+                                float scale) {
+  for_each_masked_chunk(n, stream, scale, [&](std::int64_t k, const float(&factor)[8]) {
+    float v[8];
+    load8<kS>(x, 8 * k, v);
+    if (bias != nullptr) {
+      float b[8];
+      load8<kP>(bias, 8 * k % cols, b);
+      for (int j = 0; j < 8; ++j) v[j] = v[j] + b[j];
+    }
+    float r[8] = {};
+    if (residual != nullptr) load8<kS>(residual, 8 * k, r);
+    for (int j = 0; j < 8; ++j)
+      v[j] = residual != nullptr ? r[j] + v[j] * factor[j] : v[j] * factor[j];
+    store8<kS>(out, 8 * k, v);
+  });
+}
+
+template <Storage kS>
+__global__ void backward8_kernel(void* dx, const void* dout, std::int64_t n, DropoutStream stream,
+                                 float scale, bool accumulate) {
+  for_each_masked_chunk(n, stream, scale, [&](std::int64_t k, const float(&factor)[8]) {
+    float g[8], old[8] = {};
+    load8<kS>(dout, 8 * k, g);
+    if (accumulate) load8<kS>(dx, 8 * k, old);
+    for (int j = 0; j < 8; ++j) g[j] = accumulate ? old[j] + g[j] * factor[j] : g[j] * factor[j];
+    store8<kS>(dx, 8 * k, g);
   });
 }
 
@@ -81,6 +146,17 @@ inline float keep_scale(const DropoutStream& stream) {
 // forward_kernel and backward_kernel: a grid-stride loop over the groups of four elements.
 inline detail::LaunchShape groups_shape(std::int64_t n) {
   return detail::grid_stride_shape((n + 3) / 4);
+}
+
+// forward8_kernel and backward8_kernel: a grid-stride loop over the chunks of eight.
+inline detail::LaunchShape chunks_shape(std::int64_t n) {
+  return detail::grid_stride_shape(n / 8);
+}
+
+// Whether the eight-a-thread kernels serve n elements in rows of cols (bias may be null).
+inline bool by_chunks_of_8(std::int64_t n, std::int64_t cols,
+                           std::initializer_list<const void*> pointers, const void* bias) {
+  return (bias == nullptr || cols % 8 == 0) && detail::in_chunks_of_8(n, pointers);
 }
 
 }  // namespace

@@ -127,6 +127,38 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   emulated::expect_close(got_db, dbias, 1e-5, what + " bias grad");
   EXPECT_EQ(bits_of(forward(nullptr, nullptr)), bits_of(got_plain)) << what << " rerun";
   EXPECT_EQ(bits_of(bias_grad()), bits_of(got_db)) << what << " rerun";
+
+  // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
+  // the four-a-thread kernels.
+  const bool by_8 =
+      dk::by_chunks_of_8(n, cols, {out.data(), x.data(), residual.data()}, bias.data());
+  EXPECT_EQ(by_8, n % 8 == 0 && cols % 8 == 0) << what;
+  if (!by_8) return;
+  const auto forward8 = [&](const float* b, const T* r) {
+    out.poison();
+    emulated::launch(dk::chunks_shape(n), [&] {
+      dk::forward8_kernel<kS, Storage::kF32>(out.data(), x.data(), b, r, n, cols, stream, scale);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return bits_of(out.values());
+  };
+  const auto backward8 = [&](bool accumulate) {
+    if (accumulate) {
+      out.assign(acc0);
+    } else {
+      out.poison();
+    }
+    emulated::launch(dk::chunks_shape(n), [&] {
+      dk::backward8_kernel<kS>(out.data(), dout.data(), n, stream, scale, accumulate);
+    });
+    EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
+    return bits_of(out.values());
+  };
+  EXPECT_EQ(forward8(nullptr, nullptr), bits_of(forward(nullptr, nullptr))) << what << " by 8";
+  EXPECT_EQ(forward8(bias.data(), residual.data()), bits_of(forward(bias.data(), residual.data())))
+      << what << " bias-dropout-add by 8";
+  EXPECT_EQ(backward8(false), bits_of(backward(false))) << what << " backward by 8";
+  EXPECT_EQ(backward8(true), bits_of(backward(true))) << what << " backward accumulate by 8";
 }
 
 struct Size {
