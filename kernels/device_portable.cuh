@@ -195,6 +195,18 @@ __device__ inline void store8(void* p, std::int64_t i, const float (&v)[8]) {
   }
 }
 
+// Elements [8k, 8k + 8) of x plus, when bias is not null, its columns 8k mod cols … (a chunk within
+// one row: cols a multiple of 8), added as the one-element kernels add them.
+template <Storage kS, Storage kP>
+__device__ inline void load8_plus_bias(const void* x, const void* bias, std::int64_t k,
+                                       std::int64_t cols, float (&v)[8]) {
+  load8<kS>(x, 8 * k, v);
+  if (bias == nullptr) return;
+  float b[8];
+  load8<kP>(bias, 8 * k % cols, b);
+  for (int j = 0; j < 8; ++j) v[j] = v[j] + b[j];
+}
+
 // Whether load8/store8 may serve n elements of these arrays: n a multiple of 8, each pointer
 // (null ones aside) 16-byte aligned.
 inline bool in_chunks_of_8(std::int64_t n, std::initializer_list<const void*> pointers) {

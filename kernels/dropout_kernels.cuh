@@ -97,12 +97,7 @@ __global__ void forward8_kernel(void* out, const void* x, const void* bias, cons
                                 float scale) {
   for_each_masked_chunk(n, stream, scale, [&](std::int64_t k, const float(&factor)[8]) {
     float v[8];
-    load8<kS>(x, 8 * k, v);
-    if (bias != nullptr) {
-      float b[8];
-      load8<kP>(bias, 8 * k % cols, b);
-      for (int j = 0; j < 8; ++j) v[j] = v[j] + b[j];
-    }
+    detail::load8_plus_bias<kS, kP>(x, bias, k, cols, v);
     float r[8] = {};
     if (residual != nullptr) load8<kS>(residual, 8 * k, r);
     for (int j = 0; j < 8; ++j)

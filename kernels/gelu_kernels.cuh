@@ -15,7 +15,6 @@ namespace mds::kernels::gelu_detail {
 namespace {
 
 using detail::load;
-using detail::load8;
 using detail::Storage;
 using detail::store;
 using detail::store8;
@@ -73,12 +72,7 @@ __global__ void forward8_kernel(void* out, const void* x, const void* bias, std:
   for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        k < chunks; k += stride) {
     float z[8];
-    load8<kS>(x, 8 * k, z);
-    if (bias != nullptr) {
-      float b[8];
-      load8<kP>(bias, 8 * k % cols, b);
-      for (int j = 0; j < 8; ++j) z[j] = z[j] + b[j];
-    }
+    detail::load8_plus_bias<kS, kP>(x, bias, k, cols, z);
     for (int j = 0; j < 8; ++j) z[j] = gelu_of<kKind>(z[j]);
     store8<kS>(out, 8 * k, z);
   }
