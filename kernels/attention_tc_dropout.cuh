@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/attention_kernels.cuh"
+#include "kernels/lane_transpose.cuh"
 #include "kernels/philox.cuh"
 
 namespace mds::kernels::attention_tc_detail {
@@ -86,28 +87,6 @@ __device__ __forceinline__ void dropout_quad(float f[2][2], const attention_deta
   f[1][1] = odd ? m[3] : b;
 }
 
-// out[k] = m[i] of group member k, for the four lanes of a group (member i of the calling lane;
-// members differ by `lo` in the lane id for bit 0 of i and by `hi` for bit 1): a 4 × 4 transpose
-// in two butterfly stages of two shuffles each.
-__device__ __forceinline__ void transpose4(float out[4], const float m[4], int i, int lo, int hi) {
-  const bool bit1 = (i & 2) != 0, bit0 = (i & 1) != 0;
-  // With member i ^ 2: keep the words j whose bit 1 is i's, trade the others.
-  const float keep0 = bit1 ? m[2] : m[0], keep1 = bit1 ? m[3] : m[1];
-  const float got0 = __shfl_xor_sync(0xFFFFFFFFu, bit1 ? m[0] : m[2], hi);
-  const float got1 = __shfl_xor_sync(0xFFFFFFFFu, bit1 ? m[1] : m[3], hi);
-  // keep: member i's words j0, j0 + 1 (j0 = i & 2); got: member i ^ 2's same words. With member
-  // i ^ 1: keep word i, trade word i ^ 1.
-  const float own = bit0 ? keep1 : keep0, across = bit0 ? got1 : got0;
-  const float near = __shfl_xor_sync(0xFFFFFFFFu, bit0 ? keep0 : keep1, lo);
-  const float far = __shfl_xor_sync(0xFFFFFFFFu, bit0 ? got0 : got1, lo);
-  // own = member i's word i, across = member (i ^ 2)'s, near = (i ^ 1)'s, far = (i ^ 3)'s.
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int d = k ^ i;
-    out[k] = d == 0 ? own : d == 2 ? across : d == 1 ? near : far;
-  }
-}
-
 // dk/dv layout, s % 4 == 0: lane (group g, t) holds keys key_base + g + 8h (h = 0, 1; key_base
 // % 16 == 0) for the queries query0 + c (c = 0, 1). f[c][h] is the factor of that pair. The four
 // lanes g = 4·(g / 4) + i (i = 0 … 3, lane ids 4 and 8 apart) share blocks: keys key_base +
@@ -121,7 +100,7 @@ __device__ __forceinline__ void dropout_transposed(float f[2][2],
   float m[4], out[4];
   block_factors(m, g.dropout,
                 dropout_index(g, bh, query0 + (i >> 1), key_base + 4 * (group / 4) + 8 * (i & 1)));
-  transpose4(out, m, i, 4, 8);
+  detail::transpose4(out, m, i, 4, 8);
   f[0][0] = out[0];
   f[0][1] = out[1];
   f[1][0] = out[2];

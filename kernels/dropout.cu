@@ -58,9 +58,11 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
                        std::int64_t cols, const DropoutStream& stream, cudaStream_t cuda_stream) {
   detail::with_storage(dtype, "dropout_bias_grad", [&](auto s) {
     if (rows <= 0 || cols <= 0) return;
-    detail::launch_column_sums<1>("kernels::dropout_bias_grad",
-                                  bias_grad_kernel<decltype(s)::value>, rows, cols, {{dbias}},
-                                  cuda_stream, dout, rows, cols, stream, keep_scale(stream));
+    constexpr Storage kS = decltype(s)::value;
+    detail::launch_column_sums<1>(
+        "kernels::dropout_bias_grad",
+        cols % 4 == 0 ? bias_grad_shared_kernel<kS> : bias_grad_kernel<kS>, rows, cols, {{dbias}},
+        cuda_stream, dout, rows, cols, stream, keep_scale(stream));
   });
 }
 

@@ -51,22 +51,14 @@ inline LaunchShape column_finish_shape(std::int64_t cols) {
   return {{static_cast<unsigned>((cols + kThreads - 1) / kThreads)}, {kThreads}};
 }
 
-// Launched with column_shape(rows, cols). For each column c of the block's tile, `term(r, c, i,
-// sums)` (i = r·cols + c) adds row r's kSums terms into `sums`, over the rows of the block's chunk;
-// one thread stores the chunk's sums into partials[(k·chunks + chunk)·cols + c].
-template <int kSums, typename Term>
-__device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, float* partials) {
+// The end of a block of column sums: each thread's `sums` of column c (rows threadIdx.y, + 8, …
+// of the block's chunk) added in row-lane order and stored, one per chunk and column, into
+// partials[(k·chunks + chunk)·cols + c]. Every thread of the block calls it.
+template <int kSums>
+__device__ void store_column_partials(const float (&sums)[kSums], std::int64_t c, std::int64_t cols,
+                                      float* partials) {
   __shared__ float partial[kSums][kRowLanes][kColumnTile];
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
   const std::int64_t chunk = blockIdx.y, chunks = gridDim.y;
-  const std::int64_t first = chunk * kRowChunk;
-  const std::int64_t end = first + kRowChunk < rows ? first + kRowChunk : rows;
-  float sums[kSums] = {};
-  if (c < cols) {
-    for (std::int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {
-      term(r, c, r * cols + c, sums);
-    }
-  }
   for (int k = 0; k < kSums; ++k) partial[k][threadIdx.y][threadIdx.x] = sums[k];
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
@@ -76,6 +68,23 @@ __device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, flo
       partials[(k * chunks + chunk) * cols + c] = total;
     }
   }
+}
+
+// Launched with column_shape(rows, cols). For each column c of the block's tile, `term(r, c, i,
+// sums)` (i = r·cols + c) adds row r's kSums terms into `sums`, over the rows of the block's chunk;
+// one thread stores the chunk's sums into partials[(k·chunks + chunk)·cols + c].
+template <int kSums, typename Term>
+__device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, float* partials) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowChunk;
+  const std::int64_t end = first + kRowChunk < rows ? first + kRowChunk : rows;
+  float sums[kSums] = {};
+  if (c < cols) {
+    for (std::int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {
+      term(r, c, r * cols + c, sums);
+    }
+  }
+  store_column_partials<kSums>(sums, c, cols, partials);
 }
 
 // The outputs of a column sum: out[k][c] += the column's k-th sum; a null out[k] is skipped.

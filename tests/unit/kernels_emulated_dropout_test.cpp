@@ -127,6 +127,14 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   emulated::expect_close(got_db, dbias, 1e-5, what + " bias grad");
   EXPECT_EQ(bits_of(forward(nullptr, nullptr)), bits_of(got_plain)) << what << " rerun";
   EXPECT_EQ(bits_of(bias_grad()), bits_of(got_db)) << what << " rerun";
+  if (cols % 4 == 0) {  // each Philox block drawn once (shuffles): the same bits
+    got_dbias.assign(dbias0);
+    emulated::launch_column_sums<1>(rows, cols, {{got_dbias.data()}}, [&](float* partials) {
+      dk::bias_grad_shared_kernel<kS>(dout.data(), rows, cols, stream, scale, partials);
+    });
+    EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
+    EXPECT_EQ(bits_of(got_dbias.values()), bits_of(got_db)) << what << " shared draws";
+  }
 
   // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
   // the four-a-thread kernels.
