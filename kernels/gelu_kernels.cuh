@@ -93,20 +93,42 @@ __global__ void backward_kernel(void* dx, const void* dout, const void* x, const
 }
 
 // Each element's gradient once (in fp32), feeding dx (+= or, when !accumulate, =) and its column's
-// sum, as the CPU's backward_block.
+// sum, as the CPU's backward_block. The rows of sum_columns (its launch shape, its order of
+// summation), taken four at a time: every load of the four rows is issued before their stores,
+// which the compiler could not do itself (dx might alias x or dout, as far as it knows), so four
+// rows' loads are in flight instead of one.
 template <Storage kS, Storage kP, GeluKind kKind>
 __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, const void* bias,
                                      std::int64_t rows, std::int64_t cols, bool accumulate,
                                      float* partials) {
-  detail::sum_columns<1>(
-      rows, cols,
-      [&](std::int64_t, std::int64_t c, std::int64_t i, float* sums) {
-        const float g =
-            gelu_derivative_of<kKind>(load<kS>(x, i) + load<kP>(bias, c)) * load<kS>(dout, i);
+  constexpr int kGroup = 4;
+  constexpr std::int64_t kStep = detail::kRowLanes;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * detail::kColumnTile + threadIdx.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * detail::kRowChunk;
+  const std::int64_t end = first + detail::kRowChunk < rows ? first + detail::kRowChunk : rows;
+  float sums[1] = {};
+  if (c < cols) {
+    const float b = load<kP>(bias, c);
+    for (std::int64_t r0 = first + threadIdx.y; r0 < end; r0 += kGroup * kStep) {
+      float z[kGroup] = {}, d[kGroup] = {}, old[kGroup] = {};
+      for (int t = 0; t < kGroup; ++t) {
+        const std::int64_t r = r0 + t * kStep;
+        if (r >= end) break;
+        const std::int64_t i = r * cols + c;
+        z[t] = load<kS>(x, i) + b;
+        d[t] = load<kS>(dout, i);
+        if (accumulate) old[t] = load<kS>(dx, i);
+      }
+      for (int t = 0; t < kGroup; ++t) {
+        const std::int64_t r = r0 + t * kStep;
+        if (r >= end) break;
+        const float g = gelu_derivative_of<kKind>(z[t]) * d[t];
         sums[0] += g;
-        store<kS>(dx, i, accumulate ? load<kS>(dx, i) + g : g);
-      },
-      partials);
+        store<kS>(dx, r * cols + c, accumulate ? old[t] + g : g);
+      }
+    }
+  }
+  detail::store_column_partials<1>(sums, c, cols, partials);
 }
 
 // forward_kernel and backward_kernel: a grid-stride loop over the n elements.
