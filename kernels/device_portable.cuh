@@ -207,14 +207,22 @@ __device__ inline void load8_plus_bias(const void* x, const void* bias, std::int
   for (int j = 0; j < 8; ++j) v[j] = v[j] + b[j];
 }
 
-// Whether load8/store8 may serve n elements of these arrays: n a multiple of 8, each pointer
-// (null ones aside) 16-byte aligned.
-inline bool in_chunks_of_8(std::int64_t n, std::initializer_list<const void*> pointers) {
-  if (n % 8 != 0) return false;
-  for (const void* p : pointers) {
-    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+// Whether the eight-a-thread kernels (load8/store8, load8_plus_bias) may serve n elements in rows
+// of cols with these arrays and bias (null: then cols is unused): n a multiple of 8, cols too with
+// a bias (a chunk then lies within one row), every pointer 16-byte aligned.
+inline bool fits_chunks_of_8(std::int64_t n, std::int64_t cols, const void* bias,
+                             std::initializer_list<const void*> arrays) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (n % 8 != 0 || (bias != nullptr && (cols % 8 != 0 || !aligned(bias)))) return false;
+  for (const void* p : arrays) {
+    if (!aligned(p)) return false;
   }
   return true;
+}
+
+// The eight-a-thread kernels: a grid-stride loop over the n / 8 chunks.
+inline LaunchShape chunks_of_8_shape(std::int64_t n) {
+  return grid_stride_shape(n / 8);
 }
 
 // p moved on by i elements stored as kS (the start of a slice of a flat buffer).

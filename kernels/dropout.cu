@@ -22,9 +22,9 @@ void dropout_forward(void* out, const void* x, const void* bias, const void* res
   detail::with_storages(dtype, bias_dtype, "dropout_forward", [&](auto s, auto p) {
     if (n <= 0) return;
     constexpr Storage kS = decltype(s)::value, kP = decltype(p)::value;
-    if (by_chunks_of_8(n, cols, {out, x, bias, residual}, bias)) {
-      launch("kernels::dropout_forward", forward8_kernel<kS, kP>, chunks_shape(n), cuda_stream, out,
-             x, bias, residual, n, cols, stream, keep_scale(stream));
+    if (detail::fits_chunks_of_8(n, cols, bias, {out, x, residual})) {
+      launch("kernels::dropout_forward", forward8_kernel<kS, kP>, detail::chunks_of_8_shape(n),
+             cuda_stream, out, x, bias, residual, n, cols, stream, keep_scale(stream));
     } else {
       launch("kernels::dropout_forward", forward_kernel<kS, kP>, groups_shape(n), cuda_stream, out,
              x, bias, residual, n, cols, stream, keep_scale(stream));
@@ -44,9 +44,9 @@ void dropout_backward(void* dx, const void* dout, tensor::DType dtype, std::int6
   detail::with_storage(dtype, "dropout_backward", [&](auto s) {
     if (n <= 0) return;
     constexpr Storage kS = decltype(s)::value;
-    if (by_chunks_of_8(n, 8, {dx, dout}, nullptr)) {
-      launch("kernels::dropout_backward", backward8_kernel<kS>, chunks_shape(n), cuda_stream, dx,
-             dout, n, stream, keep_scale(stream), accumulate);
+    if (detail::fits_chunks_of_8(n, 0, nullptr, {dx, dout})) {
+      launch("kernels::dropout_backward", backward8_kernel<kS>, detail::chunks_of_8_shape(n),
+             cuda_stream, dx, dout, n, stream, keep_scale(stream), accumulate);
     } else {
       launch("kernels::dropout_backward", backward_kernel<kS>, groups_shape(n), cuda_stream, dx,
              dout, n, stream, keep_scale(stream), accumulate);

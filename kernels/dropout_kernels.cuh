@@ -4,7 +4,6 @@
 // the kernels have internal linkage (see elementwise_kernels.cuh).
 #pragma once
 #include <cstdint>
-#include <initializer_list>
 
 #include "kernels/device_portable.cuh"
 #include "kernels/lane_transpose.cuh"
@@ -91,7 +90,7 @@ __global__ void backward_kernel(void* dx, const void* dout, std::int64_t n, Drop
 
 // forward_kernel and backward_kernel eight elements a thread: the same arithmetic per element (so
 // the same bits) where n (and cols, with a bias) is a multiple of 8 and every pointer is 16-byte
-// aligned (in_chunks_of_8).
+// aligned (detail::fits_chunks_of_8).
 template <Storage kS, Storage kP>
 __global__ void forward8_kernel(void* out, const void* x, const void* bias, const void* residual,
                                 std::int64_t n, std::int64_t cols, DropoutStream stream,
@@ -145,10 +144,8 @@ template <Storage kS>
 __global__ void bias_grad_shared_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
                                         DropoutStream stream, float scale, float* partials) {
   constexpr int kGroup = 4;
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * detail::kColumnTile + threadIdx.x;
+  const auto [c, first, end] = detail::column_block(rows);
   const int j = static_cast<int>(threadIdx.x) % kGroup;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * detail::kRowChunk;
-  const std::int64_t end = first + detail::kRowChunk < rows ? first + detail::kRowChunk : rows;
   float sums[1] = {};
   for (std::int64_t r0 = first + threadIdx.y; r0 < end; r0 += kGroup * detail::kRowLanes) {
     const std::int64_t drawn_row = r0 + j * detail::kRowLanes;
@@ -175,17 +172,6 @@ inline float keep_scale(const DropoutStream& stream) {
 // forward_kernel and backward_kernel: a grid-stride loop over the groups of four elements.
 inline detail::LaunchShape groups_shape(std::int64_t n) {
   return detail::grid_stride_shape((n + 3) / 4);
-}
-
-// forward8_kernel and backward8_kernel: a grid-stride loop over the chunks of eight.
-inline detail::LaunchShape chunks_shape(std::int64_t n) {
-  return detail::grid_stride_shape(n / 8);
-}
-
-// Whether the eight-a-thread kernels serve n elements in rows of cols (bias may be null).
-inline bool by_chunks_of_8(std::int64_t n, std::int64_t cols,
-                           std::initializer_list<const void*> pointers, const void* bias) {
-  return (bias == nullptr || cols % 8 == 0) && detail::in_chunks_of_8(n, pointers);
 }
 
 }  // namespace

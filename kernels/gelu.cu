@@ -19,9 +19,9 @@ using namespace gelu_detail;
 template <Storage kS, Storage kP, GeluKind kKind>
 void launch_forward(const char* name, void* out, const void* x, const void* bias, std::int64_t n,
                     std::int64_t cols, cudaStream_t stream) {
-  if (forward_in_chunks_of_8(n, cols, out, x, bias)) {
-    launch(name, forward8_kernel<kS, kP, kKind>, chunks_of_8_shape(n), stream, out, x, bias, n,
-           cols);
+  if (detail::fits_chunks_of_8(n, cols, bias, {out, x})) {
+    launch(name, forward8_kernel<kS, kP, kKind>, detail::chunks_of_8_shape(n), stream, out, x, bias,
+           n, cols);
   } else {
     launch(name, forward_kernel<kS, kP, kKind>, elementwise_shape(n), stream, out, x, bias, n,
            cols);

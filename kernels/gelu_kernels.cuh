@@ -103,9 +103,7 @@ __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, 
                                      float* partials) {
   constexpr int kGroup = 4;
   constexpr std::int64_t kStep = detail::kRowLanes;
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * detail::kColumnTile + threadIdx.x;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * detail::kRowChunk;
-  const std::int64_t end = first + detail::kRowChunk < rows ? first + detail::kRowChunk : rows;
+  const auto [c, first, end] = detail::column_block(rows);
   float sums[1] = {};
   if (c < cols) {
     const float b = load<kP>(bias, c);
@@ -134,17 +132,6 @@ __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, 
 // forward_kernel and backward_kernel: a grid-stride loop over the n elements.
 inline detail::LaunchShape elementwise_shape(std::int64_t n) {
   return detail::grid_stride_shape(n);
-}
-
-// forward8_kernel: a grid-stride loop over the n / 8 chunks.
-inline detail::LaunchShape chunks_of_8_shape(std::int64_t n) {
-  return detail::grid_stride_shape(n / 8);
-}
-
-// Whether forward8_kernel serves a forward of n elements in rows of cols (bias may be null).
-inline bool forward_in_chunks_of_8(std::int64_t n, std::int64_t cols, const void* out,
-                                   const void* x, const void* bias) {
-  return (bias == nullptr || cols % 8 == 0) && detail::in_chunks_of_8(n, {out, x, bias});
 }
 
 // Calls body(kind as a compile-time constant).

@@ -70,14 +70,24 @@ __device__ void store_column_partials(const float (&sums)[kSums], std::int64_t c
   }
 }
 
+// Under column_shape: the calling thread's column c and its block's chunk of rows [first, end);
+// the thread's rows are first + threadIdx.y, + kRowLanes, … below end.
+struct ColumnBlock {
+  std::int64_t c, first, end;
+};
+
+__device__ inline ColumnBlock column_block(std::int64_t rows) {
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowChunk;
+  return {static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x, first,
+          first + kRowChunk < rows ? first + kRowChunk : rows};
+}
+
 // Launched with column_shape(rows, cols). For each column c of the block's tile, `term(r, c, i,
 // sums)` (i = r·cols + c) adds row r's kSums terms into `sums`, over the rows of the block's chunk;
 // one thread stores the chunk's sums into partials[(k·chunks + chunk)·cols + c].
 template <int kSums, typename Term>
 __device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, float* partials) {
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowChunk;
-  const std::int64_t end = first + kRowChunk < rows ? first + kRowChunk : rows;
+  const auto [c, first, end] = column_block(rows);
   float sums[kSums] = {};
   if (c < cols) {
     for (std::int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {

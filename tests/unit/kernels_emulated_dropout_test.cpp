@@ -138,13 +138,13 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
 
   // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
   // the four-a-thread kernels.
-  const bool by_8 =
-      dk::by_chunks_of_8(n, cols, {out.data(), x.data(), residual.data()}, bias.data());
+  const bool by_8 = kernels::detail::fits_chunks_of_8(n, cols, bias.data(),
+                                                      {out.data(), x.data(), residual.data()});
   EXPECT_EQ(by_8, n % 8 == 0 && cols % 8 == 0) << what;
   if (!by_8) return;
   const auto forward8 = [&](const float* b, const T* r) {
     out.poison();
-    emulated::launch(dk::chunks_shape(n), [&] {
+    emulated::launch(kernels::detail::chunks_of_8_shape(n), [&] {
       dk::forward8_kernel<kS, Storage::kF32>(out.data(), x.data(), b, r, n, cols, stream, scale);
     });
     EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
@@ -156,7 +156,7 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
     } else {
       out.poison();
     }
-    emulated::launch(dk::chunks_shape(n), [&] {
+    emulated::launch(kernels::detail::chunks_of_8_shape(n), [&] {
       dk::backward8_kernel<kS>(out.data(), dout.data(), n, stream, scale, accumulate);
     });
     EXPECT_EQ(out.guard_bytes_written(), 0u) << what;

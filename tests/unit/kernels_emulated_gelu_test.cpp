@@ -82,9 +82,9 @@ void check_forward(Size size, const std::string& what) {
   // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
   // the one-element kernel.
   const auto run8 = [&](const float* b, std::int64_t cols) {
-    EXPECT_TRUE(gk::forward_in_chunks_of_8(n, cols, out.data(), x.data(), b)) << what;
+    EXPECT_TRUE(kernels::detail::fits_chunks_of_8(n, cols, b, {out.data(), x.data()})) << what;
     out.poison();
-    emulated::launch(gk::chunks_of_8_shape(n), [&] {
+    emulated::launch(kernels::detail::chunks_of_8_shape(n), [&] {
       gk::forward8_kernel<kS, Storage::kF32, kKind>(out.data(), x.data(), b, n, cols);
     });
     EXPECT_EQ(out.guard_bytes_written(), 0u) << what;
@@ -96,7 +96,8 @@ void check_forward(Size size, const std::string& what) {
   if (size.cols % 8 == 0) {
     EXPECT_EQ(bits_of(run8(bias.data(), size.cols)), bits_of(got_biased)) << what << " bias by 8";
   } else {
-    EXPECT_FALSE(gk::forward_in_chunks_of_8(n, size.cols, out.data(), x.data(), bias.data()));
+    EXPECT_FALSE(
+        kernels::detail::fits_chunks_of_8(n, size.cols, bias.data(), {out.data(), x.data()}));
   }
 }
 
@@ -284,7 +285,7 @@ TEST(KernelsEmulatedGelu, GridStrideLoopWrapsOnANarrowGrid) {
   std::vector<float> want8(static_cast<std::size_t>(n8));
   ops::cpu::gelu_forward(want8.data(), x8.data(), n8, GeluKind::kErf);
   GuardedBuffer<float> out8(static_cast<std::size_t>(n8));
-  emulated::launch_narrowed(gk::chunks_of_8_shape(n8), 1, [&] {
+  emulated::launch_narrowed(kernels::detail::chunks_of_8_shape(n8), 1, [&] {
     gk::forward8_kernel<Storage::kF32, Storage::kF32, GeluKind::kErf>(out8.data(), x8.data(),
                                                                       nullptr, n8, 1);
   });
