@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -47,6 +48,28 @@ template <typename T>
 class Activations16OnDevice : public ::testing::Test {};
 using gpu_test::HalfTypes;
 TYPED_TEST_SUITE(Activations16OnDevice, HalfTypes);
+
+// Dx::kOverwrite on a device: `backward(dx, dbias, mode)` run from NaNs writes every element of dx
+// with the values it gives accumulating onto zeros (as numbers: a −0 may stay −0 where 0 + −0
+// gives +0) and adds the same into dbias.
+template <typename T>
+void expect_overwrite_as_onto_zeros(
+    const DeviceContext& ctx, const Shape& shape,
+    const std::function<void(tensor::Tensor, tensor::Tensor, ops::Dx)>& backward,
+    const std::string& what) {
+  const auto n = static_cast<std::size_t>(shape.numel());
+  const std::int64_t cols = shape[1];
+  Mirrored<T> onto_zeros(ctx, std::vector<T>(n, T{0}), shape), written(ctx, poisoned<T>(n), shape);
+  const std::vector<float> dbias0(static_cast<std::size_t>(cols), 0.5f);
+  Mirrored<float> dbias_a(ctx, dbias0, {cols}), dbias_b(ctx, dbias0, {cols});
+  backward(onto_zeros.d, dbias_a.d, ops::Dx::kAccumulate);
+  backward(written.d, dbias_b.d, ops::Dx::kOverwrite);
+  const std::vector<T> a = written.download(ctx), b = onto_zeros.download(ctx);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < n; ++i) differ += !(tensor::to_float(a[i]) == tensor::to_float(b[i]));
+  EXPECT_EQ(differ, 0u) << what << " overwrite";
+  EXPECT_EQ(dbias_a.download(ctx), dbias_b.download(ctx)) << what << " overwrite dbias";
+}
 
 TYPED_TEST(Activations16OnDevice, AddAndScaleAreBitIdentical) {
   using T = TypeParam;
@@ -92,6 +115,12 @@ TYPED_TEST(Activations16OnDevice, DropoutAndBiasDropoutAdd) {
     ops::dropout_backward(dx.h, dout.h, stream);
     ops::dropout_backward(ctx, dx.d, dout.d, stream);
     expect_identical(ctx, dx, "dropout dx " + what);
+    expect_overwrite_as_onto_zeros<T>(
+        ctx, shape,
+        [&](tensor::Tensor into, tensor::Tensor dbias_into, ops::Dx mode) {
+          ops::bias_dropout_add_backward(ctx, into, dbias_into, {}, dout.d, stream, mode);
+        },
+        "bias_dropout_add " + what);
   }
 }
 
@@ -183,49 +212,18 @@ TYPED_TEST(Activations16OnDevice, GeluEveryKindWithinOneUlp) {
       ops::bias_gelu_backward(ctx, dx.d, dbias.d, dout.d, x.d, bias.d, kind);
       expect_one_ulp(ctx, dx, "bias_gelu dx " + what);
       EXPECT_FP32_CLOSE(ctx, dbias, 1e-5);
+      expect_overwrite_as_onto_zeros<T>(
+          ctx, shape,
+          [&](tensor::Tensor into, tensor::Tensor dbias_into, ops::Dx mode) {
+            ops::bias_gelu_backward(ctx, into, dbias_into, dout.d, x.d, bias.d, kind, mode);
+          },
+          "bias_gelu " + what);
       // From equal dx again: the next step must not inherit an ulp of difference.
       tensor::copy(dx.d, dx.h);
       ops::gelu_backward(dx.h, dout.h, x.h, kind);
       ops::gelu_backward(ctx, dx.d, dout.d, x.d, kind);
       expect_one_ulp(ctx, dx, "gelu dx " + what);
     }
-  }
-}
-
-// Dx::kOverwrite on a device: from NaNs, every element written with the values the accumulating
-// call gives from zeros (as numbers: a −0 may stay −0 where 0 + −0 gives +0); dbias still adds.
-TYPED_TEST(Activations16OnDevice, BackwardsOverwriteTheirGradientWhenAsked) {
-  using T = TypeParam;
-  const DeviceContext ctx(kCuda0);
-  const ops::DropoutStream stream{0.1f, 77, 5};
-  for (const auto [rows, cols] : gpu_test::matrix_sizes()) {
-    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
-    const Shape shape{rows, cols};
-    const std::string what = std::to_string(rows) + "x" + std::to_string(cols);
-    Mirrored<T> x(ctx, halves<T>(n, 41), shape), dout(ctx, halves<T>(n, 42), shape);
-    Mirrored<float> bias(ctx, random_floats(uc, 43), {cols});
-    const std::vector<float> dbias0 = random_floats(uc, 44);
-    Mirrored<float> dbias_a(ctx, dbias0, {cols}), dbias_b(ctx, dbias0, {cols});
-    Mirrored<T> onto_zeros(ctx, std::vector<T>(n, T{0}), shape);
-    Mirrored<T> written(ctx, poisoned<T>(n), shape);
-    const auto expect_same_values = [&](const std::string& op) {
-      const std::vector<T> a = written.download(ctx), b = onto_zeros.download(ctx);
-      std::size_t differ = 0;
-      for (std::size_t i = 0; i < n; ++i)
-        differ += !(tensor::to_float(a[i]) == tensor::to_float(b[i]));
-      EXPECT_EQ(differ, 0u) << op << " " << what;
-      EXPECT_EQ(dbias_a.download(ctx), dbias_b.download(ctx)) << op << " dbias " << what;
-      tensor::copy(onto_zeros.d, onto_zeros.h);
-      tensor::copy(written.d, written.h);
-    };
-    ops::bias_dropout_add_backward(ctx, onto_zeros.d, dbias_a.d, {}, dout.d, stream);
-    ops::bias_dropout_add_backward(ctx, written.d, dbias_b.d, {}, dout.d, stream,
-                                   ops::Dx::kOverwrite);
-    expect_same_values("bias_dropout_add_backward");
-    ops::bias_gelu_backward(ctx, onto_zeros.d, dbias_a.d, dout.d, x.d, bias.d);
-    ops::bias_gelu_backward(ctx, written.d, dbias_b.d, dout.d, x.d, bias.d,
-                            ops::GeluKind::kTanhFused, ops::Dx::kOverwrite);
-    expect_same_values("bias_gelu_backward");
   }
 }
 
