@@ -67,7 +67,9 @@ ours_generate() {  # extra flags...
 generated() { python3 -c 'import json,sys; print(sum(json.loads(l)["length"] for l in open(sys.argv[1])))' "$work/gen.jsonl"; }
 # The seconds a program logged for its work alone (the number after `pattern` in its log).
 logged_seconds() {  # log pattern
-  python3 -c 'import re,sys; print(re.findall(sys.argv[2] + r"\s*([0-9.]+)", open(sys.argv[1]).read())[-1])' "$1" "$2"
+  python3 -c 'import re,sys
+found = re.findall(sys.argv[2] + r"\s*([0-9.]+)", open(sys.argv[1]).read())
+sys.exit(f"generate_bench: no \"{sys.argv[2]}\" line in {sys.argv[1]}") if not found else print(found[-1])' "$1" "$2"
 }
 cache_s=$(seconds ours_generate); cache_tokens=$(generated)
 cache_loop_s=$(logged_seconds "$work/gen.log" "Avg s/batch:")

@@ -28,6 +28,13 @@ configs="${MDS_GPU_BENCH_CONFIGS:-gpt2-124m gpt2-350m gpt2-1.5b}"
 iters="${MDS_GPU_BENCH_ITERS:-12}"
 warmup="${MDS_GPU_BENCH_WARMUP:-4}"
 runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
+for run in $runs; do
+  case $run in
+    mds-fp32 | mds-bf16 | torch-eager | torch-fast) ;;
+    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-bf16, torch-eager, torch-fast)" >&2
+       exit 2 ;;
+  esac
+done
 device="${MDS_BENCH_DEVICE:-cuda}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
