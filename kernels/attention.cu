@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/attention_io_cuda.cuh"
+#include "kernels/attention_keep_bits.cuh"
 #include "kernels/attention_kernels.cuh"
 #include "kernels/attention_tc.h"
 #include "kernels/check.h"
@@ -41,9 +42,10 @@ struct Launch {
   float alpha;
 };
 
-// Grid x: the b·np slices; grid y: the tiles of 32 rows.
+// Grid x: the b·np slices; grid y: the tiles of 32 rows. The keep bits are written by the
+// forward and only read by the backward (Dropout holds one pointer for both).
 Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const ops::DropoutStream& dropout,
-                 const char* op) {
+                 const std::uint32_t* keep_bits, const char* op) {
   const std::int64_t slices = d.b * d.np, tiles = (d.s + kTile - 1) / kTile;
   if (slices > 0x7FFFFFFF || tiles > 65535) {
     base::fail("cuda: kernels::", op, ": b·np = ", slices, " or s = ", d.s, " exceeds the grid");
@@ -63,6 +65,12 @@ Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const ops::Dropo
   drop.np = d.np;
   drop.first_head = d.first_head;
   drop.stream_heads = d.stream_heads > 0 ? d.stream_heads : d.np;
+  if (dropout.p > 0.0f && keep_bits != nullptr) {
+    if (reinterpret_cast<std::uintptr_t>(keep_bits) % 8 != 0) {
+      base::fail("cuda: kernels::", op, ": keep_bits must be 8-byte aligned");
+    }
+    drop.keep_bits = const_cast<std::uint32_t*>(keep_bits);
+  }
   return {{d.s, d.b * d.np * 3 * d.hn, d.b * d.np * d.hn, drop},
           dim3(static_cast<unsigned>(slices), static_cast<unsigned>(tiles)),
           alpha};
@@ -93,6 +101,10 @@ bool attention_head_dim_supported(std::int64_t hn) {
   return hn == 8 || hn == 16 || hn == 32 || hn == 64 || hn == 96 || hn == 128;
 }
 
+std::int64_t attention_keep_words(std::int64_t s) {
+  return keep_words(s);
+}
+
 bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
   return (dtype == tensor::DType::kBFloat16 || dtype == tensor::DType::kFloat16) &&
          attention_tc::head_dim_supported(hn);
@@ -100,9 +112,9 @@ bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
 
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
-                       cudaStream_t stream, AttentionKernel kernel) {
+                       cudaStream_t stream, AttentionKernel kernel, std::uint32_t* keep_bits) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, dropout, "attention_forward");
+  const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_forward");
   if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, "attention_forward")) {
     attention_tc::forward(ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry,
                           d.b * d.np, at.alpha, coeff, stream);
@@ -121,14 +133,18 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
     });
   });
   check_launch("kernels::attention_forward");
+  if (at.geometry.dropout.keep_bits != nullptr) {
+    keep_bits_kernel<<<at.grid, kThreads, 0, stream>>>(at.geometry);
+    check_launch("kernels::attention_forward (keep bits)");
+  }
 }
 
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
-                        AttentionKernel kernel, bool accumulate) {
+                        AttentionKernel kernel, bool accumulate, const std::uint32_t* keep_bits) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, dropout, "attention_backward");
+  const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_backward");
   if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
     attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
                            at.geometry, d.b * d.np, at.alpha, coeff, accumulate, stream);

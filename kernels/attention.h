@@ -48,22 +48,33 @@ enum class AttentionKernel { kAuto, kSimt, kTensorCore };
 // aligned).
 bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn);
 
+// The keep bits of the attention dropout, [b·np·s][attention_keep_words(s)] 32-bit words: bit
+// j % 32 of word (slice·s + i)·words + j / 32 is set where pair (i, j ≤ i) is kept (other bits
+// unspecified). The forward writes them (with p > 0 and a non-null pointer) and the tensor-core
+// backward reads them instead of drawing the Philox stream again; the SIMT backward draws anyway.
+// 8-byte aligned.
+std::int64_t attention_keep_words(std::int64_t s);
+
 // ctx = dropout(causal_softmax(coeff·α·q·kᵀ))·v (written), lse [b·np·s] written. With
 // dropout.p > 0 pair (i, j) of slice (batch, head) keeps the mask the CPU draws for it: element
 // (sh·s + i)·s + j of the stream, sh = batch·d.stream_heads + d.first_head + head (stream_heads 0
-// means np). p = 0: no dropout (d.first_head and d.stream_heads unused).
+// means np), and keep_bits (optional) are written. p = 0: no dropout (d.first_head,
+// d.stream_heads and keep_bits unused).
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
-                       cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto);
+                       cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto,
+                       std::uint32_t* keep_bits = nullptr);
 
 // dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
-// dropout). Each element of dqkv is read and written by one thread once. dqkv must not alias the
-// inputs. With accumulate false, dqkv = ∂L/∂qkv: the tensor-core kernels write every element
-// without reading it; the SIMT kernels add onto a zero fill.
+// dropout, with keep_bits as the forward wrote them or null). Each element of dqkv is read and
+// written by one thread once. dqkv must not alias the inputs. With accumulate false,
+// dqkv = ∂L/∂qkv: the tensor-core kernels write every element without reading it; the SIMT
+// kernels add onto a zero fill.
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
-                        AttentionKernel kernel = AttentionKernel::kAuto, bool accumulate = true);
+                        AttentionKernel kernel = AttentionKernel::kAuto, bool accumulate = true,
+                        const std::uint32_t* keep_bits = nullptr);
 
 // The fp32 instances, for callers holding float pointers.
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,

@@ -41,7 +41,16 @@ struct Dropout {
   std::int64_t np = 1;  // heads of this tensor
   std::int64_t first_head = 0;
   std::int64_t stream_heads = 1;
+  // The keep bits (kernels/attention.h): bit j % 32 of word (bh·s + i)·keep_words(s) + j / 32 is
+  // set where pair (i, j) is kept. Null: each kernel draws the factors it needs. Otherwise the
+  // forwards write them and the tensor-core backward reads them instead of drawing.
+  std::uint32_t* keep_bits = nullptr;
 };
+
+// Words of keep bits per query row: the keys rounded up to tiles of 64.
+__host__ __device__ constexpr std::int64_t keep_words(std::int64_t s) {
+  return 2 * ((s + 63) / 64);
+}
 
 // Strides of one slice's views, and the dropout.
 struct Geometry {

@@ -143,4 +143,106 @@ __device__ __forceinline__ void column_dropout(float f[2][2], const attention_de
   }
 }
 
+// ---- keep bits (Dropout::keep_bits) ----------------------------------------------------------
+// The forward stores the bits of its factors; with them the backward kernels read a word per row
+// and key tile of 32 instead of drawing Philox blocks. Bits of pairs past the causal mask or past
+// the end are whatever the forward drew (row_dropout's 1 or a real draw): the backward zeroes
+// those pairs anyway.
+
+// Word (row, key / 32) of slice bh.
+__device__ __forceinline__ std::int64_t keep_word_index(const attention_detail::Geometry& g,
+                                                        std::int64_t bh, std::int64_t row,
+                                                        std::int64_t key) {
+  return (bh * g.s + row) * attention_detail::keep_words(g.s) + key / 32;
+}
+
+// This lane's bits of the forward/dq layout's factors f[tile][c] (keys key0 + 8·tile + 2t + c,
+// key0 % 16 == 0) at their places in the word holding key0.
+__device__ __forceinline__ std::uint32_t quad_keep_bits(const float f[2][2], std::int64_t key0) {
+  const int base = static_cast<int>(key0 % 32) + 2 * (static_cast<int>(threadIdx.x) % 4);
+  std::uint32_t bits = 0;
+#pragma unroll
+  for (int tile = 0; tile < 2; ++tile) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      if (f[tile][c] != 0.0f) bits |= 1u << (base + 8 * tile + c);
+    }
+  }
+  return bits;
+}
+
+// Forward: where lane t of a quad stores its words, the row row_base + 8·(t % 2) (null past the
+// end, and for lanes t ≥ 2, which hold copies).
+__device__ __forceinline__ std::uint32_t* keep_row_of_lane(const attention_detail::Geometry& g,
+                                                           std::int64_t bh, std::int64_t row_base) {
+  const int t = static_cast<int>(threadIdx.x) % 4;
+  const std::int64_t row = row_base + 8 * (t % 2);
+  if (t >= 2 || row >= g.s) return nullptr;
+  return g.dropout.keep_bits + keep_word_index(g, bh, row, 0);
+}
+
+// Forward: the word of keys key0 … key0 + 31 (key0 % 32 == 0) of rows row_base + 8·h is the
+// union of its quad's kept[h]; lane t gathers row t % 2's and stores it through `keep_row`
+// (keep_row_of_lane). Warp-uniform (shuffles).
+__device__ __forceinline__ void store_keep_words(std::uint32_t* keep_row, std::int64_t key0,
+                                                 const std::uint32_t kept[2]) {
+  const int odd = static_cast<int>(threadIdx.x) % 2;
+  const std::uint32_t row0 = kept[0] | __shfl_xor_sync(0xFFFFFFFFu, kept[0], 2);
+  const std::uint32_t row1 = kept[1] | __shfl_xor_sync(0xFFFFFFFFu, kept[1], 2);
+  const std::uint32_t word =
+      (odd ? row1 : row0) | __shfl_xor_sync(0xFFFFFFFFu, odd ? row0 : row1, 1);
+  if (keep_row != nullptr) keep_row[key0 / 32] = word;
+}
+
+// The word holding key `key` of `row` (0 past the end).
+__device__ __forceinline__ std::uint32_t load_keep_word(const attention_detail::Geometry& g,
+                                                        std::int64_t bh, std::int64_t row,
+                                                        std::int64_t key) {
+  return row < g.s ? g.dropout.keep_bits[keep_word_index(g, bh, row, key)] : 0u;
+}
+
+// Two neighbouring words as one 8-byte access.
+struct alignas(8) WordPair {
+  std::uint32_t x, y;
+};
+
+// The words of keys key0 … key0 + 63 (key0 % 64 == 0) of `row` (zeros past the end): one 8-byte
+// load, as keep_words is even.
+__device__ __forceinline__ WordPair load_keep_pair(const attention_detail::Geometry& g,
+                                                   std::int64_t bh, std::int64_t row,
+                                                   std::int64_t key0) {
+  if (row >= g.s) return {0u, 0u};
+  return *reinterpret_cast<const WordPair*>(g.dropout.keep_bits +
+                                            keep_word_index(g, bh, row, key0));
+}
+
+__device__ __forceinline__ float factor_of_bit(const attention_detail::Dropout& d,
+                                               std::uint32_t word, int bit) {
+  return (word >> bit) & 1u ? d.scale : 0.0f;
+}
+
+// The forward/dq layout's factors (as row_dropout's) from the word holding key0 (key0 % 16 == 0).
+__device__ __forceinline__ void row_factors_from_bits(float f[2][2],
+                                                      const attention_detail::Dropout& d,
+                                                      std::uint32_t word, std::int64_t key0) {
+  const int base = static_cast<int>(key0 % 32) + 2 * (static_cast<int>(threadIdx.x) % 4);
+#pragma unroll
+  for (int tile = 0; tile < 2; ++tile) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) f[tile][c] = factor_of_bit(d, word, base + 8 * tile + c);
+  }
+}
+
+// The dk/dv layout's factors (as column_dropout's): words.x and .y hold queries query0 and
+// query0 + 1, and key key_base + g + 8·h sits at bit `bit0` + 8·h of them.
+__device__ __forceinline__ void column_factors_from_bits(float f[2][2],
+                                                         const attention_detail::Dropout& d,
+                                                         WordPair words, int bit0) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    f[0][h] = factor_of_bit(d, words.x, bit0 + 8 * h);
+    f[1][h] = factor_of_bit(d, words.y, bit0 + 8 * h);
+  }
+}
+
 }  // namespace mds::kernels::attention_tc_detail

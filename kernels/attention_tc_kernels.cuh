@@ -45,7 +45,7 @@ template <int kHn>
 constexpr int kForwardSharedBytes = 2 * kTileElems<kHn, kBlockRows * 5>;  // q; two stages of k, v
 template <int kHn>
 constexpr int kBackwardSharedBytes =
-    2 * kTileElems<kHn, 2 * kBlockRows + 4 * kBackwardStep<kHn>> + 4 * 2 * kBlockRows;
+    2 * kTileElems<kHn, 2 * kBlockRows + 4 * kBackwardStep<kHn>> + 4 * 4 * kBlockRows;
 
 // ---- forward --------------------------------------------------------------------------------
 
@@ -80,6 +80,8 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m equal across the quad
   const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
   const int tiles = static_cast<int>(last_row / kKeys) + 1;
+  std::uint32_t* const keep_row =
+      g.dropout.keep_bits != nullptr ? keep_row_of_lane(g, bh, row_base) : nullptr;
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {  // prefetch the next k, v into the other stage (free since the last sync)
       std::uint16_t* next = kv_s + ((j + 1) & 1) * 2 * kTileElems<kHn, kKeys>;
@@ -138,20 +140,27 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
       }
     }
     // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask (masked
-    // keys and rows past the end are multiplied too, harmlessly).
+    // keys and rows past the end are multiplied too, harmlessly). The keep bits go out a word of
+    // 32 keys at a time.
     if (g.dropout.p > 0.0f) {
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
+      for (int w = 0; w < kKeys / 32; ++w) {
+        std::uint32_t kept[2] = {0u, 0u};
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float f[2][2];
-          row_dropout(f, g, bh, row_base + 8 * h, j0 + 16 * np);
+        for (int np = 2 * w; np < 2 * w + 2; ++np) {
 #pragma unroll
-          for (int tile = 0; tile < 2; ++tile) {
-            p[2 * np + tile][2 * h] *= f[tile][0];
-            p[2 * np + tile][2 * h + 1] *= f[tile][1];
+          for (int h = 0; h < 2; ++h) {
+            float f[2][2];
+            row_dropout(f, g, bh, row_base + 8 * h, j0 + 16 * np);
+#pragma unroll
+            for (int tile = 0; tile < 2; ++tile) {
+              p[2 * np + tile][2 * h] *= f[tile][0];
+              p[2 * np + tile][2 * h + 1] *= f[tile][1];
+            }
+            kept[h] |= quad_keep_bits(f, 16 * np);
           }
         }
+        if (g.dropout.keep_bits != nullptr) store_keep_words(keep_row, j0 + 32 * w, kept);
       }
     }
     warp_product_pb<T, kHn, kKeys>(o, p, v_s);
@@ -214,6 +223,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   std::uint16_t* qdo_s = v_s + kTileElems<kHn, kBlockRows>;  // stage: q tile, then dO tile
   auto* lse_s = reinterpret_cast<float*>(qdo_s + 4 * kTileElems<kHn, kQueries>);
   float* delta_s = lse_s + kBlockRows;
+  // The step's keep bits: word w of the block's keys for query i0 + q at keep_s[w·kQueries + q].
+  auto* keep_s = reinterpret_cast<std::uint32_t*>(delta_s + kBlockRows);
 
   const std::int64_t bh = blockIdx.x;
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kBlockRows;  // heavy first
@@ -231,7 +242,12 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   const float scale2 = alpha * coeff * kLog2e;
   const int tid = static_cast<int>(threadIdx.x);  // threads below kQueries load the statistics
   float next_lse2 = 0.0f, next_delta = 0.0f;
-  if (tid < kQueries) fetch_row_statistics(next_lse2, next_delta, lse, delta, bh, j0 + tid, g);
+  const bool stored_bits = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr;
+  WordPair next_keep{0u, 0u};
+  if (tid < kQueries) {
+    fetch_row_statistics(next_lse2, next_delta, lse, delta, bh, j0 + tid, g);
+    if (stored_bits) next_keep = load_keep_pair(g, bh, j0 + tid, j0);
+  }
   float dk[kHn / 8][4] = {}, dv[kHn / 8][4] = {};
   const int steps = static_cast<int>((g.s - j0 + kQueries - 1) / kQueries);
   for (int it = 0; it < steps; ++it) {
@@ -240,6 +256,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     if (tid < kQueries) {
       lse_s[tid] = next_lse2;
       delta_s[tid] = next_delta;
+      keep_s[tid] = next_keep.x;
+      keep_s[kQueries + tid] = next_keep.y;
     }
     if (it + 1 < steps) {
       std::uint16_t* next = qdo_s + ((it + 1) & 1) * 2 * kTileElems<kHn, kQueries>;
@@ -249,6 +267,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
       mma::cp_async_commit();
       if (tid < kQueries) {
         fetch_row_statistics(next_lse2, next_delta, lse, delta, bh, i0 + kQueries + tid, g);
+        if (stored_bits) next_keep = load_keep_pair(g, bh, i0 + kQueries + tid, j0);
       }
       mma::cp_async_wait<1>();
     } else {
@@ -269,7 +288,14 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     for (int nt = 0; nt < kQueries / 8; ++nt) {
       const int local0 = 8 * nt + accumulator_col(0);  // element e's query: local0 + (e & 1)
       float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};    // [query c][key h]
-      if (g.dropout.p > 0.0f) column_dropout(f, g, bh, i0 + local0, j0 + kWarpRows * warp);
+      if (stored_bits) {
+        // This warp's keys j0 + 16·warp + lane / 4 + 8·h: word warp / 2, bits 16·(warp % 2) + ….
+        const WordPair words =
+            *reinterpret_cast<const WordPair*>(keep_s + (warp / 2) * kQueries + local0);
+        column_factors_from_bits(f, g.dropout, words, 16 * (warp % 2) + lane_id() / 4);
+      } else if (g.dropout.p > 0.0f) {
+        column_dropout(f, g, bh, i0 + local0, j0 + kWarpRows * warp);
+      }
       // local0 is even: each query pair's statistics are one 8-byte load.
       const FloatPair pair_lse = *reinterpret_cast<const FloatPair*>(lse_s + local0);
       const FloatPair pair_delta = *reinterpret_cast<const FloatPair*>(delta_s + local0);
@@ -342,6 +368,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   const float scale2 = alpha * coeff * kLog2e;
   float dq[kHn / 8][4] = {};
   float row_lse[2] = {0.0f, 0.0f}, row_delta[2] = {0.0f, 0.0f};
+  const bool stored_bits = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr;
   const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
   const int tiles = static_cast<int>(last_row / kKeys) + 1;
   for (int j = 0; j < tiles; ++j) {
@@ -370,6 +397,17 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     const std::uint16_t* v_s = k_s + kTileElems<kHn, kKeys>;
     const std::int64_t j0 = static_cast<std::int64_t>(j) * kKeys;
 
+    // The forward's keep bits of this thread's rows, loaded ahead of the products.
+    std::uint32_t kept[2][kKeys / 32] = {};
+    if (stored_bits) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int w = 0; w < kKeys / 32; ++w) {
+          kept[h][w] = load_keep_word(g, bh, row_base + 8 * h, j0 + 32 * w);
+        }
+      }
+    }
     float sc[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};
     warp_product_abt<T, kHn, kKeys>(sc, q_s, kWarpRows * warp, k_s);
     warp_product_abt<T, kHn, kKeys>(dp, do_s, kWarpRows * warp, v_s);
@@ -383,7 +421,11 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
       for (int h = 0; h < 2; ++h) {
         const std::int64_t row = row_base + 8 * h;
         float f[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
-        if (g.dropout.p > 0.0f) row_dropout(f, g, bh, row, j0 + 16 * np);
+        if (stored_bits) {
+          row_factors_from_bits(f, g.dropout, kept[h][np / 2], 16 * np);
+        } else if (g.dropout.p > 0.0f) {
+          row_dropout(f, g, bh, row, j0 + 16 * np);
+        }
 #pragma unroll
         for (int tile = 0; tile < 2; ++tile) {
 #pragma unroll

@@ -10,7 +10,8 @@
 // mma sums its 16 products in another order and precision than the emulation: the fp32 terms of
 // the bounds cover it. lse within 1e-6 of the definition in double. Reruns bit-identical; the lse
 // of either family serves the other's backward within the same bounds; kAuto picks the
-// tensor-core kernels exactly where they apply. Never run on a GPU yet.
+// tensor-core kernels exactly where they apply; the keep bits are the host's masks and serve
+// the backward bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "ops/attention.h"
+#include "ops/philox.h"
 #include "tensor/round_to.h"
 #include "tensor/tensor.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -161,19 +163,27 @@ template <typename T>
 struct DeviceRun {
   std::vector<T> ctx, dqkv;
   std::vector<float> lse;
+  std::vector<std::uint32_t> keep;  // the keep bits, where the run kept them (poisoned before)
 };
 
+// keep: the forward writes the dropout's keep bits and the backward reads them.
 template <typename T>
 DeviceRun<T> run(const Case& c, const Reference<T>& r, AttentionKernel forward,
-                 AttentionKernel backward) {
+                 AttentionKernel backward, bool keep = false) {
   const tensor::DType dtype = dtype_of_half(std::is_same_v<T, tensor::BFloat16>);
   DeviceArray<T> qkv(r.qkv), dctx(r.dctx), ctx(r.ctx.size()), dqkv(r.dqkv0);
   DeviceArray<float> lse(r.lse.size());
+  const auto keep_n =
+      static_cast<std::size_t>(c.b * c.np * c.s * kernels::attention_keep_words(c.s));
+  DeviceArray<std::uint32_t> keep_bits(std::vector<std::uint32_t>(keep ? keep_n : 1, 0xA5A5A5A5u));
+  std::uint32_t* bits_or_null = keep ? keep_bits.get() : nullptr;
   kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), dtype, dims_of(c), c.coeff,
-                             dropout_of(c), nullptr, forward);
+                             dropout_of(c), nullptr, forward, bits_or_null);
   kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(), dtype,
-                              dims_of(c), c.coeff, dropout_of(c), nullptr, backward);
-  return {ctx.download(), dqkv.download(), lse.download()};
+                              dims_of(c), c.coeff, dropout_of(c), nullptr, backward, true,
+                              bits_or_null);
+  return {ctx.download(), dqkv.download(), lse.download(),
+          keep ? keep_bits.download() : std::vector<std::uint32_t>{}};
 }
 
 template <typename T>
@@ -240,6 +250,50 @@ TYPED_TEST(AttentionTcOnDevice, LseInterchangeableWithSimtKernels) {
     std::printf("[ measured ] tc against simt: relative ctx %.2e dqkv %.2e\n",
                 gpu_test::relative_error(widened(tc.ctx), widened(simt.ctx)),
                 gpu_test::relative_error(widened(tc.dqkv), widened(simt.dqkv)));
+  }
+}
+
+// The CPU's decision for pair (row, key) of slice bh (ops/philox.h; attention.h's numbering).
+bool host_kept(const Case& c, std::int64_t bh, std::int64_t row, std::int64_t key) {
+  const std::int64_t stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
+  const std::int64_t sh = (bh / c.np) * stream_heads + c.first_head + bh % c.np;
+  const auto index = static_cast<std::uint64_t>((sh * c.s + row) * c.s + key);
+  const ops::DropoutStream d = dropout_of(c);
+  return ops::philox_uniform(ops::philox_block(d.seed, d.offset, index / 4)[index % 4]) >= d.p;
+}
+
+std::size_t keep_bits_differing_from_host(const Case& c, const std::vector<std::uint32_t>& keep) {
+  const std::int64_t words = kernels::attention_keep_words(c.s);
+  std::size_t wrong = 0;
+  for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
+    for (std::int64_t row = 0; row < c.s; ++row) {
+      for (std::int64_t key = 0; key <= row; ++key) {
+        const std::uint32_t word =
+            keep[static_cast<std::size_t>((bh * c.s + row) * words + key / 32)];
+        wrong += ((word >> (key % 32)) & 1u) != (host_kept(c, bh, row, key) ? 1u : 0u);
+      }
+    }
+  }
+  return wrong;
+}
+
+// Keep bits (kernels/attention.h): either forward writes the host's masks without changing its
+// outputs, and the tensor-core backward reading them gives the bits of the one drawing the masks.
+TYPED_TEST(AttentionTcOnDevice, KeepBitsAreTheHostMasksAndServeTheBackward) {
+  using T = TypeParam;
+  const Case gpt2{1024, 2, 3, 64, 1.0f, 0.1f, 3, 12};
+  for (const Case& c : {kCases[7], kCases[8], gpt2}) {
+    SCOPED_TRACE("s=" + std::to_string(c.s) + " hn=" + std::to_string(c.hn));
+    const Reference<T> r = reference<T>(c);
+    for (const AttentionKernel forward : {AttentionKernel::kTensorCore, AttentionKernel::kSimt}) {
+      SCOPED_TRACE(forward == AttentionKernel::kSimt ? "simt forward" : "tc forward");
+      const DeviceRun<T> drawn = run(c, r, forward, AttentionKernel::kTensorCore);
+      const DeviceRun<T> kept = run(c, r, forward, AttentionKernel::kTensorCore, true);
+      EXPECT_EQ(bits(kept.ctx), bits(drawn.ctx));
+      EXPECT_EQ(kept.lse, drawn.lse);
+      EXPECT_EQ(bits(kept.dqkv), bits(drawn.dqkv));
+      EXPECT_EQ(keep_bits_differing_from_host(c, kept.keep), 0u);
+    }
   }
 }
 

@@ -30,9 +30,11 @@ alignas(16) unsigned char smem[1 << 17];
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_keep_bits.cuh"
 #include "kernels/attention_kernels.cuh"
 #include "kernels/attention_tc_kernels.cuh"
 #include "ops/attention.h"
+#include "ops/philox.h"
 #include "tensor/tensor.h"
 #include "tests/unit/attention_tc_bounds.h"
 #include "tests/unit/emulated_storage.h"
@@ -133,11 +135,13 @@ struct Forward {
 
 // ---- the kernels, emulated, as kernels/attention.cu and attention_tc.cu launch them -----------
 
+// keep: the keep bits (Dropout::keep_bits) the forward writes and the backward reads, or null.
 template <int kHn, typename T>
-Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv) {
+Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* keep = nullptr) {
   Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
                std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN)};
-  const ad::Geometry g = geometry_of(c, kHn);
+  ad::Geometry g = geometry_of(c, kHn);
+  g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
@@ -150,8 +154,10 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv) {
 
 template <int kHn, typename T>
 std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
-                           const Forward<T>& f, std::vector<T> dqkv, bool accumulate = true) {
-  const ad::Geometry g = geometry_of(c, kHn);
+                           const Forward<T>& f, std::vector<T> dqkv, bool accumulate = true,
+                           std::uint32_t* keep = nullptr) {
+  ad::Geometry g = geometry_of(c, kHn);
+  g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
   // dq_kernel stores every row's delta for dkdv_kernel: poisoned, a row it skipped shows.
   std::vector<float> delta(static_cast<std::size_t>(c.b * c.np * c.s), NAN);
@@ -427,6 +433,100 @@ TEST(KernelsEmulatedAttentionTc, SameBitsWhenCopiesLandEarly) {
   EXPECT_EQ(bits(early.ctx), bits(late.ctx));
   EXPECT_EQ(early.lse, late.lse);
   EXPECT_EQ(bits(early_grad), bits(late_grad));
+}
+
+// ---- keep bits ---------------------------------------------------------------------------------
+
+// The CPU's decision for pair (row, key) of slice bh: element (sh·s + row)·s + key of the stream
+// (ops/philox.h), sh numbering the slice among the layer's heads.
+bool host_kept(const Case& c, std::int64_t bh, std::int64_t row, std::int64_t key) {
+  const std::int64_t stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
+  const std::int64_t sh = (bh / c.np) * stream_heads + c.first_head + bh % c.np;
+  const auto index = static_cast<std::uint64_t>((sh * c.s + row) * c.s + key);
+  const ops::DropoutStream d = dropout_of(c);
+  return ops::philox_uniform(ops::philox_block(d.seed, d.offset, index / 4)[index % 4]) >= d.p;
+}
+
+std::vector<std::uint32_t> poisoned_keep(const Case& c) {
+  return std::vector<std::uint32_t>(
+      static_cast<std::size_t>(c.b * c.np * c.s * ad::keep_words(c.s)), 0xA5A5A5A5u);
+}
+
+// Every pair with key ≤ row has the host's decision in its bit.
+void expect_host_keep_bits(const Case& c, const std::vector<std::uint32_t>& keep) {
+  const std::int64_t words = ad::keep_words(c.s);
+  std::size_t wrong = 0;
+  for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
+    for (std::int64_t row = 0; row < c.s; ++row) {
+      for (std::int64_t key = 0; key <= row; ++key) {
+        const std::uint32_t word =
+            keep[static_cast<std::size_t>((bh * c.s + row) * words + key / 32)];
+        wrong += ((word >> (key % 32)) & 1u) != (host_kept(c, bh, row, key) ? 1u : 0u);
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << "keep bits differing from the host's masks";
+}
+
+// The forward writes the host's masks as keep bits without changing its own outputs, and the
+// backward reading them gives the bits of the backward drawing the masks itself. Sizes: s % 4 == 0
+// (the shared Philox draws) and not, partial tiles, several key tiles and words per row, heads
+// numbered within a wider layer; hn = 128 steps the dq kernel over 32 keys.
+template <int kHn>
+void check_keep_bits(const Case& c) {
+  using T = tensor::BFloat16;
+  SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " hn=" << kHn
+                                  << " p=" << c.p);
+  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
+  const auto qkv = random_halves<T>(qkv_n, 11, -2.0f, 2.0f);
+  const auto dctx = random_halves<T>(qkv_n / 3, 12, -1.0f, 1.0f);
+  const auto dqkv0 = random_halves<T>(qkv_n, 13, -0.01f, 0.01f);
+  std::vector<std::uint32_t> keep = poisoned_keep(c);
+  const Forward<T> drawn = forward_tc<kHn>(c, qkv);
+  const Forward<T> kept = forward_tc<kHn>(c, qkv, keep.data());
+  EXPECT_EQ(bits(kept.ctx), bits(drawn.ctx));
+  EXPECT_EQ(kept.lse, drawn.lse);
+  expect_host_keep_bits(c, keep);
+  EXPECT_EQ(bits(backward_tc<kHn>(c, qkv, dctx, kept, dqkv0, true, keep.data())),
+            bits(backward_tc<kHn>(c, qkv, dctx, drawn, dqkv0)));
+  EXPECT_EQ(bits(backward_tc<kHn>(c, qkv, dctx, kept, dqkv0, false, keep.data())),
+            bits(backward_tc<kHn>(c, qkv, dctx, drawn, dqkv0, false)));
+}
+
+TEST(KernelsEmulatedAttentionTc, KeepBitsAreTheHostMasksAndServeTheBackward) {
+  check_keep_bits<64>({68, 1, 2, 1.0f, 0.1f, 1, 4});
+  check_keep_bits<64>({150, 1, 1, 2.0f, 0.5f});
+  check_keep_bits<128>({70, 2, 1, 1.0f, 0.1f, 2, 3});
+}
+
+// After the SIMT forward, which keeps no bits, kernels/attention.cu runs keep_bits_kernel: the
+// host's masks too (zeros above the diagonal), read the same way by the tensor-core backward.
+TEST(KernelsEmulatedAttentionTc, SimtKeepBitsKernelWritesTheHostMasks) {
+  using T = tensor::BFloat16;
+  const Case c{97, 2, 1, 1.0f, 0.1f, 1, 2};
+  std::vector<std::uint32_t> keep = poisoned_keep(c);
+  ad::Geometry g = geometry_of(c, 64);
+  g.dropout.keep_bits = keep.data();
+  simt::launch(
+      grid_x(c), tiles(c, ad::kTile), [&] { ad::keep_bits_kernel(g); }, [] {});
+  expect_host_keep_bits(c, keep);
+  const std::int64_t words = ad::keep_words(c.s);
+  std::size_t set_above = 0;
+  for (std::int64_t row = 0; row < c.b * c.s; ++row) {  // every slice's rows
+    const std::int64_t i = row % c.s;
+    for (std::int64_t w = 0; w < words; ++w) {
+      const std::uint32_t above = w * 32 > i ? ~0u : w * 32 + 31 <= i ? 0u : ~0u << (i % 32 + 1);
+      set_above += (keep[static_cast<std::size_t>(row * words + w)] & above) != 0;
+    }
+  }
+  EXPECT_EQ(set_above, 0u) << "words with bits set above the diagonal";
+  const auto qkv =
+      random_halves<T>(static_cast<std::size_t>(c.s * c.b * c.np * 3 * 64), 14, -2.0f, 2.0f);
+  const auto dctx = random_halves<T>(qkv.size() / 3, 15, -1.0f, 1.0f);
+  const std::vector<T> dqkv0(qkv.size(), T{0});
+  const Forward<T> f = forward_simt<64>(c, qkv);
+  EXPECT_EQ(bits(backward_tc<64>(c, qkv, dctx, f, dqkv0, true, keep.data())),
+            bits(backward_tc<64>(c, qkv, dctx, f, dqkv0)));
 }
 
 }  // namespace
