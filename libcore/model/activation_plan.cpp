@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/attention.h"
 
 namespace mds::model {
 
@@ -73,6 +74,10 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
     visit(t, name, options.activation_dtype, shape);
   };
   const Shape tokens{s, b}, hidden{s, b, h}, ffn{s, b, f}, probs{b, n, s, s}, rows{b, n, s};
+  // The backward reads a bit per pair instead of drawing the dropout's Philox stream again.
+  const bool keep_bits =
+      flash_attention && options.attention_dropout > 0.0f &&
+      ops::flash_attention_reads_keep_bits(options.activation_dtype, c.head_dim());
   const Shape qkv{s, b, 3 * attention}, context{s, b, attention};
 
   const auto layer_set = [&](LayerActivations& a, const std::string& p) {
@@ -82,6 +87,10 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
     act(a.qkv, p + "qkv", qkv);
     if (flash_attention) {
       fp32(a.lse, p + "lse", rows);
+      if (keep_bits) {
+        visit(a.keep_bits, p + "keep_bits", DType::kInt32,
+              ops::flash_attention_keep_bits_shape(b, n, s));
+      }
     } else {
       fp32(a.probs, p + "probs", probs);
     }

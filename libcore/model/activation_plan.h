@@ -20,6 +20,9 @@ struct LayerActivations {
   tensor::Tensor qkv;                      // [s, b, 3a], bias included
   tensor::Tensor probs;                    // host: [b, n, s, s] softmax before attention dropout
   tensor::Tensor lse;                      // CUDA: [b, n, s]
+  // CUDA with attention dropout, where the backward reads them: the dropout's keep bits
+  // (ops::flash_attention_keep_bits_shape, int32 [b, n, s, 2·⌈s/64⌉]).
+  tensor::Tensor keep_bits;
   tensor::Tensor context;                  // [s, b, a]
   tensor::Tensor attention_out;            // [s, b, h] residual stream after attention
   tensor::Tensor ln2, ln2_mean, ln2_rstd;  // post_attention_layernorm
@@ -90,7 +93,8 @@ std::vector<LayerChunk> checkpoint_chunks(const ModelOptions& options);
 // The arena lives on `device`; what the attention keeps depends on it (LayerActivations), so a
 // CUDA plan has no [b, n, s, s] tensor at all. Activations (the logits included), stage tensors
 // and the workspace's activation gradients take options.activation_dtype; statistics,
-// probabilities, lse and the per-token loss values are fp32.
+// probabilities, lse and the per-token loss values are fp32; the attention dropout's keep bits
+// (CUDA, where ops::flash_attention_reads_keep_bits) are int32 words.
 class Activations {
  public:
   // Fails with the bytes needed when the arena cannot be allocated.

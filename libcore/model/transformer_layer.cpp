@@ -74,7 +74,7 @@ void attention_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                        const LayerActivations& act, const Workspace& ws) {
   if (flash(act)) {
     ops::flash_attention_forward(ctx, act.context, act.lse, act.qkv, setup.coeff,
-                                 setup.attention_probs, setup.heads);
+                                 setup.attention_probs, setup.heads, act.keep_bits);
     return;
   }
   ops::attention_probs_forward(act.probs, act.qkv, setup.coeff);
@@ -92,7 +92,8 @@ void attention_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                         Tensor dcontext) {
   if (flash(act)) {
     ops::flash_attention_backward(ctx, dqkv, dcontext, act.context, act.lse, act.qkv, setup.coeff,
-                                  setup.attention_probs, setup.heads, ops::Dx::kOverwrite);
+                                  setup.attention_probs, setup.heads, ops::Dx::kOverwrite,
+                                  act.keep_bits);
     return;
   }
   // The host's halves add into dqkv (the probabilities' part and the context's).

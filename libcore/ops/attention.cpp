@@ -109,6 +109,18 @@ cpu::DecodeAttentionDims decode_dims(const char* op, const Tensor& keys, const T
   return {b, count, np, hn, past, capacity};
 }
 
+// The keep bits' words for the kernels: null without dropout or without keep_bits, otherwise
+// keep_bits checked (on the context's device, int32, flash_attention_keep_bits_shape).
+std::uint32_t* keep_words_of(const char* op, const DeviceContext& ctx, const Tensor& keep_bits,
+                             const cpu::AttentionDims& d, const DropoutStream& dropout) {
+  if (!detail::given(keep_bits) || dropout.p == 0.0f) return nullptr;
+  detail::on_cuda(op, ctx, {{"keep_bits", keep_bits}});
+  detail::expect_dtype(op, {"keep_bits", keep_bits}, DType::kInt32);
+  detail::expect_shape(op, {"keep_bits", keep_bits},
+                       flash_attention_keep_bits_shape(d.b, d.np, d.s));
+  return static_cast<std::uint32_t*>(keep_bits.raw());
+}
+
 [[noreturn]] void flash_on_host(const char* op) {
   base::fail("ops::", op, " runs on CUDA tensors only (the host path keeps the probabilities: ",
              "attention_probs_forward and attention_context_forward)");
@@ -228,8 +240,18 @@ bool flash_attention_supports(std::int64_t hn) {
   return false;
 }
 
+Shape flash_attention_keep_bits_shape(std::int64_t b, std::int64_t np, std::int64_t s) {
+  return {b, np, s, 2 * ((s + 63) / 64)};
+}
+
+bool flash_attention_reads_keep_bits(DType dtype, std::int64_t hn) {
+  return detail::kCudaBuilt && (dtype == DType::kBFloat16 || dtype == DType::kFloat16) &&
+         (hn == 64 || hn == 128);
+}
+
 void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor lse, Tensor qkv,
-                             float coeff, const DropoutStream& dropout, HeadRange heads) {
+                             float coeff, const DropoutStream& dropout, HeadRange heads,
+                             Tensor keep_bits) {
   constexpr const char* kOp = "flash_attention_forward";
   if (!detail::on_cuda(kOp, ctx, {{"context", context}, {"lse", lse}, {"qkv", qkv}})) {
     flash_on_host(kOp);
@@ -239,15 +261,17 @@ void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor ls
   detail::expect_shape(kOp, {"context", context}, {d.s, d.b, d.np * d.hn});
   check_coeff(kOp, coeff);
   check_dropout(kOp, dropout);
+  std::uint32_t* keep = keep_words_of(kOp, ctx, keep_bits, d, dropout);
   if constexpr (detail::kCudaBuilt) {
     cuda::attention_forward(ctx, context.raw(), lse.data<float>(), qkv.raw(), dtype, d, coeff,
-                            dropout);
+                            dropout, keep);
   }
 }
 
 void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcontext,
                               Tensor context, Tensor lse, Tensor qkv, float coeff,
-                              const DropoutStream& dropout, HeadRange heads, Dx dx_mode) {
+                              const DropoutStream& dropout, HeadRange heads, Dx dx_mode,
+                              Tensor keep_bits) {
   constexpr const char* kOp = "flash_attention_backward";
   if (!detail::on_cuda(kOp, ctx,
                        {{"dqkv", dqkv},
@@ -268,9 +292,10 @@ void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcon
   if (dqkv.raw() == qkv.raw() || dqkv.raw() == dcontext.raw() || dqkv.raw() == context.raw()) {
     base::fail("ops::", kOp, ": dqkv must not alias the inputs");
   }
+  const std::uint32_t* keep = keep_words_of(kOp, ctx, keep_bits, d, dropout);
   if constexpr (detail::kCudaBuilt) {
     cuda::attention_backward(ctx, dqkv.raw(), dcontext.raw(), context.raw(), lse.data<float>(),
-                             qkv.raw(), dtype, d, coeff, dropout, dx_mode == Dx::kAccumulate);
+                             qkv.raw(), dtype, d, coeff, dropout, dx_mode == Dx::kAccumulate, keep);
   }
 }
 

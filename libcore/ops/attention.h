@@ -100,16 +100,26 @@ void attention_backward(tensor::Tensor dqkv, tensor::Tensor dprobs, tensor::Tens
 
 // Whether the CUDA kernels exist for head dim hn (false in a build without CUDA).
 bool flash_attention_supports(std::int64_t hn);
-// context = dropout(softmax(coeff·α·q·kᵀ))·v (written), lse written.
+// The dropout's keep bits, which the forward can leave for the backward so that it reads a bit
+// per pair instead of drawing the Philox stream again (kernels/attention.h): int32 words
+// [b, np, s, 2·⌈s/64⌉]. Worth their memory (s/8 bytes per query row) where the backward reads
+// them: on a CUDA build with bf16/fp16 activations at head dim 64 or 128 (the tensor-core
+// kernels).
+tensor::Shape flash_attention_keep_bits_shape(std::int64_t b, std::int64_t np, std::int64_t s);
+bool flash_attention_reads_keep_bits(tensor::DType dtype, std::int64_t hn);
+// context = dropout(softmax(coeff·α·q·kᵀ))·v (written), lse written; with dropout and a given
+// keep_bits, the keep bits too.
 void flash_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor lse,
                              tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
-                             HeadRange heads = {});
+                             HeadRange heads = {}, tensor::Tensor keep_bits = {});
 // dqkv += ∂L/∂qkv (dqkv = … with Dx::kOverwrite) from dcontext and the forward's context and
-// lse (same coeff, dropout, heads). dqkv must not alias the inputs.
+// lse (same coeff, dropout, heads; keep_bits as the forward wrote them, or not given). dqkv must
+// not alias the inputs.
 void flash_attention_backward(const DeviceContext& ctx, tensor::Tensor dqkv,
                               tensor::Tensor dcontext, tensor::Tensor context, tensor::Tensor lse,
                               tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
-                              HeadRange heads = {}, Dx dx_mode = Dx::kAccumulate);
+                              HeadRange heads = {}, Dx dx_mode = Dx::kAccumulate,
+                              tensor::Tensor keep_bits = {});
 
 // ---- Decode attention: new positions over a key/value cache (inference) ----------------------
 // Layouts (b rows, count new positions per row, np heads, hn head dim, capacity cached positions

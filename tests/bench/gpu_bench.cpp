@@ -635,30 +635,40 @@ bool bench_attention_bf16(const Options& o, const Peak& peak) {
   const double forward_flops = 4.0 * static_cast<double>(o.batch * o.heads) *
                                static_cast<double>(o.seq) * static_cast<double>(o.seq) / 2.0 *
                                static_cast<double>(hn);
+  // The dropout's keep bits (kernels/attention.h), as a --bf16 run keeps them: written by the
+  // forward, read by the backward instead of drawing.
+  Buffer<std::uint32_t> keep(static_cast<std::size_t>(o.batch * o.heads * o.seq *
+                                                      mds::kernels::attention_keep_words(o.seq)));
   const struct {
     AttentionKernel kernel;
     float p;
+    bool keep_bits;
     const char* forward;
     const char* backward;
-  } runs[] = {{AttentionKernel::kTensorCore, 0.0f, "attention_forward (bf16, tc)",
-               "attention_backward (bf16, tc)"},
-              {AttentionKernel::kTensorCore, 0.1f, "attention_forward (bf16, tc, p=0.1)",
-               "attention_backward (bf16, tc, p=0.1)"},
-              {AttentionKernel::kSimt, 0.0f, "attention_forward (bf16, simt)",
-               "attention_backward (bf16, simt)"}};
+  } runs[] = {
+      {AttentionKernel::kTensorCore, 0.0f, false, "attention_forward (bf16, tc)",
+       "attention_backward (bf16, tc)"},
+      {AttentionKernel::kTensorCore, 0.1f, false, "attention_forward (bf16, tc, p=0.1)",
+       "attention_backward (bf16, tc, p=0.1)"},
+      {AttentionKernel::kTensorCore, 0.1f, true, "attention_forward (bf16, tc, p=0.1, keep bits)",
+       "attention_backward (bf16, tc, p=0.1, keep bits)"},
+      {AttentionKernel::kSimt, 0.0f, false, "attention_forward (bf16, simt)",
+       "attention_backward (bf16, simt)"}};
   for (const auto& r : runs) {
     const mds::ops::DropoutStream dropout{r.p, 1234, 0};
+    std::uint32_t* keep_bits = r.keep_bits ? keep.get() : nullptr;
     const double fwd_ms = time_ms(
         [&] {
           mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), DType::kBFloat16, d,
-                                          1.0f, dropout, nullptr, r.kernel);
+                                          1.0f, dropout, nullptr, r.kernel, keep_bits);
         },
         o.iters);
     report_flops(r.forward, fwd_ms, forward_flops, peak.tensor_flops);
     const double bwd_ms = time_ms(
         [&] {
           mds::kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(),
-                                           DType::kBFloat16, d, 1.0f, dropout, nullptr, r.kernel);
+                                           DType::kBFloat16, d, 1.0f, dropout, nullptr, r.kernel,
+                                           true, keep_bits);
         },
         o.iters);
     // FlashAttention-2's count, 2.5× the forward (both families compute scores and dp twice: 3.5×).

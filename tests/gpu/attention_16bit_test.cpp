@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -56,6 +57,13 @@ const Case kCases[] = {
     {1, 1, 1, 8, 1.0f},     {33, 2, 2, 8, 2.0f},        {31, 1, 3, 16, 1.0f},
     {65, 2, 1, 32, 1.0f},   {257, 1, 2, 64, 1.0f},      {100, 1, 2, 96, 3.0f},
     {129, 1, 1, 128, 1.0f}, {70, 2, 2, 64, 1.0f, 0.1f}, {97, 1, 2, 16, 2.0f, 0.5f, {1, 4}}};
+
+template <typename T>
+std::vector<std::uint16_t> bits16(const std::vector<T>& v) {
+  std::vector<std::uint16_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(T));
+  return out;
+}
 
 template <typename T>
 std::vector<float> widened(const std::vector<T>& v) {
@@ -168,6 +176,25 @@ TYPED_TEST(Attention16OnDevice, FlashAttentionMatchesHost16BitAttention) {
     ops::flash_attention_backward(ctx, written.d, dctx.d, context.d, lse.d, qkv.d, c.coeff, dropout,
                                   c.heads, ops::Dx::kOverwrite);
     EXPECT_EQ(widened(written.download(ctx)), widened(onto_zeros.download(ctx))) << "overwrite";
+    if (c.p > 0.0f) {
+      // With keep bits (tensor-core kernels: read by the backward; SIMT: written, not read): the
+      // same bits out of both halves.
+      const Shape keep_shape = ops::flash_attention_keep_bits_shape(c.b, c.np, c.s);
+      Mirrored<std::int32_t> keep(
+          ctx, std::vector<std::int32_t>(static_cast<std::size_t>(keep_shape.numel()), -1),
+          keep_shape);
+      Mirrored<T> context_kept(ctx, std::vector<T>(ctx_n, T{0xFFFF}), ctx_shape);
+      Mirrored<float> lse_kept(
+          ctx, std::vector<float>(static_cast<std::size_t>(lse_shape.numel()), NAN), lse_shape);
+      Mirrored<T> dqkv_kept(ctx, std::vector<T>(qkv_n, T{0xFFFF}), qkv_shape);
+      ops::flash_attention_forward(ctx, context_kept.d, lse_kept.d, qkv.d, c.coeff, dropout,
+                                   c.heads, keep.d);
+      ops::flash_attention_backward(ctx, dqkv_kept.d, dctx.d, context_kept.d, lse_kept.d, qkv.d,
+                                    c.coeff, dropout, c.heads, ops::Dx::kOverwrite, keep.d);
+      EXPECT_EQ(bits16(context_kept.download(ctx)), bits16(context.download(ctx))) << "keep bits";
+      EXPECT_EQ(lse_kept.download(ctx), lse.download(ctx)) << "keep bits";
+      EXPECT_EQ(bits16(dqkv_kept.download(ctx)), bits16(written.download(ctx))) << "keep bits";
+    }
     const auto head = static_cast<std::size_t>(3 * c.hn), hn = static_cast<std::size_t>(c.hn);
     if (kernels::attention_tensor_core_supported(tensor::dtype_of<T>(), c.hn)) {
       // The ops take the tensor-core kernels here (P and dS rounded to 16 bits): their bounds
@@ -250,6 +277,23 @@ TEST(Attention16OnDevice, DtypeMixesFailWithOneLine) {
   expect_one_line_failure(
       [&] { ops::flash_attention_forward(ctx, context.d, lse16.d, qkv.d, 1.0f); },
       "ops::flash_attention_forward: lse must be float32, got bfloat16");
+  // Keep bits of another shape or dtype (looked at only with dropout).
+  Mirrored<std::int32_t> keep(ctx, std::vector<std::int32_t>(4), Shape{1, 1, 2, 2});
+  Mirrored<std::int32_t> wide(ctx, std::vector<std::int32_t>(8), Shape{1, 1, 2, 4});
+  Mirrored<float> keep32(ctx, std::vector<float>(4), Shape{1, 1, 2, 2});
+  const ops::DropoutStream dropout{0.1f, 1, 2};
+  ops::flash_attention_forward(ctx, context.d, lse.d, qkv.d, 1.0f, {}, {}, wide.d);
+  ops::flash_attention_forward(ctx, context.d, lse.d, qkv.d, 1.0f, dropout, {}, keep.d);
+  expect_one_line_failure(
+      [&] {
+        ops::flash_attention_forward(ctx, context.d, lse.d, qkv.d, 1.0f, dropout, {}, wide.d);
+      },
+      "ops::flash_attention_forward: keep_bits must have shape [1, 1, 2, 2], got [1, 1, 2, 4]");
+  expect_one_line_failure(
+      [&] {
+        ops::flash_attention_forward(ctx, context.d, lse.d, qkv.d, 1.0f, dropout, {}, keep32.d);
+      },
+      "ops::flash_attention_forward: keep_bits must be int32");
 
   const Shape cache_shape{1, 1, 4, 8}, step_shape{1, 1, 24};
   Mirrored<float> keys(ctx, std::vector<float>(32), cache_shape);

@@ -133,6 +133,37 @@ TEST(ActivationPlan, CudaKeepsOneLsePerRowInsteadOfProbabilities) {
   }
 }
 
+// With attention dropout and 16-bit activations at head dim 64 or 128 (the tensor-core kernels,
+// which read them) a CUDA plan adds each layer's keep bits, [b, n, s, 2·⌈s/64⌉] int32 words;
+// nowhere else (no dropout, fp32, another head dim, the host).
+TEST(ActivationPlan, CudaKeepsTheAttentionDropoutBitsWhereTheBackwardReadsThem) {
+  model::ModelOptions options;
+  model::GptConfig& c = options.config;
+  c.num_layers = 3;
+  c.hidden_size = 256;
+  c.num_attention_heads = 4;  // head dim 64
+  c.seq_length = 100;
+  c.max_position_embeddings = 100;
+  c.padded_vocab_size = 128;
+  options.micro_batch_size = 2;
+  options.activation_dtype = tensor::DType::kBFloat16;
+  const auto growth = [&](tensor::Device device) {
+    model::ModelOptions without = options;
+    without.attention_dropout = 0.0f;
+    return static_cast<double>(model::Activations::planned_bytes(options, 1, device)) -
+           static_cast<double>(model::Activations::planned_bytes(without, 1, device));
+  };
+  const double keep_bytes = 3.0 * (2 * 4 * 100 * 4) * 4;  // layers · b·n·s·words · 4 bytes
+  // Each added slot starts on a 64-byte boundary.
+  EXPECT_NEAR(growth(kCuda0), tensor::kCudaBuilt ? keep_bytes : 0.0, 3 * 64.0);
+  EXPECT_EQ(growth(tensor::Device{}), 0.0);
+  options.activation_dtype = tensor::DType::kFloat32;
+  EXPECT_EQ(growth(kCuda0), 0.0);
+  options.activation_dtype = tensor::DType::kFloat16;
+  c.num_attention_heads = 8;  // head dim 32
+  EXPECT_EQ(growth(kCuda0), 0.0);
+}
+
 TEST(DeviceChoice, ParsesTheFlag) {
   EXPECT_EQ(train::parse_device_flag("auto").request, train::DeviceRequest::kAuto);
   EXPECT_EQ(train::parse_device_flag("cpu").request, train::DeviceRequest::kCpu);

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "base/error.h"
+#if defined(MDS_WITH_CUDA)
+#include "kernels/attention.h"
+#endif
 #include "ops/adam.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
@@ -225,6 +228,24 @@ TEST(OpsDispatch, FlashAttentionSupportFollowsTheBuild) {
   }
   EXPECT_FALSE(ops::flash_attention_supports(48));
   EXPECT_FALSE(ops::flash_attention_supports(256));
+}
+
+// The keep bits' layout (ops/attention.h): a word per 32 keys, rows rounded to 64 keys; the
+// kernels count the same words in CUDA builds. Only the tensor-core kernels read them.
+TEST(OpsDispatch, FlashAttentionKeepBitsLayoutAndUse) {
+  EXPECT_EQ(ops::flash_attention_keep_bits_shape(2, 3, 100), (tensor::Shape{2, 3, 100, 4}));
+  EXPECT_EQ(ops::flash_attention_keep_bits_shape(1, 12, 1024), (tensor::Shape{1, 12, 1024, 32}));
+  EXPECT_EQ(ops::flash_attention_keep_bits_shape(1, 1, 1), (tensor::Shape{1, 1, 1, 2}));
+#if defined(MDS_WITH_CUDA)
+  for (const std::int64_t s : {1, 63, 64, 65, 128, 1000, 2048}) {
+    EXPECT_EQ(ops::flash_attention_keep_bits_shape(1, 1, s)[3], kernels::attention_keep_words(s))
+        << s;
+  }
+#endif
+  EXPECT_EQ(ops::flash_attention_reads_keep_bits(tensor::DType::kBFloat16, 64), tensor::kCudaBuilt);
+  EXPECT_EQ(ops::flash_attention_reads_keep_bits(tensor::DType::kFloat16, 128), tensor::kCudaBuilt);
+  EXPECT_FALSE(ops::flash_attention_reads_keep_bits(tensor::DType::kFloat32, 64));
+  EXPECT_FALSE(ops::flash_attention_reads_keep_bits(tensor::DType::kBFloat16, 96));
 }
 
 }  // namespace

@@ -12,16 +12,18 @@ bool attention_head_dim_supported(std::int64_t hn) {
 
 void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
-                       const DropoutStream& dropout) {
-  kernels::attention_forward(context, lse, qkv, dtype, d, coeff, dropout, stream_of(ctx));
+                       const DropoutStream& dropout, std::uint32_t* keep_bits) {
+  kernels::attention_forward(context, lse, qkv, dtype, d, coeff, dropout, stream_of(ctx),
+                             kernels::AttentionKernel::kAuto, keep_bits);
 }
 
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
                         const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout,
-                        bool accumulate) {
+                        bool accumulate, const std::uint32_t* keep_bits) {
   kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
-                              stream_of(ctx), kernels::AttentionKernel::kAuto, accumulate);
+                              stream_of(ctx), kernels::AttentionKernel::kAuto, accumulate,
+                              keep_bits);
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {

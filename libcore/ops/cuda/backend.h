@@ -135,11 +135,11 @@ void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const flo
 bool attention_head_dim_supported(std::int64_t hn);
 void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
-                       const DropoutStream& dropout);
+                       const DropoutStream& dropout, std::uint32_t* keep_bits);
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
                         const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout,
-                        bool accumulate);
+                        bool accumulate, const std::uint32_t* keep_bits);
 
 // kernels/decode_attention.h
 bool decode_attention_head_dim_supported(std::int64_t hn);
