@@ -58,12 +58,20 @@ inline LaunchShape thread_per_element_shape(std::int64_t n) {
   return {{static_cast<unsigned>((n + kThreads - 1) / kThreads)}, {kThreads}};
 }
 
+// Σ over the warp's 32 values, returned to every lane: a fixed butterfly, so every lane ends with
+// the same bits and every run with the same result.
+template <typename T>
+__device__ T warp_sum(T value) {
+  for (int delta = 16; delta > 0; delta /= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, delta);
+  return value;
+}
+
 // Σ over the block's kThreads values, returned to every thread. A fixed butterfly inside each
 // warp and the warps' sums added in warp order: the same operations every run, so results are
 // deterministic. `scratch` holds kWarps values; the call synchronizes the block twice.
 template <typename T>
 __device__ T block_sum(T value, T* scratch) {
-  for (int delta = 16; delta > 0; delta /= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, delta);
+  value = warp_sum(value);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = value;

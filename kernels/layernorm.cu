@@ -19,9 +19,11 @@ void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const
                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream) {
   detail::with_storages(dtype, param_dtype, "layernorm_forward", [&](auto s, auto p) {
     if (rows <= 0 || cols <= 0) return;
-    launch("kernels::layernorm_forward",
-           forward_kernel<decltype(s)::value, decltype(p)::value, false>, row_shape(rows), stream,
-           out, mean, rstd, nullptr, x, nullptr, weight, bias, cols, eps);
+    with_forward_kernel<decltype(s)::value, decltype(p)::value, false>(
+        rows, cols, {out, x, weight, bias}, [&](auto kernel, const detail::LaunchShape& shape) {
+          launch("kernels::layernorm_forward", kernel, shape, stream, out, mean, rstd, nullptr, x,
+                 nullptr, weight, bias, rows, cols, eps);
+        });
   });
 }
 
@@ -31,9 +33,12 @@ void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rs
                                 std::int64_t cols, float eps, cudaStream_t stream) {
   detail::with_storages(dtype, param_dtype, "residual_layernorm_forward", [&](auto s, auto p) {
     if (rows <= 0 || cols <= 0) return;
-    launch("kernels::residual_layernorm_forward",
-           forward_kernel<decltype(s)::value, decltype(p)::value, true>, row_shape(rows), stream,
-           out, mean, rstd, sum_out, x, residual, weight, bias, cols, eps);
+    with_forward_kernel<decltype(s)::value, decltype(p)::value, true>(
+        rows, cols, {sum_out, out, x, residual, weight, bias},
+        [&](auto kernel, const detail::LaunchShape& shape) {
+          launch("kernels::residual_layernorm_forward", kernel, shape, stream, out, mean, rstd,
+                 sum_out, x, residual, weight, bias, rows, cols, eps);
+        });
   });
 }
 
@@ -44,8 +49,11 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
   detail::with_storages(dtype, param_dtype, "layernorm_backward", [&](auto s, auto p) {
     constexpr Storage kS = decltype(s)::value;
     if (rows <= 0 || cols <= 0) return;
-    launch("kernels::layernorm_backward (dx)", backward_dx_kernel<kS, decltype(p)::value>,
-           row_shape(rows), stream, dx, dout, x, weight, mean, rstd, cols);
+    with_backward_dx_kernel<kS, decltype(p)::value>(
+        rows, cols, {dx, dout, x, weight}, [&](auto kernel, const detail::LaunchShape& shape) {
+          launch("kernels::layernorm_backward (dx)", kernel, shape, stream, dx, dout, x, weight,
+                 mean, rstd, rows, cols);
+        });
     if (dweight == nullptr && dbias == nullptr) return;
     detail::launch_column_sums<2>("kernels::layernorm_backward (dweight, dbias)",
                                   backward_params_kernel<kS>, rows, cols, {{dweight, dbias}},

@@ -16,8 +16,10 @@ using detail::block_sum;
 using detail::kThreads;
 using detail::kWarps;
 using detail::load;
+using detail::load8;
 using detail::Storage;
 using detail::store;
+using detail::store8;
 
 // Activations (out, x, residual, sum_out, dx, dout) are stored as kS: widened on load, rounded on
 // store; weight and bias as kP (fp32, or kS: widened on load, so 16-bit parameters give the bits
@@ -28,8 +30,9 @@ using detail::store;
 template <Storage kS, Storage kP, bool kResidual>
 __global__ void forward_kernel(void* out, float* mean, float* rstd, void* sum_out, const void* x,
                                const void* residual, const void* weight, const void* bias,
-                               std::int64_t cols, float eps) {
+                               std::int64_t rows, std::int64_t cols, float eps) {
   __shared__ float scratch[kWarps];
+  if (blockIdx.x >= rows) return;  // the grid has one block per row
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * cols;
   const void* row = x;
   if constexpr (kResidual) {
@@ -58,8 +61,10 @@ __global__ void forward_kernel(void* out, float* mean, float* rstd, void* sum_ou
 
 template <Storage kS, Storage kP>
 __global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, const void* weight,
-                                   const float* mean, const float* rstd, std::int64_t cols) {
+                                   const float* mean, const float* rstd, std::int64_t rows,
+                                   std::int64_t cols) {
   __shared__ float scratch[kWarps];
+  if (blockIdx.x >= rows) return;  // the grid has one block per row
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * cols;
   const float m = mean[blockIdx.x], s = rstd[blockIdx.x];
   float g_sum = 0.0f, gx_sum = 0.0f;
@@ -93,9 +98,180 @@ __global__ void backward_params_kernel(const void* dout, const void* x, const fl
       partials);
 }
 
-// forward_kernel and backward_dx_kernel: one block per row.
+// ---- one warp per row -----------------------------------------------------------------------
+// For rows of up to 32·8·kChunks elements, a multiple of 8, with 16-byte aligned arrays: each lane
+// keeps chunks lane, lane + 32, … of eight elements in registers, loaded and stored 16 bytes at a
+// time, and the row's sums are warp butterflies: no barrier, eight rows per block in flight, each
+// element read once. The same arithmetic per element as the block kernels above; only the
+// summation order differs.
+
+// The row of this warp (kWarps rows per block), or −1 past the end (the whole warp returns).
+__device__ inline std::int64_t warp_row(std::int64_t rows) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  return row < rows ? row : -1;
+}
+
+// What a store then a load as kS gives back: the 16-bit rounding, or the value itself.
+template <Storage kS>
+__device__ inline float stored_value(float value) {
+  if constexpr (kS == Storage::kF32) {
+    return value;
+  } else {
+    return detail::widen_bits<kS>(detail::round_bits<kS>(value));
+  }
+}
+
+template <Storage kS, Storage kP, bool kResidual, int kChunks>
+__global__ void forward_warp_kernel(void* out, float* mean, float* rstd, void* sum_out,
+                                    const void* x, const void* residual, const void* weight,
+                                    const void* bias, std::int64_t rows, std::int64_t cols,
+                                    float eps) {
+  const std::int64_t row = warp_row(rows);
+  if (row < 0) return;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t first = row * cols, chunks = cols / 8;
+  float v[kChunks][8] = {};
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    const std::int64_t k = lane + 32 * j;
+    if (k >= chunks) break;
+    load8<kS>(x, first + 8 * k, v[j]);
+    if constexpr (kResidual) {
+      float r[8];
+      load8<kS>(residual, first + 8 * k, r);
+      for (int e = 0; e < 8; ++e) v[j][e] = v[j][e] + r[e];
+      store8<kS>(sum_out, first + 8 * k, v[j]);
+      for (int e = 0; e < 8; ++e) v[j][e] = stored_value<kS>(v[j][e]);
+    }
+    for (int e = 0; e < 8; ++e) sum += v[j][e];
+  }
+  const float m = detail::warp_sum(sum) / static_cast<float>(cols);
+  float sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    if (lane + 32 * j >= chunks) break;
+    for (int e = 0; e < 8; ++e) {
+      const float d = v[j][e] - m;
+      sq += d * d;
+    }
+  }
+  const float var = detail::warp_sum(sq) / static_cast<float>(cols);
+  const float s = 1.0f / sqrtf(var + eps);
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    const std::int64_t k = lane + 32 * j;
+    if (k >= chunks) break;
+    float w[8], b[8];
+    load8<kP>(weight, 8 * k, w);
+    load8<kP>(bias, 8 * k, b);
+    for (int e = 0; e < 8; ++e) v[j][e] = (v[j][e] - m) * s * w[e] + b[e];
+    store8<kS>(out, first + 8 * k, v[j]);
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
+template <Storage kS, Storage kP, int kChunks>
+__global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* x,
+                                        const void* weight, const float* mean, const float* rstd,
+                                        std::int64_t rows, std::int64_t cols) {
+  const std::int64_t row = warp_row(rows);
+  if (row < 0) return;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t first = row * cols, chunks = cols / 8;
+  const float m = mean[row], s = rstd[row];
+  float g[kChunks][8] = {}, xhat[kChunks][8] = {};  // dout·weight and the normalized x
+  float g_sum = 0.0f, gx_sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    const std::int64_t k = lane + 32 * j;
+    if (k >= chunks) break;
+    float w[8];
+    load8<kS>(dout, first + 8 * k, g[j]);
+    load8<kS>(x, first + 8 * k, xhat[j]);
+    load8<kP>(weight, 8 * k, w);
+    for (int e = 0; e < 8; ++e) {
+      g[j][e] = g[j][e] * w[e];
+      xhat[j][e] = (xhat[j][e] - m) * s;
+      g_sum += g[j][e];
+      gx_sum += g[j][e] * xhat[j][e];
+    }
+  }
+  const float g_mean = detail::warp_sum(g_sum) / static_cast<float>(cols);
+  const float gx_mean = detail::warp_sum(gx_sum) / static_cast<float>(cols);
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    const std::int64_t k = lane + 32 * j;
+    if (k >= chunks) break;
+    float d[8];
+    load8<kS>(dx, first + 8 * k, d);
+    for (int e = 0; e < 8; ++e) d[e] = d[e] + s * (g[j][e] - g_mean - xhat[j][e] * gx_mean);
+    store8<kS>(dx, first + 8 * k, d);
+  }
+}
+
+// ---- which kernel, with which launch ------------------------------------------------------------
+
+// Chunks of eight per lane for the warp kernels (1 to 4, or 8), or 0 where they do not apply
+// (cols not a multiple of 8 or above 2048, or an array not 16-byte aligned): the block kernels.
+inline int warp_chunks(std::int64_t cols, std::initializer_list<const void*> arrays) {
+  if (!detail::fits_chunks_of_8(cols, cols, nullptr, arrays) || cols > 32 * 8 * 8) return 0;
+  const std::int64_t per_lane = (cols / 8 + 31) / 32;
+  return per_lane <= 4 ? static_cast<int>(per_lane) : 8;
+}
+
+// The block kernels: one block per row.
 inline detail::LaunchShape row_shape(std::int64_t rows) {
   return detail::row_shape(rows, "kernels::layernorm");
+}
+
+// The warp kernels: kWarps rows per block.
+inline detail::LaunchShape warp_rows_shape(std::int64_t rows) {
+  return {{detail::row_grid((rows + kWarps - 1) / kWarps, "kernels::layernorm")}, {kThreads}};
+}
+
+// launch(kernel, shape) with the forward kernel for these cols and arrays (the same arguments for
+// either family).
+template <Storage kS, Storage kP, bool kResidual, typename Launch>
+void with_forward_kernel(std::int64_t rows, std::int64_t cols,
+                         std::initializer_list<const void*> arrays, Launch launch) {
+  switch (warp_chunks(cols, arrays)) {
+    case 1:
+      return launch(forward_warp_kernel<kS, kP, kResidual, 1>, warp_rows_shape(rows));
+    case 2:
+      return launch(forward_warp_kernel<kS, kP, kResidual, 2>, warp_rows_shape(rows));
+    case 3:
+      return launch(forward_warp_kernel<kS, kP, kResidual, 3>, warp_rows_shape(rows));
+    case 4:
+      return launch(forward_warp_kernel<kS, kP, kResidual, 4>, warp_rows_shape(rows));
+    case 8:
+      return launch(forward_warp_kernel<kS, kP, kResidual, 8>, warp_rows_shape(rows));
+    default:
+      return launch(forward_kernel<kS, kP, kResidual>, row_shape(rows));
+  }
+}
+
+// Likewise for the backward's dx.
+template <Storage kS, Storage kP, typename Launch>
+void with_backward_dx_kernel(std::int64_t rows, std::int64_t cols,
+                             std::initializer_list<const void*> arrays, Launch launch) {
+  switch (warp_chunks(cols, arrays)) {
+    case 1:
+      return launch(backward_dx_warp_kernel<kS, kP, 1>, warp_rows_shape(rows));
+    case 2:
+      return launch(backward_dx_warp_kernel<kS, kP, 2>, warp_rows_shape(rows));
+    case 3:
+      return launch(backward_dx_warp_kernel<kS, kP, 3>, warp_rows_shape(rows));
+    case 4:
+      return launch(backward_dx_warp_kernel<kS, kP, 4>, warp_rows_shape(rows));
+    case 8:
+      return launch(backward_dx_warp_kernel<kS, kP, 8>, warp_rows_shape(rows));
+    default:
+      return launch(backward_dx_kernel<kS, kP>, row_shape(rows));
+  }
 }
 
 }  // namespace

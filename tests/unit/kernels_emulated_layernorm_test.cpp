@@ -70,11 +70,14 @@ void check_forward(Size size, const std::string& what) {
     out.poison();
     mean.poison();
     rstd.poison();
-    emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::forward_kernel<kS, Storage::kF32, false>(out.data(), mean.data(), rstd.data(), nullptr,
-                                                   x.data(), nullptr, weight.data(), bias.data(),
-                                                   size.cols, kEps);
-    });
+    lk::with_forward_kernel<kS, Storage::kF32, false>(
+        size.rows, size.cols, {out.data(), x.data(), weight.data(), bias.data()},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(out.data(), mean.data(), rstd.data(), nullptr, x.data(), nullptr, weight.data(),
+                   bias.data(), size.rows, size.cols, kEps);
+          });
+        });
     EXPECT_EQ(out.guard_bytes_written() + mean.guard_bytes_written() + rstd.guard_bytes_written(),
               0u)
         << what;
@@ -110,11 +113,15 @@ void check_residual_forward(Size size, const std::string& what) {
   GuardedBuffer<float> mean(ur), rstd(ur);
   const auto run = [&](T* sum_target) {
     out.poison();
-    emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::forward_kernel<kS, Storage::kF32, true>(out.data(), mean.data(), rstd.data(), sum_target,
-                                                  x.data(), residual.data(), weight.data(),
-                                                  bias.data(), size.cols, kEps);
-    });
+    lk::with_forward_kernel<kS, Storage::kF32, true>(
+        size.rows, size.cols,
+        {sum_target, out.data(), x.data(), residual.data(), weight.data(), bias.data()},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(out.data(), mean.data(), rstd.data(), sum_target, x.data(), residual.data(),
+                   weight.data(), bias.data(), size.rows, size.cols, kEps);
+          });
+        });
     EXPECT_EQ(
         out.guard_bytes_written() + sum_out.guard_bytes_written() + residual.guard_bytes_written(),
         0u)
@@ -159,10 +166,14 @@ void check_backward(Size size, const std::string& what) {
     dx.assign(dx0);
     dweight.assign(dweight0);
     dbias.assign(dbias0);
-    emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::backward_dx_kernel<kS, Storage::kF32>(dx.data(), dout.data(), x.data(), weight.data(),
-                                                mean.data(), rstd.data(), size.cols);
-    });
+    lk::with_backward_dx_kernel<kS, Storage::kF32>(
+        size.rows, size.cols, {dx.data(), dout.data(), x.data(), weight.data()},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
+                   size.rows, size.cols);
+          });
+        });
     emulated::launch_column_sums<2>(
         size.rows, size.cols,
         {{with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}},
@@ -224,24 +235,36 @@ void check_16bit_params(Size size, const std::string& what) {
   const auto run = [&]<Storage kP>(const void* weight, const void* bias) {
     std::vector<std::vector<std::uint64_t>> results;
     out.poison();
-    emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::forward_kernel<kS, kP, false>(out.data(), mean.data(), rstd.data(), nullptr, x.data(),
-                                        nullptr, weight, bias, size.cols, kEps);
-    });
+    lk::with_forward_kernel<kS, kP, false>(
+        size.rows, size.cols, {out.data(), x.data(), weight, bias},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(out.data(), mean.data(), rstd.data(), nullptr, x.data(), nullptr, weight, bias,
+                   size.rows, size.cols, kEps);
+          });
+        });
     for (const auto& v : {bits_of(out.values()), bits_of(mean.values()), bits_of(rstd.values())})
       results.push_back(v);
     out.poison();
     sum.poison();
-    emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::forward_kernel<kS, kP, true>(out.data(), mean.data(), rstd.data(), sum.data(), x.data(),
-                                       residual.data(), weight, bias, size.cols, kEps);
-    });
+    lk::with_forward_kernel<kS, kP, true>(
+        size.rows, size.cols, {out.data(), sum.data(), x.data(), residual.data(), weight, bias},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(out.data(), mean.data(), rstd.data(), sum.data(), x.data(), residual.data(),
+                   weight, bias, size.rows, size.cols, kEps);
+          });
+        });
     results.push_back(bits_of(out.values()));
     dx.assign(dx0);
-    emulated::launch(lk::row_shape(size.rows), [&] {
-      lk::backward_dx_kernel<kS, kP>(dx.data(), dout.data(), x.data(), weight, mean.data(),
-                                     rstd.data(), size.cols);
-    });
+    lk::with_backward_dx_kernel<kS, kP>(
+        size.rows, size.cols, {dx.data(), dout.data(), x.data(), weight},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(dx.data(), dout.data(), x.data(), weight, mean.data(), rstd.data(), size.rows,
+                   size.cols);
+          });
+        });
     results.push_back(bits_of(dx.values()));
     EXPECT_EQ(out.guard_bytes_written() + sum.guard_bytes_written() + dx.guard_bytes_written() +
                   mean.guard_bytes_written() + rstd.guard_bytes_written(),
@@ -256,21 +279,52 @@ void check_16bit_params(Size size, const std::string& what) {
 }
 
 TEST(KernelsEmulatedLayerNorm, SixteenBitParamsEqualTheirFp32Widening) {
-  for (const Size size : {Size{1, 1}, Size{3, 17}, Size{5, 256}, Size{4, 1000}}) {
+  for (const Size size : {Size{1, 1}, Size{3, 17}, Size{5, 256}, Size{4, 1000}, Size{3, 1600}}) {
     const std::string what = std::to_string(size.rows) + "x" + std::to_string(size.cols);
     check_16bit_params<Storage::kBF16>(size, "bf16 " + what);
     check_16bit_params<Storage::kF16>(size, "fp16 " + what);
   }
 }
 
+// Which kernel serves which rows: one warp per row with 1 to 4 or 8 chunks of eight a lane where
+// the row is a multiple of 8 of at most 2048 elements and the arrays are 16-byte aligned, one block
+// per row elsewhere.
+TEST(KernelsEmulatedLayerNorm, WarpKernelsWhereRowsFitTheirChunks) {
+  alignas(16) static float buffer[8];
+  const void* aligned = buffer;
+  const void* off = buffer + 1;
+  EXPECT_EQ(lk::warp_chunks(8, {aligned}), 1);
+  EXPECT_EQ(lk::warp_chunks(256, {aligned}), 1);
+  EXPECT_EQ(lk::warp_chunks(512, {aligned}), 2);
+  EXPECT_EQ(lk::warp_chunks(768, {aligned, aligned}), 3);
+  EXPECT_EQ(lk::warp_chunks(1024, {aligned}), 4);
+  EXPECT_EQ(lk::warp_chunks(1600, {aligned}), 8);
+  EXPECT_EQ(lk::warp_chunks(2048, {aligned}), 8);
+  EXPECT_EQ(lk::warp_chunks(2056, {aligned}), 0);
+  EXPECT_EQ(lk::warp_chunks(1000, {aligned, off}), 0);
+  EXPECT_EQ(lk::warp_chunks(17, {aligned}), 0);
+}
+
+// Both families: rows the warp kernels take with 1, 2, 3, 4 and 8 chunks a lane (and row counts
+// that leave warps of the last block idle), and rows only the block kernels take.
 TEST(KernelsEmulatedLayerNorm, Fp32MatchesCpu) {
-  check_storage<Storage::kF32>(
-      {{1, 1}, {3, 17}, {7, 255}, {5, 256}, {4, 1000}, {2, 4099}, {9, 768}, {67, 64}, {600, 40}});
+  check_storage<Storage::kF32>({{1, 1},
+                                {3, 17},
+                                {7, 255},
+                                {5, 256},
+                                {4, 1000},
+                                {2, 4099},
+                                {9, 768},
+                                {67, 64},
+                                {600, 40},
+                                {3, 512},
+                                {5, 2048},
+                                {2, 2056}});
 }
 
 TEST(KernelsEmulatedLayerNorm, Bf16AndFp16WithinOneUlp) {
-  check_storage<Storage::kBF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}});
-  check_storage<Storage::kF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}});
+  check_storage<Storage::kBF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}, {3, 1600}});
+  check_storage<Storage::kF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}, {3, 1600}});
 }
 
 }  // namespace
