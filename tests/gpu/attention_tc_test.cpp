@@ -24,10 +24,10 @@
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "ops/attention.h"
-#include "ops/philox.h"
 #include "tensor/round_to.h"
 #include "tensor/tensor.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/unit/attention_keep_bits_oracle.h"
 #include "tests/unit/attention_tc_bounds.h"
 
 namespace mds {
@@ -253,30 +253,6 @@ TYPED_TEST(AttentionTcOnDevice, LseInterchangeableWithSimtKernels) {
   }
 }
 
-// The CPU's decision for pair (row, key) of slice bh (ops/philox.h; attention.h's numbering).
-bool host_kept(const Case& c, std::int64_t bh, std::int64_t row, std::int64_t key) {
-  const std::int64_t stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
-  const std::int64_t sh = (bh / c.np) * stream_heads + c.first_head + bh % c.np;
-  const auto index = static_cast<std::uint64_t>((sh * c.s + row) * c.s + key);
-  const ops::DropoutStream d = dropout_of(c);
-  return ops::philox_uniform(ops::philox_block(d.seed, d.offset, index / 4)[index % 4]) >= d.p;
-}
-
-std::size_t keep_bits_differing_from_host(const Case& c, const std::vector<std::uint32_t>& keep) {
-  const std::int64_t words = kernels::attention_keep_words(c.s);
-  std::size_t wrong = 0;
-  for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
-    for (std::int64_t row = 0; row < c.s; ++row) {
-      for (std::int64_t key = 0; key <= row; ++key) {
-        const std::uint32_t word =
-            keep[static_cast<std::size_t>((bh * c.s + row) * words + key / 32)];
-        wrong += ((word >> (key % 32)) & 1u) != (host_kept(c, bh, row, key) ? 1u : 0u);
-      }
-    }
-  }
-  return wrong;
-}
-
 // Keep bits (kernels/attention.h): either forward writes the host's masks without changing its
 // outputs, and the tensor-core backward reading them gives the bits of the one drawing the masks.
 TYPED_TEST(AttentionTcOnDevice, KeepBitsAreTheHostMasksAndServeTheBackward) {
@@ -292,7 +268,9 @@ TYPED_TEST(AttentionTcOnDevice, KeepBitsAreTheHostMasksAndServeTheBackward) {
       EXPECT_EQ(bits(kept.ctx), bits(drawn.ctx));
       EXPECT_EQ(kept.lse, drawn.lse);
       EXPECT_EQ(bits(kept.dqkv), bits(drawn.dqkv));
-      EXPECT_EQ(keep_bits_differing_from_host(c, kept.keep), 0u);
+      EXPECT_EQ(attention_keep_bits_test::differing_from_host(
+                    {c.s, c.b, c.np, c.first_head, c.stream_heads}, dropout_of(c), kept.keep),
+                0u);
     }
   }
 }

@@ -34,8 +34,8 @@ alignas(16) unsigned char smem[1 << 17];
 #include "kernels/attention_kernels.cuh"
 #include "kernels/attention_tc_kernels.cuh"
 #include "ops/attention.h"
-#include "ops/philox.h"
 #include "tensor/tensor.h"
+#include "tests/unit/attention_keep_bits_oracle.h"
 #include "tests/unit/attention_tc_bounds.h"
 #include "tests/unit/emulated_storage.h"
 
@@ -437,16 +437,6 @@ TEST(KernelsEmulatedAttentionTc, SameBitsWhenCopiesLandEarly) {
 
 // ---- keep bits ---------------------------------------------------------------------------------
 
-// The CPU's decision for pair (row, key) of slice bh: element (sh·s + row)·s + key of the stream
-// (ops/philox.h), sh numbering the slice among the layer's heads.
-bool host_kept(const Case& c, std::int64_t bh, std::int64_t row, std::int64_t key) {
-  const std::int64_t stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
-  const std::int64_t sh = (bh / c.np) * stream_heads + c.first_head + bh % c.np;
-  const auto index = static_cast<std::uint64_t>((sh * c.s + row) * c.s + key);
-  const ops::DropoutStream d = dropout_of(c);
-  return ops::philox_uniform(ops::philox_block(d.seed, d.offset, index / 4)[index % 4]) >= d.p;
-}
-
 std::vector<std::uint32_t> poisoned_keep(const Case& c) {
   return std::vector<std::uint32_t>(
       static_cast<std::size_t>(c.b * c.np * c.s * ad::keep_words(c.s)), 0xA5A5A5A5u);
@@ -454,18 +444,10 @@ std::vector<std::uint32_t> poisoned_keep(const Case& c) {
 
 // Every pair with key ≤ row has the host's decision in its bit.
 void expect_host_keep_bits(const Case& c, const std::vector<std::uint32_t>& keep) {
-  const std::int64_t words = ad::keep_words(c.s);
-  std::size_t wrong = 0;
-  for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
-    for (std::int64_t row = 0; row < c.s; ++row) {
-      for (std::int64_t key = 0; key <= row; ++key) {
-        const std::uint32_t word =
-            keep[static_cast<std::size_t>((bh * c.s + row) * words + key / 32)];
-        wrong += ((word >> (key % 32)) & 1u) != (host_kept(c, bh, row, key) ? 1u : 0u);
-      }
-    }
-  }
-  EXPECT_EQ(wrong, 0u) << "keep bits differing from the host's masks";
+  EXPECT_EQ(attention_keep_bits_test::differing_from_host(
+                {c.s, c.b, c.np, c.first_head, c.stream_heads}, dropout_of(c), keep),
+            0u)
+      << "keep bits differing from the host's masks";
 }
 
 // The forward writes the host's masks as keep bits without changing its own outputs, and the
