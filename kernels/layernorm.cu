@@ -12,15 +12,24 @@ using detail::launch;
 using detail::Storage;
 using namespace layernorm_detail;
 
+// Chunks a lane for the warp kernels, or 0 for the block kernels (forced, or where rows or
+// alignment do not allow the warp kernels).
+int chunks_for(LayerNormKernel family, std::int64_t cols,
+               std::initializer_list<const void*> arrays) {
+  return family == LayerNormKernel::kBlock ? 0 : warp_chunks(cols, arrays);
+}
+
 }  // namespace
 
 void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* weight,
                        const void* bias, tensor::DType dtype, tensor::DType param_dtype,
-                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream) {
+                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream,
+                       LayerNormKernel kernel_family) {
   detail::with_storages(dtype, param_dtype, "layernorm_forward", [&](auto s, auto p) {
     if (rows <= 0 || cols <= 0) return;
     with_forward_kernel<decltype(s)::value, decltype(p)::value, false>(
-        rows, cols, {out, x, weight, bias}, [&](auto kernel, const detail::LaunchShape& shape) {
+        rows, chunks_for(kernel_family, cols, {out, x, weight, bias}),
+        [&](auto kernel, const detail::LaunchShape& shape) {
           launch("kernels::layernorm_forward", kernel, shape, stream, out, mean, rstd, nullptr, x,
                  nullptr, weight, bias, rows, cols, eps);
         });
@@ -30,11 +39,12 @@ void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const
 void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rstd, const void* x,
                                 const void* residual, const void* weight, const void* bias,
                                 tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
-                                std::int64_t cols, float eps, cudaStream_t stream) {
+                                std::int64_t cols, float eps, cudaStream_t stream,
+                                LayerNormKernel kernel_family) {
   detail::with_storages(dtype, param_dtype, "residual_layernorm_forward", [&](auto s, auto p) {
     if (rows <= 0 || cols <= 0) return;
     with_forward_kernel<decltype(s)::value, decltype(p)::value, true>(
-        rows, cols, {sum_out, out, x, residual, weight, bias},
+        rows, chunks_for(kernel_family, cols, {sum_out, out, x, residual, weight, bias}),
         [&](auto kernel, const detail::LaunchShape& shape) {
           launch("kernels::residual_layernorm_forward", kernel, shape, stream, out, mean, rstd,
                  sum_out, x, residual, weight, bias, rows, cols, eps);
@@ -45,12 +55,13 @@ void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rs
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const void* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
-                        std::int64_t cols, cudaStream_t stream) {
+                        std::int64_t cols, cudaStream_t stream, LayerNormKernel kernel_family) {
   detail::with_storages(dtype, param_dtype, "layernorm_backward", [&](auto s, auto p) {
     constexpr Storage kS = decltype(s)::value;
     if (rows <= 0 || cols <= 0) return;
     with_backward_dx_kernel<kS, decltype(p)::value>(
-        rows, cols, {dx, dout, x, weight}, [&](auto kernel, const detail::LaunchShape& shape) {
+        rows, chunks_for(kernel_family, cols, {dx, dout, x, weight}),
+        [&](auto kernel, const detail::LaunchShape& shape) {
           launch("kernels::layernorm_backward (dx)", kernel, shape, stream, dx, dout, x, weight,
                  mean, rstd, rows, cols);
         });

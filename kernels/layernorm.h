@@ -1,5 +1,6 @@
-// CUDA twins of ops/cpu/layernorm.h: device pointers, work queued on `stream`. One block per row;
-// row statistics in fp32 with two passes over the row (the CPU reference uses double).
+// CUDA twins of ops/cpu/layernorm.h: device pointers, work queued on `stream`. One warp per row
+// where rows allow (LayerNormKernel), one block per row elsewhere; row statistics in fp32 with two
+// passes over the row (the CPU reference uses double).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -8,6 +9,12 @@
 #include "tensor/dtype.h"
 
 namespace mds::kernels {
+
+// kAuto: the forward, residual forward and backward dx take one warp per row (chunks of eight in
+// registers, 16-byte accesses) where rows are a multiple of 8 elements, at most 2048, and every
+// array is 16-byte aligned; one block per row elsewhere. kBlock forces the block kernels (tests,
+// benchmarks). Same arithmetic per element, other summation orders.
+enum class LayerNormKernel { kAuto, kBlock };
 
 // out = (x − mean)·rstd·weight + bias per row of [rows, cols]; mean and rstd [rows] are written.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,
@@ -47,14 +54,17 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
 // for bit). Statistics and parameter gradients stay fp32.
 void layernorm_forward(void* out, float* mean, float* rstd, const void* x, const void* weight,
                        const void* bias, tensor::DType dtype, tensor::DType param_dtype,
-                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
+                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream,
+                       LayerNormKernel kernel_family = LayerNormKernel::kAuto);
 void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rstd, const void* x,
                                 const void* residual, const void* weight, const void* bias,
                                 tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
-                                std::int64_t cols, float eps, cudaStream_t stream);
+                                std::int64_t cols, float eps, cudaStream_t stream,
+                                LayerNormKernel kernel_family = LayerNormKernel::kAuto);
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const void* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
-                        std::int64_t cols, cudaStream_t stream);
+                        std::int64_t cols, cudaStream_t stream,
+                        LayerNormKernel kernel_family = LayerNormKernel::kAuto);
 
 }  // namespace mds::kernels

@@ -233,12 +233,11 @@ inline detail::LaunchShape warp_rows_shape(std::int64_t rows) {
   return {{detail::row_grid((rows + kWarps - 1) / kWarps, "kernels::layernorm")}, {kThreads}};
 }
 
-// launch(kernel, shape) with the forward kernel for these cols and arrays (the same arguments for
-// either family).
+// launch(kernel, shape) with the forward kernel for `chunks` (warp_chunks' answer, or 0 for the
+// block kernels); the same arguments for either family.
 template <Storage kS, Storage kP, bool kResidual, typename Launch>
-void with_forward_kernel(std::int64_t rows, std::int64_t cols,
-                         std::initializer_list<const void*> arrays, Launch launch) {
-  switch (warp_chunks(cols, arrays)) {
+void with_forward_kernel(std::int64_t rows, int chunks, Launch launch) {
+  switch (chunks) {
     case 1:
       return launch(forward_warp_kernel<kS, kP, kResidual, 1>, warp_rows_shape(rows));
     case 2:
@@ -256,9 +255,8 @@ void with_forward_kernel(std::int64_t rows, std::int64_t cols,
 
 // Likewise for the backward's dx.
 template <Storage kS, Storage kP, typename Launch>
-void with_backward_dx_kernel(std::int64_t rows, std::int64_t cols,
-                             std::initializer_list<const void*> arrays, Launch launch) {
-  switch (warp_chunks(cols, arrays)) {
+void with_backward_dx_kernel(std::int64_t rows, int chunks, Launch launch) {
+  switch (chunks) {
     case 1:
       return launch(backward_dx_warp_kernel<kS, kP, 1>, warp_rows_shape(rows));
     case 2:

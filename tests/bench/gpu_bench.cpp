@@ -725,6 +725,32 @@ bool bench_activations16(const Options& o, const Peak& peak) {
                    },
                    o.iters),
                2.0 * kH * dn, peak);
+  // Both LayerNorm families (kernels/layernorm.h) at the same shape: the block kernels forced,
+  // then kAuto's warp kernels; the backward's dx too (reads dout, x, dx; writes dx).
+  Buffer<std::uint16_t> dgrad(x.download());
+  for (const auto family :
+       {mds::kernels::LayerNormKernel::kBlock, mds::kernels::LayerNormKernel::kAuto}) {
+    const bool block = family == mds::kernels::LayerNormKernel::kBlock;
+    report_bytes(block ? "layernorm_forward bf16 (block per row)" : "layernorm_forward bf16 (auto)",
+                 time_ms(
+                     [&] {
+                       mds::kernels::layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(),
+                                                       w.get(), b.get(), bf16, DType::kFloat32,
+                                                       rows, cols, 1e-5f, nullptr, family);
+                     },
+                     o.iters),
+                 2.0 * kH * dn, peak);
+    report_bytes(
+        block ? "layernorm_backward dx bf16 (block per row)" : "layernorm_backward dx bf16 (auto)",
+        time_ms(
+            [&] {
+              mds::kernels::layernorm_backward(dgrad.get(), nullptr, nullptr, res.get(), x.get(),
+                                               w.get(), mean.get(), rstd.get(), bf16,
+                                               DType::kFloat32, rows, cols, nullptr, family);
+            },
+            o.iters),
+        4.0 * kH * dn, peak);
+  }
   report_bytes("residual_layernorm_forward bf16",
                time_ms(
                    [&] {

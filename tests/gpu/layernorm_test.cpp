@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/layernorm.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -88,6 +92,45 @@ TEST(GpuLayerNorm, ResidualForwardMatchesCpuAddThenLayerNorm) {
                                         dres.get(), dw.get(), db.get(), rows, cols, 1e-5f, nullptr);
     EXPECT_EQ(dres.download(), ref_sum);
     EXPECT_EQ(out2.download(), out.download());
+  }
+}
+
+// Both kernel families (kernels/layernorm.h): the warp kernels where rows allow (kAuto) and the
+// block kernels forced, on GPT-2's hidden sizes and partial blocks of rows; each within the CPU
+// bounds above.
+TEST(GpuLayerNorm, WarpAndBlockKernelsBothMatchCpu) {
+  using kernels::LayerNormKernel;
+  constexpr auto kF32 = tensor::DType::kFloat32;
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{33, 768},
+                                   {9, 1024},
+                                   {5, 1600},
+                                   {17, 2048},
+                                   {3, 264}}) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+    const auto ur = static_cast<std::size_t>(rows);
+    const auto x = random_floats(n, 40, 1.0f, 4.0f), dout = random_floats(n, 41);
+    const auto weight = random_floats(uc, 42), bias = random_floats(uc, 43);
+    const auto dx0 = random_floats(n, 44);
+    std::vector<float> ref(n), ref_mean(ur), ref_rstd(ur), ref_dx = dx0;
+    ops::cpu::layernorm_forward(ref.data(), ref_mean.data(), ref_rstd.data(), x.data(),
+                                weight.data(), bias.data(), rows, cols, 1e-5f);
+    ops::cpu::layernorm_backward(ref_dx.data(), nullptr, nullptr, dout.data(), x.data(),
+                                 weight.data(), ref_mean.data(), ref_rstd.data(), rows, cols);
+    for (const LayerNormKernel family : {LayerNormKernel::kAuto, LayerNormKernel::kBlock}) {
+      SCOPED_TRACE(family == LayerNormKernel::kAuto ? "auto (warp)" : "block");
+      DeviceArray<float> dx(x), dw(weight), db(bias), out(n), mean(ur), rstd(ur);
+      DeviceArray<float> ddout(dout), dgrad(dx0), ref_dmean(ref_mean), ref_drstd(ref_rstd);
+      kernels::layernorm_forward(out.get(), mean.get(), rstd.get(), dx.get(), dw.get(), db.get(),
+                                 kF32, kF32, rows, cols, 1e-5f, nullptr, family);
+      MDS_EXPECT_CLOSE(out.download(), ref, 1e-5);
+      MDS_EXPECT_CLOSE(mean.download(), ref_mean, 1e-6);
+      MDS_EXPECT_CLOSE(rstd.download(), ref_rstd, 1e-5);
+      kernels::layernorm_backward(dgrad.get(), nullptr, nullptr, ddout.get(), dx.get(), dw.get(),
+                                  ref_dmean.get(), ref_drstd.get(), kF32, kF32, rows, cols, nullptr,
+                                  family);
+      MDS_EXPECT_CLOSE(dgrad.download(), ref_dx, 1e-5);
+    }
   }
 }
 

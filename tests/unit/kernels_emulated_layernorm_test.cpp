@@ -71,7 +71,7 @@ void check_forward(Size size, const std::string& what) {
     mean.poison();
     rstd.poison();
     lk::with_forward_kernel<kS, Storage::kF32, false>(
-        size.rows, size.cols, {out.data(), x.data(), weight.data(), bias.data()},
+        size.rows, lk::warp_chunks(size.cols, {out.data(), x.data(), weight.data(), bias.data()}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
             kernel(out.data(), mean.data(), rstd.data(), nullptr, x.data(), nullptr, weight.data(),
@@ -114,8 +114,9 @@ void check_residual_forward(Size size, const std::string& what) {
   const auto run = [&](T* sum_target) {
     out.poison();
     lk::with_forward_kernel<kS, Storage::kF32, true>(
-        size.rows, size.cols,
-        {sum_target, out.data(), x.data(), residual.data(), weight.data(), bias.data()},
+        size.rows,
+        lk::warp_chunks(size.cols, {sum_target, out.data(), x.data(), residual.data(),
+                                    weight.data(), bias.data()}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
             kernel(out.data(), mean.data(), rstd.data(), sum_target, x.data(), residual.data(),
@@ -167,7 +168,7 @@ void check_backward(Size size, const std::string& what) {
     dweight.assign(dweight0);
     dbias.assign(dbias0);
     lk::with_backward_dx_kernel<kS, Storage::kF32>(
-        size.rows, size.cols, {dx.data(), dout.data(), x.data(), weight.data()},
+        size.rows, lk::warp_chunks(size.cols, {dx.data(), dout.data(), x.data(), weight.data()}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
             kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
@@ -236,7 +237,7 @@ void check_16bit_params(Size size, const std::string& what) {
     std::vector<std::vector<std::uint64_t>> results;
     out.poison();
     lk::with_forward_kernel<kS, kP, false>(
-        size.rows, size.cols, {out.data(), x.data(), weight, bias},
+        size.rows, lk::warp_chunks(size.cols, {out.data(), x.data(), weight, bias}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
             kernel(out.data(), mean.data(), rstd.data(), nullptr, x.data(), nullptr, weight, bias,
@@ -248,7 +249,9 @@ void check_16bit_params(Size size, const std::string& what) {
     out.poison();
     sum.poison();
     lk::with_forward_kernel<kS, kP, true>(
-        size.rows, size.cols, {out.data(), sum.data(), x.data(), residual.data(), weight, bias},
+        size.rows,
+        lk::warp_chunks(size.cols,
+                        {out.data(), sum.data(), x.data(), residual.data(), weight, bias}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
             kernel(out.data(), mean.data(), rstd.data(), sum.data(), x.data(), residual.data(),
@@ -258,7 +261,7 @@ void check_16bit_params(Size size, const std::string& what) {
     results.push_back(bits_of(out.values()));
     dx.assign(dx0);
     lk::with_backward_dx_kernel<kS, kP>(
-        size.rows, size.cols, {dx.data(), dout.data(), x.data(), weight},
+        size.rows, lk::warp_chunks(size.cols, {dx.data(), dout.data(), x.data(), weight}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
             kernel(dx.data(), dout.data(), x.data(), weight, mean.data(), rstd.data(), size.rows,
