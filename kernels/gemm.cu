@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "base/error.h"
+#include "kernels/bias_grad_kernels.cuh"
 #include "kernels/check.h"
 #include "kernels/device_common.cuh"
 #include "kernels/gemm.h"
@@ -39,18 +40,6 @@ std::uint32_t alignment_of(const void* p) {
   std::uint32_t align = 256;
   while (align > 1 && address % align != 0) align /= 2;
   return align;
-}
-
-// Column sums for dbias, rows in a fixed order (reduce_columns.cuh), dout widened to fp32.
-template <detail::Storage kS>
-__global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
-                                 float* partials) {
-  detail::sum_columns<1>(
-      rows, cols,
-      [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
-        sums[0] += detail::load<kS>(dout, i);
-      },
-      partials);
 }
 
 // 16-bit inputs write their own type; fp32 ones fp32.
@@ -156,9 +145,11 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
   }
   if (dbias != nullptr && n > 0) {
     detail::with_storage(dtype, "linear_backward", [&](auto s) {
-      detail::launch_column_sums<1>("kernels::linear_backward (dbias)",
-                                    bias_grad_kernel<decltype(s)::value>, m, n, {{dbias}}, stream,
-                                    dout, m, n);
+      bias_grad_detail::with_bias_grad_kernel<decltype(s)::value>(
+          m, n, dout, [&](auto kernel, const detail::LaunchShape& shape) {
+            detail::launch_column_sums<1>("kernels::linear_backward (dbias)", kernel, shape, m, n,
+                                          {{dbias}}, stream, dout, m, n);
+          });
     });
   }
 }

@@ -34,20 +34,31 @@ void launch(const char* name, void (*kernel)(Params...), const LaunchShape& shap
 // partials buffer its sum_columns<kSums> writes, over [rows, cols], then
 // finish_column_sums_kernel adding the sums onto `outputs`. The partials are stream-ordered
 // scratch (cudaMallocAsync, as the embedding's sort), freed once the second launch has run.
+// `shape` is column_shape(rows, cols) for a kernel calling sum_columns, column8_shape for one
+// calling sum_columns8.
 template <int kSums, typename... Params, typename... Args>
-void launch_column_sums(const char* name, void (*kernel)(Params...), std::int64_t rows,
-                        std::int64_t cols, ColumnOutputs<kSums> outputs, cudaStream_t stream,
-                        Args... args) {
+void launch_column_sums(const char* name, void (*kernel)(Params...), const LaunchShape& shape,
+                        std::int64_t rows, std::int64_t cols, ColumnOutputs<kSums> outputs,
+                        cudaStream_t stream, Args... args) {
   if (rows <= 0 || cols <= 0) return;
   void* scratch = nullptr;
   const auto bytes =
       static_cast<std::size_t>(column_partials_count(kSums, rows, cols)) * sizeof(float);
   check_cuda(cudaMallocAsync(&scratch, bytes, stream), name);
   auto* partials = static_cast<float*>(scratch);
-  launch(name, kernel, column_shape(rows, cols), stream, args..., partials);
+  launch(name, kernel, shape, stream, args..., partials);
   launch(name, finish_column_sums_kernel<kSums>, column_finish_shape(cols), stream,
          static_cast<const float*>(partials), row_chunks(rows), cols, outputs);
   check_cuda(cudaFreeAsync(scratch, stream), name);
+}
+
+template <int kSums, typename... Params, typename... Args>
+void launch_column_sums(const char* name, void (*kernel)(Params...), std::int64_t rows,
+                        std::int64_t cols, ColumnOutputs<kSums> outputs, cudaStream_t stream,
+                        Args... args) {
+  if (rows <= 0 || cols <= 0) return;
+  launch_column_sums<kSums>(name, kernel, column_shape(rows, cols), rows, cols, outputs, stream,
+                            args...);
 }
 
 }  // namespace mds::kernels::detail

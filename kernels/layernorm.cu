@@ -66,9 +66,12 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
                  mean, rstd, rows, cols);
         });
     if (dweight == nullptr && dbias == nullptr) return;
-    detail::launch_column_sums<2>("kernels::layernorm_backward (dweight, dbias)",
-                                  backward_params_kernel<kS>, rows, cols, {{dweight, dbias}},
-                                  stream, dout, x, mean, rstd, rows, cols);
+    with_backward_params_kernel<kS>(
+        rows, cols, {dout, x}, [&](auto kernel, const detail::LaunchShape& shape) {
+          detail::launch_column_sums<2>("kernels::layernorm_backward (dweight, dbias)", kernel,
+                                        shape, rows, cols, {{dweight, dbias}}, stream, dout, x,
+                                        mean, rstd, rows, cols);
+        });
   });
 }
 

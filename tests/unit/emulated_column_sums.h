@@ -13,19 +13,27 @@
 
 namespace mds::emulated {
 
-// `stage(partials)` calls the kernel with its partials argument.
+// `stage(partials)` calls the kernel with its partials argument; `shape` is its launch
+// (column_shape, or column8_shape for a kernel calling sum_columns8).
 template <int kSums, typename Stage>
-void launch_column_sums(std::int64_t rows, std::int64_t cols,
-                        kernels::detail::ColumnOutputs<kSums> outputs, Stage stage) {
+void launch_column_sums(const kernels::detail::LaunchShape& shape, std::int64_t rows,
+                        std::int64_t cols, kernels::detail::ColumnOutputs<kSums> outputs,
+                        Stage stage) {
   namespace kd = kernels::detail;
   GuardedBuffer<float> partials(
       static_cast<std::size_t>(kd::column_partials_count(kSums, rows, cols)));
   partials.poison();
-  launch(kd::column_shape(rows, cols), [&] { stage(partials.data()); });
+  launch(shape, [&] { stage(partials.data()); });
   launch(kd::column_finish_shape(cols), [&] {
     kd::finish_column_sums_kernel<kSums>(partials.data(), kd::row_chunks(rows), cols, outputs);
   });
   EXPECT_EQ(partials.guard_bytes_written(), 0u) << "column sum partials";
+}
+
+template <int kSums, typename Stage>
+void launch_column_sums(std::int64_t rows, std::int64_t cols,
+                        kernels::detail::ColumnOutputs<kSums> outputs, Stage stage) {
+  launch_column_sums<kSums>(kernels::detail::column_shape(rows, cols), rows, cols, outputs, stage);
 }
 
 }  // namespace mds::emulated

@@ -163,7 +163,9 @@ void check_backward(Size size, const std::string& what) {
 
   GuardedBuffer<T> dx(dx0);
   GuardedBuffer<float> dweight(dweight0), dbias(dbias0);
-  const auto run = [&](bool with_dweight, bool with_dbias) {
+  // by_8: the parameter gradients through the kernel layernorm.cu picks (eight columns a thread
+  // where cols and alignment allow), else through the one-column kernel.
+  const auto run = [&](bool with_dweight, bool with_dbias, bool by_8 = true) {
     dx.assign(dx0);
     dweight.assign(dweight0);
     dbias.assign(dbias0);
@@ -175,13 +177,18 @@ void check_backward(Size size, const std::string& what) {
                    size.rows, size.cols);
           });
         });
-    emulated::launch_column_sums<2>(
-        size.rows, size.cols,
-        {{with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}},
-        [&](float* partials) {
-          lk::backward_params_kernel<kS>(dout.data(), x.data(), mean.data(), rstd.data(), size.rows,
-                                         size.cols, partials);
-        });
+    const kernels::detail::ColumnOutputs<2> outputs{
+        {with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}};
+    const auto params = [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+      emulated::launch_column_sums<2>(shape, size.rows, size.cols, outputs, [&](float* partials) {
+        kernel(dout.data(), x.data(), mean.data(), rstd.data(), size.rows, size.cols, partials);
+      });
+    };
+    if (by_8) {
+      lk::with_backward_params_kernel<kS>(size.rows, size.cols, {dout.data(), x.data()}, params);
+    } else {
+      params(lk::backward_params_kernel<kS>, kernels::detail::column_shape(size.rows, size.cols));
+    }
     EXPECT_EQ(
         dx.guard_bytes_written() + dweight.guard_bytes_written() + dbias.guard_bytes_written(), 0u)
         << what;
@@ -195,6 +202,12 @@ void check_backward(Size size, const std::string& what) {
   EXPECT_EQ(bits_of(again_dx), bits_of(got_dx)) << what << " rerun";
   EXPECT_EQ(bits_of(again_dweight), bits_of(got_dweight)) << what << " rerun";
   EXPECT_EQ(bits_of(again_dbias), bits_of(got_dbias)) << what << " rerun";
+  // Eight columns a thread sum each column in the same order: the same bits as one column.
+  if (kernels::detail::fits_columns8(size.cols, {dout.data(), x.data()})) {
+    const auto [dx_1, dweight_1, dbias_1] = run(true, true, false);
+    EXPECT_EQ(bits_of(dweight_1), bits_of(got_dweight)) << what << " one column a thread";
+    EXPECT_EQ(bits_of(dbias_1), bits_of(got_dbias)) << what << " one column a thread";
+  }
   // Either parameter gradient alone: the other stays as it was, the given one as with both.
   const auto [dx_w, only_dweight, untouched_dbias] = run(true, false);
   EXPECT_EQ(bits_of(only_dweight), bits_of(got_dweight)) << what;

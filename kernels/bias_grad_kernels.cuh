@@ -1,0 +1,54 @@
+// Device code of the linear layer's bias gradient (kernels/gemm.cu's linear_backward): dbias +=
+// the column sums of dout [rows, cols], widened to fp32, rows in reduce_columns.cuh's fixed order.
+// Plain CUDA with no runtime includes, so that tests/unit/kernels_emulated_bias_grad_test.cpp
+// runs it on the CPU; included by that .cu and that test only (internal linkage).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/device_portable.cuh"
+#include "kernels/reduce_columns.cuh"
+
+namespace mds::kernels::bias_grad_detail {
+namespace {
+
+using detail::Storage;
+
+template <Storage kS>
+__global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
+                                 float* partials) {
+  detail::sum_columns<1>(
+      rows, cols,
+      [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
+        sums[0] += detail::load<kS>(dout, i);
+      },
+      partials);
+}
+
+// The same sums, eight columns a thread (16-byte loads): bit-identical partials.
+template <Storage kS>
+__global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
+                                  float* partials) {
+  detail::sum_columns8<1>(
+      rows, cols,
+      [&](std::int64_t, std::int64_t i, float(&sums)[1][8]) {
+        float v[8];
+        detail::load8<kS>(dout, i, v);
+        for (int j = 0; j < 8; ++j) sums[0][j] += v[j];
+      },
+      partials);
+}
+
+// launch(kernel, shape) with the eight-column kernel where cols and dout allow, the other
+// elsewhere (the same arguments for both).
+template <Storage kS, typename Launch>
+void with_bias_grad_kernel(std::int64_t rows, std::int64_t cols, const void* dout, Launch launch) {
+  if (detail::fits_columns8(cols, {dout})) {
+    launch(bias_grad8_kernel<kS>, detail::column8_shape(rows, cols));
+  } else {
+    launch(bias_grad_kernel<kS>, detail::column_shape(rows, cols));
+  }
+}
+
+}  // namespace
+}  // namespace mds::kernels::bias_grad_detail
