@@ -14,29 +14,28 @@ namespace {
 
 using detail::Storage;
 
-template <Storage kS>
+// One column a thread (sum_columns), or with kBy8 eight columns a thread with 16-byte loads
+// (sum_columns8, the same bits).
+template <Storage kS, bool kBy8>
 __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
                                  float* partials) {
-  detail::sum_columns<1>(
-      rows, cols,
-      [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
-        sums[0] += detail::load<kS>(dout, i);
-      },
-      partials);
-}
-
-// The same sums, eight columns a thread (16-byte loads): bit-identical partials.
-template <Storage kS>
-__global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
-                                  float* partials) {
-  detail::sum_columns8<1>(
-      rows, cols,
-      [&](std::int64_t, std::int64_t i, float(&sums)[1][8]) {
-        float v[8];
-        detail::load8<kS>(dout, i, v);
-        for (int j = 0; j < 8; ++j) sums[0][j] += v[j];
-      },
-      partials);
+  if constexpr (kBy8) {
+    detail::sum_columns8<1>(
+        rows, cols,
+        [&](std::int64_t, std::int64_t i, float(&sums)[1][8]) {
+          float v[8];
+          detail::load8<kS>(dout, i, v);
+          for (int j = 0; j < 8; ++j) sums[0][j] += v[j];
+        },
+        partials);
+  } else {
+    detail::sum_columns<1>(
+        rows, cols,
+        [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
+          sums[0] += detail::load<kS>(dout, i);
+        },
+        partials);
+  }
 }
 
 // launch(kernel, shape) with the eight-column kernel where cols and dout allow, the other
@@ -44,9 +43,9 @@ __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int6
 template <Storage kS, typename Launch>
 void with_bias_grad_kernel(std::int64_t rows, std::int64_t cols, const void* dout, Launch launch) {
   if (detail::fits_columns8(cols, {dout})) {
-    launch(bias_grad8_kernel<kS>, detail::column8_shape(rows, cols));
+    launch(bias_grad_kernel<kS, true>, detail::column8_shape(rows, cols));
   } else {
-    launch(bias_grad_kernel<kS>, detail::column_shape(rows, cols));
+    launch(bias_grad_kernel<kS, false>, detail::column_shape(rows, cols));
   }
 }
 

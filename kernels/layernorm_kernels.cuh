@@ -84,38 +84,36 @@ __global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, co
   }
 }
 
-template <Storage kS>
+// dweight and dbias partials: one column a thread (sum_columns), or with kBy8 eight columns a
+// thread with 16-byte loads of dout and x (sum_columns8, the same bits).
+template <Storage kS, bool kBy8>
 __global__ void backward_params_kernel(const void* dout, const void* x, const float* mean,
                                        const float* rstd, std::int64_t rows, std::int64_t cols,
                                        float* partials) {
-  detail::sum_columns<2>(
-      rows, cols,
-      [&](std::int64_t r, std::int64_t, std::int64_t i, float* sums) {
-        const float g = load<kS>(dout, i);
-        sums[0] += g * ((load<kS>(x, i) - mean[r]) * rstd[r]);
-        sums[1] += g;
-      },
-      partials);
-}
-
-// The same sums, eight columns a thread (16-byte loads of dout and x): bit-identical partials.
-template <Storage kS>
-__global__ void backward_params8_kernel(const void* dout, const void* x, const float* mean,
-                                        const float* rstd, std::int64_t rows, std::int64_t cols,
-                                        float* partials) {
-  detail::sum_columns8<2>(
-      rows, cols,
-      [&](std::int64_t r, std::int64_t i, float(&sums)[2][8]) {
-        float g[8], v[8];
-        load8<kS>(dout, i, g);
-        load8<kS>(x, i, v);
-        const float m = mean[r], s = rstd[r];
-        for (int j = 0; j < 8; ++j) {
-          sums[0][j] += g[j] * ((v[j] - m) * s);
-          sums[1][j] += g[j];
-        }
-      },
-      partials);
+  if constexpr (kBy8) {
+    detail::sum_columns8<2>(
+        rows, cols,
+        [&](std::int64_t r, std::int64_t i, float(&sums)[2][8]) {
+          float g[8], v[8];
+          load8<kS>(dout, i, g);
+          load8<kS>(x, i, v);
+          const float m = mean[r], s = rstd[r];
+          for (int j = 0; j < 8; ++j) {
+            sums[0][j] += g[j] * ((v[j] - m) * s);
+            sums[1][j] += g[j];
+          }
+        },
+        partials);
+  } else {
+    detail::sum_columns<2>(
+        rows, cols,
+        [&](std::int64_t r, std::int64_t, std::int64_t i, float* sums) {
+          const float g = load<kS>(dout, i);
+          sums[0] += g * ((load<kS>(x, i) - mean[r]) * rstd[r]);
+          sums[1] += g;
+        },
+        partials);
+  }
 }
 
 // launch(kernel, shape) with the parameter-gradient kernel for these cols and arrays.
@@ -123,9 +121,9 @@ template <Storage kS, typename Launch>
 void with_backward_params_kernel(std::int64_t rows, std::int64_t cols,
                                  std::initializer_list<const void*> arrays, Launch launch) {
   if (detail::fits_columns8(cols, arrays)) {
-    launch(backward_params8_kernel<kS>, detail::column8_shape(rows, cols));
+    launch(backward_params_kernel<kS, true>, detail::column8_shape(rows, cols));
   } else {
-    launch(backward_params_kernel<kS>, detail::column_shape(rows, cols));
+    launch(backward_params_kernel<kS, false>, detail::column_shape(rows, cols));
   }
 }
 

@@ -20,16 +20,14 @@
 namespace mds {
 namespace {
 
-namespace bg = kernels::bias_grad_detail;
-namespace kd = kernels::detail;
-using emulated::bits_of;
-using emulated::GuardedBuffer;
-using emulated::StorageOf;
-using kd::Storage;
-
 struct Size {
   std::int64_t rows, cols;
 };
+
+namespace bg = kernels::bias_grad_detail;
+namespace kd = kernels::detail;
+using emulated::StorageOf;
+using kd::Storage;
 
 template <Storage kS>
 void check_bias_grad(Size size) {
@@ -38,7 +36,7 @@ void check_bias_grad(Size size) {
                            std::to_string(size.rows) + "x" + std::to_string(size.cols);
   const auto n = static_cast<std::size_t>(size.rows * size.cols);
   const auto uc = static_cast<std::size_t>(size.cols);
-  const GuardedBuffer<T> dout(emulated::to_storage<kS>(emulated::random_floats(n, 60)));
+  const emulated::GuardedBuffer<T> dout(emulated::to_storage<kS>(emulated::random_floats(n, 60)));
   const std::vector<float> dbias0 = emulated::random_floats(uc, 61);
   std::vector<float> want(uc);
   const std::vector<float> wide = emulated::to_fp32<kS>(dout.values());
@@ -48,7 +46,7 @@ void check_bias_grad(Size size) {
     want[c] = static_cast<float>(dbias0[c] + sum);
   }
   const auto run = [&](auto kernel, const kd::LaunchShape& shape) {
-    GuardedBuffer<float> dbias(dbias0);
+    emulated::GuardedBuffer<float> dbias(dbias0);
     emulated::launch_column_sums<1>(
         shape, size.rows, size.cols, {{dbias.data()}},
         [&](float* partials) { kernel(dout.data(), size.rows, size.cols, partials); });
@@ -56,17 +54,17 @@ void check_bias_grad(Size size) {
     return dbias.values();
   };
   const std::vector<float> one =
-      run(bg::bias_grad_kernel<kS>, kd::column_shape(size.rows, size.cols));
+      run(bg::bias_grad_kernel<kS, false>, kd::column_shape(size.rows, size.cols));
   emulated::expect_close(one, want, 1e-5, what + " one column a thread");
   std::vector<float> picked;
   bool by_8 = false;
   bg::with_bias_grad_kernel<kS>(size.rows, size.cols, dout.data(),
                                 [&](auto kernel, const kd::LaunchShape& shape) {
-                                  by_8 = kernel == &bg::bias_grad8_kernel<kS>;
+                                  by_8 = kernel == &bg::bias_grad_kernel<kS, true>;
                                   picked = run(kernel, shape);
                                 });
   EXPECT_EQ(by_8, size.cols % 8 == 0) << what << ": which kernel";
-  EXPECT_EQ(bits_of(picked), bits_of(one)) << what;
+  EXPECT_EQ(emulated::bits_of(picked), emulated::bits_of(one)) << what;
 }
 
 TEST(KernelsEmulatedBiasGrad, EightColumnsAThreadGiveTheOneColumnBits) {

@@ -187,7 +187,8 @@ void check_backward(Size size, const std::string& what) {
     if (by_8) {
       lk::with_backward_params_kernel<kS>(size.rows, size.cols, {dout.data(), x.data()}, params);
     } else {
-      params(lk::backward_params_kernel<kS>, kernels::detail::column_shape(size.rows, size.cols));
+      params((lk::backward_params_kernel<kS, false>),
+             kernels::detail::column_shape(size.rows, size.cols));
     }
     EXPECT_EQ(
         dx.guard_bytes_written() + dweight.guard_bytes_written() + dbias.guard_bytes_written(), 0u)
