@@ -80,9 +80,12 @@ void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x,
         launch("kernels::bias_gelu_backward", backward_kernel<kS, kP, kKind>, elementwise_shape(n),
                stream, dx, dout, x, bias, n, cols, accumulate);
       } else {
-        detail::launch_column_sums<1>("kernels::bias_gelu_backward",
-                                      backward_bias_kernel<kS, kP, kKind>, rows, cols, {{dbias}},
-                                      stream, dx, dout, x, bias, rows, cols, accumulate);
+        with_backward_bias_kernel<kS, kP, kKind>(
+            rows, cols, {dx, dout, x, bias}, [&](auto kernel, const detail::LaunchShape& shape) {
+              detail::launch_column_sums<1>("kernels::bias_gelu_backward", kernel, shape, rows,
+                                            cols, {{dbias}}, stream, dx, dout, x, bias, rows, cols,
+                                            accumulate);
+            });
       }
     });
   });

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/device_portable.cuh"
@@ -15,6 +16,7 @@ namespace mds::kernels::gelu_detail {
 namespace {
 
 using detail::load;
+using detail::load8;
 using detail::Storage;
 using detail::store;
 using detail::store8;
@@ -127,6 +129,42 @@ __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, 
     }
   }
   detail::store_column_partials<1>(sums, c, cols, partials);
+}
+
+// backward_bias_kernel eight columns a thread (sum_columns8): 16-byte loads of x, dout (and dx),
+// a 16-byte store of dx, the same arithmetic per element and each column's rows summed in the
+// same order, so the same bits. cols % 8 == 0 and 16-byte aligned arrays (fits_columns8).
+template <Storage kS, Storage kP, GeluKind kKind>
+__global__ void backward_bias8_kernel(void* dx, const void* dout, const void* x, const void* bias,
+                                      std::int64_t rows, std::int64_t cols, bool accumulate,
+                                      float* partials) {
+  detail::sum_columns8<1>(
+      rows, cols,
+      [&](std::int64_t r, std::int64_t i, float(&sums)[1][8]) {
+        float z[8], b[8], d[8], old[8] = {};
+        load8<kS>(x, i, z);
+        load8<kP>(bias, i - r * cols, b);
+        load8<kS>(dout, i, d);
+        if (accumulate) load8<kS>(dx, i, old);
+        for (int j = 0; j < 8; ++j) {
+          const float g = gelu_derivative_of<kKind>(z[j] + b[j]) * d[j];
+          sums[0][j] += g;
+          old[j] = accumulate ? old[j] + g : g;
+        }
+        store8<kS>(dx, i, old);
+      },
+      partials);
+}
+
+// launch(kernel, shape) with the backward-with-bias kernel for these cols and arrays.
+template <Storage kS, Storage kP, GeluKind kKind, typename Launch>
+void with_backward_bias_kernel(std::int64_t rows, std::int64_t cols,
+                               std::initializer_list<const void*> arrays, Launch launch) {
+  if (detail::fits_columns8(cols, arrays)) {
+    launch(backward_bias8_kernel<kS, kP, kKind>, detail::column8_shape(rows, cols));
+  } else {
+    launch(backward_bias_kernel<kS, kP, kKind>, detail::column_shape(rows, cols));
+  }
 }
 
 // forward_kernel and backward_kernel: a grid-stride loop over the n elements.

@@ -143,14 +143,26 @@ void check_backward(Size size, const std::string& what) {
                                                     n, size.cols, accumulate);
     });
   };
-  const auto with_dbias = [&](bool accumulate = true) {
-    emulated::launch_column_sums<1>(
-        size.rows, size.cols, {{got_dbias.data()}}, [&](float* partials) {
-          gk::backward_bias_kernel<kS, Storage::kF32, kKind>(dx.data(), dout.data(), x.data(),
-                                                             bias.data(), size.rows, size.cols,
-                                                             accumulate, partials);
-        });
+  // The kernel gelu.cu picks (eight columns a thread where cols and alignment allow), or the
+  // one-column kernel.
+  const auto with_dbias_by = [&](bool by_8, bool accumulate) {
+    const auto stage = [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+      emulated::launch_column_sums<1>(shape, size.rows, size.cols, {{got_dbias.data()}},
+                                      [&](float* partials) {
+                                        kernel(dx.data(), dout.data(), x.data(), bias.data(),
+                                               size.rows, size.cols, accumulate, partials);
+                                      });
+    };
+    if (by_8) {
+      gk::with_backward_bias_kernel<kS, Storage::kF32, kKind>(
+          size.rows, size.cols, {dx.data(), dout.data(), x.data(), bias.data()}, stage);
+    } else {
+      stage(gk::backward_bias_kernel<kS, Storage::kF32, kKind>,
+            kernels::detail::column_shape(size.rows, size.cols));
+    }
   };
+  const auto with_dbias = [&](bool accumulate = true) { with_dbias_by(true, accumulate); };
+  const auto with_dbias_by_1 = [&](bool accumulate = true) { with_dbias_by(false, accumulate); };
   emulated::expect_activation_close<kS>(run(plain).first, dx_plain, 2e-6, what + " backward");
   emulated::expect_activation_close<kS>(run(nodbias).first, dx_nodbias, 2e-6,
                                         what + " bias backward, no dbias");
@@ -160,6 +172,9 @@ void check_backward(Size size, const std::string& what) {
   const auto again = run(with_dbias);
   EXPECT_EQ(bits_of(again.first), bits_of(got.first)) << what << " rerun";
   EXPECT_EQ(bits_of(again.second), bits_of(got.second)) << what << " rerun";
+  const auto by_1 = run(with_dbias_by_1);  // the one-column kernel: the same bits
+  EXPECT_EQ(bits_of(by_1.first), bits_of(got.first)) << what << " one column a thread";
+  EXPECT_EQ(bits_of(by_1.second), bits_of(got.second)) << what << " one column a thread";
 
   // accumulate false (dx = g): from NaNs, every element written with the values of accumulating
   // onto zeros (equal as numbers: −0 may stay −0), the same dbias.
@@ -167,7 +182,8 @@ void check_backward(Size size, const std::string& what) {
   const std::vector<T> nans = to_storage<kS>(std::vector<float>(un, NAN));
   for (const auto& [launch_kernel, name] : {std::pair{std::function<void(bool)>(plain), "plain"},
                                             {nodbias, "no dbias"},
-                                            {with_dbias, "dbias"}}) {
+                                            {with_dbias, "dbias"},
+                                            {with_dbias_by_1, "dbias, one column a thread"}}) {
     dx.assign(zeros);
     got_dbias.assign(dbias0);
     launch_kernel(true);
@@ -236,10 +252,15 @@ void check_16bit_bias(Size size, const std::string& what) {
     results.push_back(bits_of(dx.values()));
     dx.assign(dx0);
     dbias.assign(dbias0);
-    emulated::launch_column_sums<1>(size.rows, size.cols, {{dbias.data()}}, [&](float* partials) {
-      gk::backward_bias_kernel<kS, kP, kKind>(dx.data(), dout.data(), x.data(), bias, size.rows,
-                                              size.cols, true, partials);
-    });
+    gk::with_backward_bias_kernel<kS, kP, kKind>(
+        size.rows, size.cols, {dx.data(), dout.data(), x.data(), bias},
+        [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch_column_sums<1>(shape, size.rows, size.cols, {{dbias.data()}},
+                                          [&](float* partials) {
+                                            kernel(dx.data(), dout.data(), x.data(), bias,
+                                                   size.rows, size.cols, true, partials);
+                                          });
+        });
     results.push_back(bits_of(dx.values()));
     results.push_back(bits_of(dbias.values()));
     EXPECT_EQ(out.guard_bytes_written() + dx.guard_bytes_written() + dbias.guard_bytes_written(),
@@ -255,7 +276,7 @@ void check_16bit_bias(Size size, const std::string& what) {
 
 TEST(KernelsEmulatedGelu, SixteenBitBiasEqualsItsFp32Widening) {
   for (const GeluKind kind : kKinds) {
-    for (const Size size : {Size{1, 1}, Size{3, 17}, Size{33, 100}}) {
+    for (const Size size : {Size{1, 1}, Size{3, 17}, Size{33, 100}, Size{9, 64}}) {
       const std::string what = std::string(kind_name(kind)) + " " + std::to_string(size.rows) +
                                "x" + std::to_string(size.cols) + " ";
       gk::with_kind(kind, [&](auto k) {
