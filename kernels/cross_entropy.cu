@@ -9,6 +9,7 @@ namespace mds::kernels {
 namespace {
 
 using detail::launch;
+using detail::Storage;
 using detail::with_storage;
 using tensor::DType;
 using namespace cross_entropy_detail;
@@ -19,8 +20,10 @@ void cross_entropy_row_max(float* max, const void* logits, DType dtype, std::int
                            std::int64_t v, cudaStream_t stream) {
   with_storage(dtype, "cross_entropy_row_max", [&](auto s) {
     if (n <= 0) return;
-    launch("kernels::cross_entropy_row_max", row_max_kernel<decltype(s)::value>, row_shape(n),
-           stream, max, logits, v);
+    constexpr Storage kS = decltype(s)::value;
+    const auto kernel =
+        rows_by_8(v, {logits}) ? row_max_kernel<kS, true> : row_max_kernel<kS, false>;
+    launch("kernels::cross_entropy_row_max", kernel, row_shape(n), stream, max, logits, v);
   });
 }
 
@@ -38,8 +41,10 @@ void cross_entropy_exp_sum(float* sum_exp, void* logits, DType dtype, const floa
                            std::int64_t n, std::int64_t v, cudaStream_t stream) {
   with_storage(dtype, "cross_entropy_exp_sum", [&](auto s) {
     if (n <= 0) return;
-    launch("kernels::cross_entropy_exp_sum", exp_sum_kernel<decltype(s)::value>, row_shape(n),
-           stream, sum_exp, logits, max, v);
+    constexpr Storage kS = decltype(s)::value;
+    const auto kernel =
+        rows_by_8(v, {logits}) ? exp_sum_kernel<kS, true> : exp_sum_kernel<kS, false>;
+    launch("kernels::cross_entropy_exp_sum", kernel, row_shape(n), stream, sum_exp, logits, max, v);
   });
 }
 
@@ -55,8 +60,11 @@ void cross_entropy_forward(float* loss, float* max, float* sum_exp, void* logits
                            cudaStream_t stream) {
   with_storage(dtype, "cross_entropy_forward", [&](auto s) {
     if (n <= 0) return;
-    launch("kernels::cross_entropy_forward", forward_kernel<decltype(s)::value>, row_shape(n),
-           stream, loss, max, sum_exp, logits, targets, v);
+    constexpr Storage kS = decltype(s)::value;
+    const auto kernel =
+        rows_by_8(v, {logits}) ? forward_kernel<kS, true> : forward_kernel<kS, false>;
+    launch("kernels::cross_entropy_forward", kernel, row_shape(n), stream, loss, max, sum_exp,
+           logits, targets, v);
   });
 }
 
@@ -66,8 +74,11 @@ void cross_entropy_backward(void* dlogits, const void* logits, DType dtype,
                             std::int64_t vocab_start, cudaStream_t stream) {
   with_storage(dtype, "cross_entropy_backward", [&](auto s) {
     if (n <= 0) return;
-    launch("kernels::cross_entropy_backward", backward_kernel<decltype(s)::value>, row_shape(n),
-           stream, dlogits, logits, targets, max, sum_exp, dloss, v, vocab_start);
+    constexpr Storage kS = decltype(s)::value;
+    const auto kernel =
+        rows_by_8(v, {dlogits, logits}) ? backward_kernel<kS, true> : backward_kernel<kS, false>;
+    launch("kernels::cross_entropy_backward", kernel, row_shape(n), stream, dlogits, logits,
+           targets, max, sum_exp, dloss, v, vocab_start);
   });
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/device_portable.cuh"
 
@@ -16,44 +17,79 @@ using detail::block_sum;
 using detail::kThreads;
 using detail::kWarps;
 using detail::load;
+using detail::load8;
 using detail::Storage;
 using detail::store;
+using detail::store8;
 
 // The logits (and dlogits) are stored as kS and widened exactly on load; max, sums, the target
 // logit and the loss are fp32. The kF32 instances are the fp32 kernels statement for statement.
 // Row i of the logits starts at element i·v.
 
-template <Storage kS>
+// kBy8: a thread takes the row's elements eight at a time (16-byte accesses; rows of a multiple
+// of 8 elements, 16-byte aligned), chunks threadIdx.x, + kThreads, …; otherwise one at a time,
+// elements threadIdx.x, + kThreads, …. Either way a fixed order, so the results are deterministic;
+// the two orders give the same max and elementwise values, and sums that differ by rounding.
+template <Storage kS, bool kBy8, typename Visit>
+__device__ inline void for_row_elements(const void* row_base, std::int64_t first, std::int64_t v,
+                                        Visit visit) {
+  if constexpr (kBy8) {
+    for (std::int64_t k = threadIdx.x; k < v / 8; k += kThreads) {
+      float x[8];
+      load8<kS>(row_base, first + 8 * k, x);
+      visit(8 * k, x);
+    }
+  } else {
+    for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
+      float x[1] = {load<kS>(row_base, first + j)};
+      visit(j, x);
+    }
+  }
+}
+
+// Elements per visit of for_row_elements.
+template <bool kBy8>
+constexpr int kRowStep = kBy8 ? 8 : 1;
+
+template <Storage kS, bool kBy8>
 __device__ inline float row_max(const void* logits, std::int64_t first, std::int64_t v,
                                 float* scratch) {
   float m = -INFINITY;
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    const float x = load<kS>(logits, first + j);
-    m = x > m ? x : m;
-  }
+  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t, const float* x) {
+    for (int k = 0; k < kRowStep<kBy8>; ++k) m = x[k] > m ? x[k] : m;
+  });
   return block_max(m, scratch);
 }
 
 // Σ_j exp(row[j] − max), returned to every thread. An fp32 row is overwritten with the exps (the
 // backward reads them); a 16-bit row is only read (rounded exps would change the gradient, so the
 // backward recomputes them with the same expression).
-template <Storage kS>
+template <Storage kS, bool kBy8>
 __device__ inline float exp_and_sum(void* logits, std::int64_t first, float max, std::int64_t v,
                                     float* scratch) {
   float sum = 0.0f;
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    const float e = expf(load<kS>(logits, first + j) - max);
-    if constexpr (kS == Storage::kF32) store<kS>(logits, first + j, e);
-    sum += e;
-  }
+  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t j, const float* x) {
+    float e[kRowStep<kBy8>];
+    for (int k = 0; k < kRowStep<kBy8>; ++k) {
+      e[k] = expf(x[k] - max);
+      sum += e[k];
+    }
+    if constexpr (kS == Storage::kF32) {
+      if constexpr (kBy8) {
+        store8<kS>(logits, first + j, e);
+      } else {
+        store<kS>(logits, first + j, e[0]);
+      }
+    }
+  });
   return block_sum(sum, scratch);
 }
 
-template <Storage kS>
+template <Storage kS, bool kBy8>
 __global__ void row_max_kernel(float* max, const void* logits, std::int64_t v) {
   __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  const float m = row_max<kS>(logits, i * v, v, scratch);
+  const float m = row_max<kS, kBy8>(logits, i * v, v, scratch);
   if (threadIdx.x == 0) max[i] = m;
 }
 
@@ -67,11 +103,11 @@ __global__ void target_logit_kernel(float* target_logit, const void* logits,
   target_logit[i] = local >= 0 && local < v ? load<kS>(logits, i * v + local) - max[i] : 0.0f;
 }
 
-template <Storage kS>
+template <Storage kS, bool kBy8>
 __global__ void exp_sum_kernel(float* sum_exp, void* logits, const float* max, std::int64_t v) {
   __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  const float s = exp_and_sum<kS>(logits, i * v, max[i], v, scratch);
+  const float s = exp_and_sum<kS, kBy8>(logits, i * v, max[i], v, scratch);
   if (threadIdx.x == 0) sum_exp[i] = s;
 }
 
@@ -84,18 +120,18 @@ __global__ void loss_kernel(float* loss, const float* sum_exp, const float* targ
   }
 }
 
-template <Storage kS>
+template <Storage kS, bool kBy8>
 __global__ void forward_kernel(float* loss, float* max, float* sum_exp, void* logits,
                                const std::int64_t* targets, std::int64_t v) {
   __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  const float m = row_max<kS>(logits, i * v, v, scratch);
+  const float m = row_max<kS, kBy8>(logits, i * v, v, scratch);
   const std::int64_t target = targets[i];
   // Every thread reads the target's logit before any thread overwrites an fp32 row with exps.
   const float target_logit =
       target >= 0 && target < v ? load<kS>(logits, i * v + target) - m : 0.0f;
   __syncthreads();
-  const float s = exp_and_sum<kS>(logits, i * v, m, v, scratch);
+  const float s = exp_and_sum<kS, kBy8>(logits, i * v, m, v, scratch);
   if (threadIdx.x == 0) {
     max[i] = m;
     sum_exp[i] = s;
@@ -106,7 +142,7 @@ __global__ void forward_kernel(float* loss, float* max, float* sum_exp, void* lo
 // An fp32 `logits` holds the exps the forward left (max is not read, and may be null); a 16-bit
 // one holds the logits, whose exps are recomputed as exp_and_sum computed them (the same fp32
 // inputs, the same expf: the same bits), and the gradient is rounded once on store.
-template <Storage kS>
+template <Storage kS, bool kBy8>
 __global__ void backward_kernel(void* dlogits, const void* logits, const std::int64_t* targets,
                                 const float* max, const float* sum_exp, const float* dloss,
                                 std::int64_t v, std::int64_t vocab_start) {
@@ -116,12 +152,25 @@ __global__ void backward_kernel(void* dlogits, const void* logits, const std::in
   float m = 0.0f;
   if constexpr (kS != Storage::kF32) m = max[i];
   // Each element is read and written by the same thread, so dlogits may alias logits.
-  for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-    const float x = load<kS>(logits, i * v + j);
-    float e = x;
-    if constexpr (kS != Storage::kF32) e = expf(x - m);
-    store<kS>(dlogits, i * v + j, j == local ? (e * inv - 1.0f) * scale : e * inv * scale);
-  }
+  for_row_elements<kS, kBy8>(logits, i * v, v, [&](std::int64_t j, const float* x) {
+    float g[kRowStep<kBy8>];
+    for (int k = 0; k < kRowStep<kBy8>; ++k) {
+      float e = x[k];
+      if constexpr (kS != Storage::kF32) e = expf(x[k] - m);
+      g[k] = j + k == local ? (e * inv - 1.0f) * scale : e * inv * scale;
+    }
+    if constexpr (kBy8) {
+      store8<kS>(dlogits, i * v + j, g);
+    } else {
+      store<kS>(dlogits, i * v + j, g[0]);
+    }
+  });
+}
+
+// Whether the row kernels take eight elements at a time (kBy8) over rows of v elements in these
+// arrays (the .cu and the emulated tests pick with it).
+inline bool rows_by_8(std::int64_t v, std::initializer_list<const void*> arrays) {
+  return detail::fits_chunks_of_8(v, v, nullptr, arrays);
 }
 
 // row_max_kernel, exp_sum_kernel, forward_kernel, backward_kernel: one block per row.

@@ -74,7 +74,9 @@ struct Case {
 };
 
 TEST(KernelsEmulatedCrossEntropy, FusedForwardAndInPlaceBackwardMatchCpu) {
-  const Case cases[] = {{1, 1}, {3, 7}, {5, 255}, {4, 257}, {6, 1000}, {2, 50257}, {17, 4099}};
+  // Rows of a multiple of 8 (1000, 2048, GPT-2's padded 50304) take eight elements a thread.
+  const Case cases[] = {{1, 1},     {3, 7},     {5, 255},   {4, 257},  {6, 1000},
+                        {2, 50257}, {17, 4099}, {3, 50304}, {9, 2048}, {1, 8}};
   for (const Case& c : cases) {
     const std::int64_t n = c.n, v = c.v;
     const std::string what = std::to_string(n) + "x" + std::to_string(v);
@@ -90,15 +92,19 @@ TEST(KernelsEmulatedCrossEntropy, FusedForwardAndInPlaceBackwardMatchCpu) {
       loss.poison();
       max.poison();
       sum_exp.poison();
+      const bool by_8 = ck::rows_by_8(v, {logits.data()});
       emulated::launch(ck::row_shape(n), [&] {
-        ck::forward_kernel<Storage::kF32>(loss.data(), max.data(), sum_exp.data(), logits.data(),
-                                          targets.data(), v);
+        (by_8 ? ck::forward_kernel<Storage::kF32, true>
+              : ck::forward_kernel<Storage::kF32, false>)(loss.data(), max.data(), sum_exp.data(),
+                                                          logits.data(), targets.data(), v);
       });
       const std::vector<float> exps = logits.values();
       // In place, as the training step runs it.
       emulated::launch(ck::row_shape(n), [&] {
-        ck::backward_kernel<Storage::kF32>(logits.data(), logits.data(), targets.data(), nullptr,
-                                           sum_exp.data(), dloss.data(), v, 0);
+        (by_8 ? ck::backward_kernel<Storage::kF32, true>
+              : ck::backward_kernel<Storage::kF32, false>)(logits.data(), logits.data(),
+                                                           targets.data(), nullptr, sum_exp.data(),
+                                                           dloss.data(), v, 0);
       });
       EXPECT_EQ(logits.guard_bytes_written() + loss.guard_bytes_written() +
                     max.guard_bytes_written() + sum_exp.guard_bytes_written(),
@@ -119,9 +125,10 @@ TEST(KernelsEmulatedCrossEntropy, FusedForwardAndInPlaceBackwardMatchCpu) {
   }
 }
 
-TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
-  // A vocab shard [vocab_start, vocab_start + v): some targets fall outside it.
-  const std::int64_t n = 37, v = 1003, vocab_start = 500;
+// A vocab shard [vocab_start, vocab_start + v): some targets fall outside it.
+void check_vocab_parallel_steps(std::int64_t v) {
+  SCOPED_TRACE(v);
+  const std::int64_t n = 37, vocab_start = 500;
   const auto un = static_cast<std::size_t>(n), size = static_cast<std::size_t>(n * v);
   const GuardedBuffer<float> logits0(emulated::random_floats(size, 33, -6.0f, 6.0f));
   const GuardedBuffer<std::int64_t> targets(random_targets(n, 2 * v + vocab_start, 34));
@@ -131,20 +138,27 @@ TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
 
   GuardedBuffer<float> logits(logits0.values()), max(un), target_logit(un), sum_exp(un), loss(un),
       grad(size);
-  emulated::launch(ck::row_shape(n),
-                   [&] { ck::row_max_kernel<Storage::kF32>(max.data(), logits.data(), v); });
+  const bool by_8 = ck::rows_by_8(v, {logits.data(), grad.data()});
+  EXPECT_EQ(by_8, v % 8 == 0);
+  emulated::launch(ck::row_shape(n), [&] {
+    (by_8 ? ck::row_max_kernel<Storage::kF32, true>
+          : ck::row_max_kernel<Storage::kF32, false>)(max.data(), logits.data(), v);
+  });
   emulated::launch(ck::target_logit_shape(n), [&] {
     ck::target_logit_kernel<Storage::kF32>(target_logit.data(), logits.data(), targets.data(),
                                            max.data(), n, v, vocab_start);
   });
   emulated::launch(ck::row_shape(n), [&] {
-    ck::exp_sum_kernel<Storage::kF32>(sum_exp.data(), logits.data(), max.data(), v);
+    (by_8 ? ck::exp_sum_kernel<Storage::kF32, true>
+          : ck::exp_sum_kernel<Storage::kF32, false>)(sum_exp.data(), logits.data(), max.data(), v);
   });
   emulated::launch(ck::loss_shape(n),
                    [&] { ck::loss_kernel(loss.data(), sum_exp.data(), target_logit.data(), n); });
   emulated::launch(ck::row_shape(n), [&] {
-    ck::backward_kernel<Storage::kF32>(grad.data(), logits.data(), targets.data(), nullptr,
-                                       sum_exp.data(), dloss.data(), v, vocab_start);
+    (by_8 ? ck::backward_kernel<Storage::kF32, true>
+          : ck::backward_kernel<Storage::kF32, false>)(grad.data(), logits.data(), targets.data(),
+                                                       nullptr, sum_exp.data(), dloss.data(), v,
+                                                       vocab_start);
   });
   EXPECT_EQ(max.values(), want.max);
   EXPECT_EQ(target_logit.values(), want.target_logit);  // one subtraction: exact twin
@@ -155,6 +169,12 @@ TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
   for (const auto* b : {&logits, &max, &target_logit, &sum_exp, &loss, &grad}) {
     EXPECT_EQ(b->guard_bytes_written(), 0u);
   }
+}
+
+// One element a thread (1003) and eight (1000).
+TEST(KernelsEmulatedCrossEntropy, VocabParallelStepsMatchCpu) {
+  check_vocab_parallel_steps(1003);
+  check_vocab_parallel_steps(1000);
 }
 
 // One launch of each step on [n, v] logits stored as kS (a shard starting at vocab_start), then
@@ -175,20 +195,26 @@ KernelSteps<kS> run_kernels(const std::vector<typename StorageOf<kS>::Elem>& log
   const auto un = static_cast<std::size_t>(n);
   GuardedBuffer<T> logits(logits0);
   GuardedBuffer<float> max(un), target_logit(un), sum_exp(un), loss(un);
+  const bool by_8 = ck::rows_by_8(v, {logits.data()});
   if (fused) {
     emulated::launch(ck::row_shape(n), [&] {
-      ck::forward_kernel<kS>(loss.data(), max.data(), sum_exp.data(), logits.data(), targets.data(),
-                             v);
+      (by_8 ? ck::forward_kernel<kS, true>
+            : ck::forward_kernel<kS, false>)(loss.data(), max.data(), sum_exp.data(), logits.data(),
+                                             targets.data(), v);
     });
   } else {
-    emulated::launch(ck::row_shape(n),
-                     [&] { ck::row_max_kernel<kS>(max.data(), logits.data(), v); });
+    emulated::launch(ck::row_shape(n), [&] {
+      (by_8 ? ck::row_max_kernel<kS, true> : ck::row_max_kernel<kS, false>)(max.data(),
+                                                                            logits.data(), v);
+    });
     emulated::launch(ck::target_logit_shape(n), [&] {
       ck::target_logit_kernel<kS>(target_logit.data(), logits.data(), targets.data(), max.data(), n,
                                   v, vocab_start);
     });
-    emulated::launch(ck::row_shape(n),
-                     [&] { ck::exp_sum_kernel<kS>(sum_exp.data(), logits.data(), max.data(), v); });
+    emulated::launch(ck::row_shape(n), [&] {
+      (by_8 ? ck::exp_sum_kernel<kS, true>
+            : ck::exp_sum_kernel<kS, false>)(sum_exp.data(), logits.data(), max.data(), v);
+    });
     emulated::launch(ck::loss_shape(n),
                      [&] { ck::loss_kernel(loss.data(), sum_exp.data(), target_logit.data(), n); });
   }
@@ -196,8 +222,10 @@ KernelSteps<kS> run_kernels(const std::vector<typename StorageOf<kS>::Elem>& log
                       sum_exp.values(), loss.values(),
                       logits.values(),  {}};
   emulated::launch(ck::row_shape(n), [&] {
-    ck::backward_kernel<kS>(logits.data(), logits.data(), targets.data(), max.data(),
-                            sum_exp.data(), dloss.data(), v, vocab_start);
+    (by_8 ? ck::backward_kernel<kS, true>
+          : ck::backward_kernel<kS, false>)(logits.data(), logits.data(), targets.data(),
+                                            max.data(), sum_exp.data(), dloss.data(), v,
+                                            vocab_start);
   });
   out.dlogits = logits.values();
   for (const std::size_t written :
@@ -276,7 +304,8 @@ void check_16bit(std::int64_t n, std::int64_t v, std::int64_t vocab_start, bool 
 }
 
 TEST(KernelsEmulatedCrossEntropy, SixteenBitLogitsAreTheFp32KernelsOnWidenedLogits) {
-  const Case cases[] = {{1, 1}, {3, 7}, {5, 255}, {4, 257}, {6, 1000}, {2, 50257}, {17, 4099}};
+  const Case cases[] = {{1, 1},    {3, 7},     {5, 255},   {4, 257},
+                        {6, 1000}, {2, 50257}, {17, 4099}, {3, 50304}};
   std::uint32_t seed = 40;
   for (const Case& c : cases) {
     check_16bit<Storage::kBF16>(c.n, c.v, 0, true, seed);
@@ -286,6 +315,7 @@ TEST(KernelsEmulatedCrossEntropy, SixteenBitLogitsAreTheFp32KernelsOnWidenedLogi
   // A vocab shard [vocab_start, vocab_start + v) that some targets miss.
   check_16bit<Storage::kBF16>(37, 1003, 500, false, 60);
   check_16bit<Storage::kF16>(37, 1003, 500, false, 60);
+  check_16bit<Storage::kBF16>(37, 1000, 500, false, 63);
 }
 
 // The loss kernel is a grid-stride loop (one thread per row before: rows past 2^24 were left
