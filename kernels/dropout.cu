@@ -59,6 +59,12 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
   detail::with_storage(dtype, "dropout_bias_grad", [&](auto s) {
     if (rows <= 0 || cols <= 0) return;
     constexpr Storage kS = decltype(s)::value;
+    if (detail::fits_columns8(cols, {dout})) {
+      detail::launch_column_sums<1>("kernels::dropout_bias_grad", bias_grad8_kernel<kS>,
+                                    detail::column8_shape(rows, cols), rows, cols, {{dbias}},
+                                    cuda_stream, dout, rows, cols, stream, keep_scale(stream));
+      return;
+    }
     detail::launch_column_sums<1>(
         "kernels::dropout_bias_grad",
         cols % 4 == 0 ? bias_grad_shared_kernel<kS> : bias_grad_kernel<kS>, rows, cols, {{dbias}},

@@ -135,6 +135,16 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
     EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
     EXPECT_EQ(bits_of(got_dbias.values()), bits_of(got_db)) << what << " shared draws";
   }
+  if (kernels::detail::fits_columns8(cols, {dout.data()})) {  // eight columns a thread: likewise
+    got_dbias.assign(dbias0);
+    emulated::launch_column_sums<1>(kernels::detail::column8_shape(rows, cols), rows, cols,
+                                    {{got_dbias.data()}}, [&](float* partials) {
+                                      dk::bias_grad8_kernel<kS>(dout.data(), rows, cols, stream,
+                                                                scale, partials);
+                                    });
+    EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
+    EXPECT_EQ(bits_of(got_dbias.values()), bits_of(got_db)) << what << " eight columns a thread";
+  }
 
   // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
   // the four-a-thread kernels.
