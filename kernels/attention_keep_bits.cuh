@@ -23,7 +23,7 @@ static __global__ void __launch_bounds__(kThreads) keep_bits_kernel(Geometry g) 
     for (int k = 0; k < 32 && first + k <= row; ++k) {
       if (dropout_factor(g, bh, row, first + k) != 0.0f) word |= 1u << k;
     }
-    g.dropout.keep_bits[(bh * g.s + row) * words + e % words] = word;
+    g.dropout.keep_bits[keep_word_index(g.s, bh, row, first)] = word;
   }
 }
 

@@ -52,6 +52,12 @@ __host__ __device__ constexpr std::int64_t keep_words(std::int64_t s) {
   return 2 * ((s + 63) / 64);
 }
 
+// The keep word of (row, key / 32) of slice bh.
+__device__ inline std::int64_t keep_word_index(std::int64_t s, std::int64_t bh, std::int64_t row,
+                                               std::int64_t key) {
+  return (bh * s + row) * keep_words(s) + key / 32;
+}
+
 // Strides of one slice's views, and the dropout.
 struct Geometry {
   std::int64_t s;

@@ -149,13 +149,6 @@ __device__ __forceinline__ void column_dropout(float f[2][2], const attention_de
 // the end are whatever the forward drew (row_dropout's 1 or a real draw): the backward zeroes
 // those pairs anyway.
 
-// Word (row, key / 32) of slice bh.
-__device__ __forceinline__ std::int64_t keep_word_index(const attention_detail::Geometry& g,
-                                                        std::int64_t bh, std::int64_t row,
-                                                        std::int64_t key) {
-  return (bh * g.s + row) * attention_detail::keep_words(g.s) + key / 32;
-}
-
 // This lane's bits of the forward/dq layout's factors f[tile][c] (keys key0 + 8·tile + 2t + c,
 // key0 % 16 == 0) at their places in the word holding key0.
 __device__ __forceinline__ std::uint32_t quad_keep_bits(const float f[2][2], std::int64_t key0) {
@@ -178,7 +171,7 @@ __device__ __forceinline__ std::uint32_t* keep_row_of_lane(const attention_detai
   const int t = static_cast<int>(threadIdx.x) % 4;
   const std::int64_t row = row_base + 8 * (t % 2);
   if (t >= 2 || row >= g.s) return nullptr;
-  return g.dropout.keep_bits + keep_word_index(g, bh, row, 0);
+  return g.dropout.keep_bits + attention_detail::keep_word_index(g.s, bh, row, 0);
 }
 
 // Forward: the word of keys key0 … key0 + 31 (key0 % 32 == 0) of rows row_base + 8·h is the
@@ -198,7 +191,7 @@ __device__ __forceinline__ void store_keep_words(std::uint32_t* keep_row, std::i
 __device__ __forceinline__ std::uint32_t load_keep_word(const attention_detail::Geometry& g,
                                                         std::int64_t bh, std::int64_t row,
                                                         std::int64_t key) {
-  return row < g.s ? g.dropout.keep_bits[keep_word_index(g, bh, row, key)] : 0u;
+  return row < g.s ? g.dropout.keep_bits[attention_detail::keep_word_index(g.s, bh, row, key)] : 0u;
 }
 
 // Two neighbouring words as one 8-byte access.
@@ -213,7 +206,7 @@ __device__ __forceinline__ WordPair load_keep_pair(const attention_detail::Geome
                                                    std::int64_t key0) {
   if (row >= g.s) return {0u, 0u};
   return *reinterpret_cast<const WordPair*>(g.dropout.keep_bits +
-                                            keep_word_index(g, bh, row, key0));
+                                            attention_detail::keep_word_index(g.s, bh, row, key0));
 }
 
 __device__ __forceinline__ float factor_of_bit(const attention_detail::Dropout& d,

@@ -56,7 +56,6 @@ template <int kSums, typename... Params, typename... Args>
 void launch_column_sums(const char* name, void (*kernel)(Params...), std::int64_t rows,
                         std::int64_t cols, ColumnOutputs<kSums> outputs, cudaStream_t stream,
                         Args... args) {
-  if (rows <= 0 || cols <= 0) return;
   launch_column_sums<kSums>(name, kernel, column_shape(rows, cols), rows, cols, outputs, stream,
                             args...);
 }

@@ -244,9 +244,10 @@ Shape flash_attention_keep_bits_shape(std::int64_t b, std::int64_t np, std::int6
   return {b, np, s, 2 * ((s + 63) / 64)};
 }
 
+// The tensor-core kernels read them; the SIMT kernels draw anyway.
 bool flash_attention_reads_keep_bits(DType dtype, std::int64_t hn) {
-  return detail::kCudaBuilt && (dtype == DType::kBFloat16 || dtype == DType::kFloat16) &&
-         (hn == 64 || hn == 128);
+  if constexpr (detail::kCudaBuilt) return cuda::attention_tensor_core_supported(dtype, hn);
+  return false;
 }
 
 void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor lse, Tensor qkv,

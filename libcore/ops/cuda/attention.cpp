@@ -10,6 +10,10 @@ bool attention_head_dim_supported(std::int64_t hn) {
   return kernels::attention_head_dim_supported(hn);
 }
 
+bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
+  return kernels::attention_tensor_core_supported(dtype, hn);
+}
+
 void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
                        const DropoutStream& dropout, std::uint32_t* keep_bits) {

@@ -133,6 +133,7 @@ void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const flo
 
 // kernels/attention.h
 bool attention_head_dim_supported(std::int64_t hn);
+bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn);
 void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
                        const DropoutStream& dropout, std::uint32_t* keep_bits);
