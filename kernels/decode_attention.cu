@@ -71,11 +71,9 @@ void decode_attention_forward(void* ctx, const void* qkv, const void* keys, cons
       const std::size_t bytes =
           sizeof(float) * static_cast<std::size_t>(shared_floats<kHn>(d.past + d.count));
       // Past 48 KiB (about 12000 positions) the kernel must opt in; beyond the device's limit
-      // this fails with CUDA's message.
-      check_cuda(
-          cudaFuncSetAttribute(decode_kernel<kHn, Io>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(bytes)),
-          "kernels::decode_attention_forward (shared memory)");
+      // this fails naming the op.
+      allow_dynamic_shared_memory(reinterpret_cast<const void*>(decode_kernel<kHn, Io>), bytes,
+                                  "kernels::decode_attention_forward (shared memory)");
       decode_kernel<kHn, Io><<<grid, kThreads, bytes, stream>>>(
           static_cast<Elem*>(ctx), static_cast<const Elem*>(qkv), static_cast<const Elem*>(keys),
           static_cast<const Elem*>(values), {d.count, d.np, d.past, d.capacity}, alpha, coeff);

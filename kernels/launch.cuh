@@ -15,16 +15,11 @@ inline dim3 dim3_of(Extent e) {
 }
 
 // kernel<<<shape>>>(args…) on `stream`, then check_launch(name). Dynamic shared memory over the
-// 48 KiB every kernel may use is opted into first (cudaFuncSetAttribute), as a GPU requires.
+// 48 KiB every kernel may use is opted into first (allow_dynamic_shared_memory).
 template <typename... Params, typename... Args>
 void launch(const char* name, void (*kernel)(Params...), const LaunchShape& shape,
             cudaStream_t stream, Args... args) {
-  constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
-  if (shape.shared_bytes > kDefaultSharedBytes) {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(shape.shared_bytes)),
-               name);
-  }
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), shape.shared_bytes, name);
   kernel<<<dim3_of(shape.grid), dim3_of(shape.block), shape.shared_bytes, stream>>>(
       static_cast<Params>(args)...);
   check_launch(name);

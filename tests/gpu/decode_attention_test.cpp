@@ -2,12 +2,15 @@
 // (ops/cpu/decode_attention.h): the cache append bit for bit (unwritten slots keep their poison),
 // the attention within 1e-5 relative, over new positions [L, L + count) with L = 0, count = 1,
 // counts across the grid, every head dim, batches and heads, and positions past 256 (several
-// keys per thread) and 4096; two runs bit-identical.
+// keys per thread) and 4096; two runs bit-identical; threads launching it with different cache
+// lengths at once (pipeline ranks sharing a process), and a cache past the shared memory.
 #include "kernels/decode_attention.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "base/error.h"
 #include "ops/cpu/decode_attention.h"
@@ -112,6 +115,53 @@ TEST(DecodeAttentionKernel, HeadDimsWithoutAKernelFail) {
   EXPECT_THROW(kernels::decode_attention_forward(buffer.get(), buffer.get(), buffer.get(),
                                                  buffer.get(), d, 1.0f, nullptr),
                base::Error);
+}
+
+// Pipeline stages on one GPU run as threads of one process: one decoding past the 48 KiB of
+// shared memory, the other below it. The kernel's shared-memory attribute is the process's, so a
+// thread lowering it between the other's opt-in and launch failed that launch (InferenceGrid's
+// 1×2×1 grid on an H100, "invalid argument").
+TEST(DecodeAttentionKernel, ThreadsWithDifferentCacheLengthsLaunchTogether) {
+  const Case long_cache{13000, 1, 1, 1, 64, 1.0f}, short_cache{10, 1, 1, 1, 64, 1.0f};
+  std::string errors[2];
+  const auto decode = [](const Case& c, std::string& error) {
+    try {
+      Inputs in(c);
+      DeviceArray<float> dqkv(in.qkv), dkeys(in.cache), dvalues(in.values);
+      DeviceArray<float> ctx(static_cast<std::size_t>(c.hn));
+      cudaStream_t stream = nullptr;
+      kernels::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+      for (int i = 0; i < 300; ++i) {
+        kernels::decode_attention_forward(ctx.get(), dqkv.get(), dkeys.get(), dvalues.get(), in.d,
+                                          c.coeff, stream);
+      }
+      kernels::check_cuda(cudaStreamSynchronize(stream), "synchronize");
+      cudaStreamDestroy(stream);
+    } catch (const base::Error& e) {
+      error = e.what();
+    }
+  };
+  std::thread first(decode, long_cache, std::ref(errors[0]));
+  std::thread second(decode, short_cache, std::ref(errors[1]));
+  first.join();
+  second.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST(DecodeAttentionKernel, CachesPastTheSharedMemoryFailNamingIt) {
+  const Case c{70000, 1, 1, 1, 8, 1.0f};
+  Inputs in(c);
+  DeviceArray<float> dqkv(in.qkv), dkeys(in.cache), dvalues(in.values), ctx(8);
+  try {
+    kernels::decode_attention_forward(ctx.get(), dqkv.get(), dkeys.get(), dvalues.get(), in.d,
+                                      c.coeff, nullptr);
+    ADD_FAILURE() << "a cache of 70000 positions fit in shared memory";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("decode_attention_forward (shared memory): needs"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
