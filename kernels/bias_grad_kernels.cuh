@@ -20,11 +20,11 @@ template <Storage kS, bool kBy8>
 __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
                                  float* partials) {
   if constexpr (kBy8) {
-    detail::sum_columns8<1>(
-        rows, cols,
-        [&](std::int64_t, std::int64_t i, float(&sums)[1][8]) {
+    detail::sum_columns8<1, 8>(
+        rows, cols, [&](std::int64_t, std::int64_t i) { return detail::load_raw8<kS>(dout, i); },
+        [&](std::int64_t, std::int64_t, const detail::Raw8<kS>& loaded, float(&sums)[1][8]) {
           float v[8];
-          detail::load8<kS>(dout, i, v);
+          detail::widen8<kS>(loaded, v);
           for (int j = 0; j < 8; ++j) sums[0][j] += v[j];
         },
         partials);

@@ -167,23 +167,48 @@ __device__ inline std::uint32_t round_bits(float value) {
   }
 }
 
+// Elements [i, i + 8) as stored: one 16-byte access of a 16-bit storage, two of fp32. Holding
+// the bytes rather than the widened floats takes half the registers of a 16-bit row, so that
+// kernels bound by memory latency can keep several rows' loads in flight (sum_columns8).
+template <Storage kS>
+struct Raw8 {
+  Bytes16 b[kS == Storage::kF32 ? 2 : 1];
+};
+
+// p 16-byte aligned, i % 8 == 0.
+template <Storage kS>
+__device__ inline Raw8<kS> load_raw8(const void* p, std::int64_t i) {
+  Raw8<kS> raw;
+  if constexpr (kS == Storage::kF32) {
+    for (int half = 0; half < 2; ++half)
+      raw.b[half] = load_bytes16(static_cast<const float*>(p) + i + 4 * half);
+  } else {
+    raw.b[0] = load_bytes16(static_cast<const std::uint16_t*>(p) + i);
+  }
+  return raw;
+}
+
+// The eight elements of `raw` as load<kS> gives them.
+template <Storage kS>
+__device__ inline void widen8(const Raw8<kS>& raw, float (&v)[8]) {
+  if constexpr (kS == Storage::kF32) {
+    for (int half = 0; half < 2; ++half) {
+      for (int j = 0; j < 4; ++j) v[4 * half + j] = __uint_as_float(raw.b[half].w[j]);
+    }
+  } else {
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = widen_bits<kS>(raw.b[0].w[j] & 0xFFFFu);
+      v[2 * j + 1] = widen_bits<kS>(raw.b[0].w[j] >> 16);
+    }
+  }
+}
+
 // Elements [i, i + 8) as load<kS> gives them, in one 16-byte access (two for fp32): i % 8 == 0
 // and p 16-byte aligned. Eight elements a thread keep more bytes in flight than one: the
 // elementwise kernels are bound by memory latency, not by their arithmetic.
 template <Storage kS>
 __device__ inline void load8(const void* p, std::int64_t i, float (&v)[8]) {
-  if constexpr (kS == Storage::kF32) {
-    for (int half = 0; half < 2; ++half) {
-      const Bytes16 b = load_bytes16(static_cast<const float*>(p) + i + 4 * half);
-      for (int j = 0; j < 4; ++j) v[4 * half + j] = __uint_as_float(b.w[j]);
-    }
-  } else {
-    const Bytes16 b = load_bytes16(static_cast<const std::uint16_t*>(p) + i);
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = widen_bits<kS>(b.w[j] & 0xFFFFu);
-      v[2 * j + 1] = widen_bits<kS>(b.w[j] >> 16);
-    }
-  }
+  widen8<kS>(load_raw8<kS>(p, i), v);
 }
 
 // Elements [i, i + 8) stored as store<kS> stores them, likewise.

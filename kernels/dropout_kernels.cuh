@@ -170,12 +170,12 @@ __global__ void bias_grad_shared_kernel(const void* dout, std::int64_t rows, std
 template <Storage kS>
 __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
                                   DropoutStream stream, float scale, float* partials) {
-  detail::sum_columns8<1>(
-      rows, cols,
-      [&](std::int64_t, std::int64_t i, float(&sums)[1][8]) {
+  detail::sum_columns8<1, 8>(
+      rows, cols, [&](std::int64_t, std::int64_t i) { return detail::load_raw8<kS>(dout, i); },
+      [&](std::int64_t, std::int64_t i, const detail::Raw8<kS>& loaded, float(&sums)[1][8]) {
         float factor[8], g[8];
         chunk_factors(factor, stream, scale, i / 8);
-        load8<kS>(dout, i, g);
+        detail::widen8<kS>(loaded, g);
         for (int j = 0; j < 8; ++j) {
           if (factor[j] != 0.0f) sums[0][j] += g[j] * scale;
         }

@@ -91,13 +91,20 @@ __global__ void backward_params_kernel(const void* dout, const void* x, const fl
                                        const float* rstd, std::int64_t rows, std::int64_t cols,
                                        float* partials) {
   if constexpr (kBy8) {
-    detail::sum_columns8<2>(
+    struct Row {
+      detail::Raw8<kS> dout, x;
+      float mean, rstd;
+    };
+    detail::sum_columns8<2, 4>(
         rows, cols,
-        [&](std::int64_t r, std::int64_t i, float(&sums)[2][8]) {
+        [&](std::int64_t r, std::int64_t i) {
+          return Row{detail::load_raw8<kS>(dout, i), detail::load_raw8<kS>(x, i), mean[r], rstd[r]};
+        },
+        [&](std::int64_t, std::int64_t, const Row& row, float(&sums)[2][8]) {
           float g[8], v[8];
-          load8<kS>(dout, i, g);
-          load8<kS>(x, i, v);
-          const float m = mean[r], s = rstd[r];
+          detail::widen8<kS>(row.dout, g);
+          detail::widen8<kS>(row.x, v);
+          const float m = row.mean, s = row.rstd;
           for (int j = 0; j < 8; ++j) {
             sums[0][j] += g[j] * ((v[j] - m) * s);
             sums[1][j] += g[j];
