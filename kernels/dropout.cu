@@ -72,6 +72,24 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
   });
 }
 
+bool bias_dropout_add_backward(void* dx, float* dbias, void* dresidual, const void* dout,
+                               tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                               const DropoutStream& stream, bool accumulate,
+                               cudaStream_t cuda_stream) {
+  if (!detail::fits_columns8(cols, {dx, dresidual, dout})) return false;
+  // The steps' order matters when dresidual shares memory with dx or dout: not fused then.
+  if (dresidual != nullptr && (dresidual == dx || dresidual == dout)) return false;
+  detail::with_storage(dtype, "bias_dropout_add_backward", [&](auto s) {
+    if (rows <= 0 || cols <= 0) return;
+    constexpr Storage kS = decltype(s)::value;
+    detail::launch_column_sums<1>(
+        "kernels::bias_dropout_add_backward", bias_dropout_add_backward8_kernel<kS>,
+        detail::column8_shape(rows, cols, kBackwardChunkRows), rows, cols, {{dbias}}, cuda_stream,
+        dx, dresidual, dout, rows, cols, stream, keep_scale(stream), accumulate);
+  });
+  return true;
+}
+
 void dropout_forward(float* out, const float* x, const float* bias, const float* residual,
                      std::int64_t n, std::int64_t cols, const DropoutStream& stream,
                      cudaStream_t cuda_stream) {

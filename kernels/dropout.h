@@ -33,6 +33,16 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
                        std::int64_t cols, const ops::DropoutStream& stream,
                        cudaStream_t cuda_stream);
 
+// bias-dropout-add's backward in one pass (dout read once, each mask drawn once) where cols % 8
+// == 0 and dx, dresidual and dout are 16-byte aligned: dbias[c] += Σ_rows dout ⊙ mask · scale
+// (a fixed order again, other than dropout_bias_grad's), dresidual += dout (skipped when null),
+// then dx as dropout_backward writes it (dx may be dout's memory, dresidual neither). Where it
+// does not apply it returns false and does nothing.
+bool bias_dropout_add_backward(void* dx, float* dbias, void* dresidual, const void* dout,
+                               tensor::DType dtype, std::int64_t rows, std::int64_t cols,
+                               const ops::DropoutStream& stream, bool accumulate,
+                               cudaStream_t cuda_stream);
+
 // dropout_forward with a bias of `bias_dtype`: kFloat32, or the activations' `dtype` (a 16-bit
 // model's parameter, widened exactly on load: the results are those of its fp32 widening).
 void dropout_forward(void* out, const void* x, const void* bias, const void* residual,

@@ -167,10 +167,10 @@ __global__ void bias_grad_shared_kernel(const void* dout, std::int64_t rows, std
 // bias_grad_kernel eight columns a thread (sum_columns8, cols a multiple of 8 and dout 16-byte
 // aligned): a thread's eight elements of a row are one chunk, two Philox blocks drawn once each,
 // loaded 16 bytes at a time; the same kept terms added in the same order: the same bits.
-template <Storage kS>
+template <Storage kS, std::int64_t kChunkRows = detail::kRowChunk>
 __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
                                   DropoutStream stream, float scale, float* partials) {
-  detail::sum_columns8<1, 8>(
+  detail::sum_columns8<1, 8, kChunkRows>(
       rows, cols, [&](std::int64_t, std::int64_t i) { return detail::load_raw8<kS>(dout, i); },
       [&](std::int64_t, std::int64_t i, const detail::Raw8<kS>& loaded, float(&sums)[1][8]) {
         float factor[8], g[8];
@@ -179,6 +179,54 @@ __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int6
         for (int j = 0; j < 8; ++j) {
           if (factor[j] != 0.0f) sums[0][j] += g[j] * scale;
         }
+      },
+      partials);
+}
+
+// Rows a block of bias_dropout_add_backward8_kernel takes: each row costs two Philox blocks a
+// thread, and 256-row chunks gave a [8192, 768] gradient 96 blocks, under one per SM.
+constexpr std::int64_t kBackwardChunkRows = 64;
+
+// bias-dropout-add's backward in one pass over dout, where bias_grad8_kernel fits (and dx,
+// dresidual are 16-byte aligned too): the dbias partials of bias_grad8_kernel<kS,
+// kBackwardChunkRows>, dresidual += dout as add_kernel adds (dresidual may be null), then dx as
+// backward8_kernel writes it (dx may be dout's memory). Each Philox block is drawn once instead
+// of once for dbias and again for dx, and dout is read once.
+template <Storage kS>
+__global__ void bias_dropout_add_backward8_kernel(void* dx, void* dresidual, const void* dout,
+                                                  std::int64_t rows, std::int64_t cols,
+                                                  DropoutStream stream, float scale,
+                                                  bool accumulate, float* partials) {
+  struct Row {
+    detail::Raw8<kS> dout, dx, dresidual;
+  };
+  detail::sum_columns8<1, 4, kBackwardChunkRows>(
+      rows, cols,
+      [&](std::int64_t, std::int64_t i) {
+        Row row{};
+        row.dout = detail::load_raw8<kS>(dout, i);
+        if (accumulate) row.dx = detail::load_raw8<kS>(dx, i);
+        if (dresidual != nullptr) row.dresidual = detail::load_raw8<kS>(dresidual, i);
+        return row;
+      },
+      [&](std::int64_t, std::int64_t i, const Row& row, float(&sums)[1][8]) {
+        float factor[8], g[8];
+        chunk_factors(factor, stream, scale, i / 8);
+        detail::widen8<kS>(row.dout, g);
+        for (int j = 0; j < 8; ++j) {
+          if (factor[j] != 0.0f) sums[0][j] += g[j] * scale;
+        }
+        if (dresidual != nullptr) {
+          float sum[8];
+          detail::widen8<kS>(row.dresidual, sum);
+          for (int j = 0; j < 8; ++j) sum[j] = sum[j] + g[j];
+          store8<kS>(dresidual, i, sum);
+        }
+        float out[8] = {};
+        if (accumulate) detail::widen8<kS>(row.dx, out);
+        for (int j = 0; j < 8; ++j)
+          out[j] = accumulate ? out[j] + g[j] * factor[j] : g[j] * factor[j];
+        store8<kS>(dx, i, out);
       },
       partials);
 }

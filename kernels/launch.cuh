@@ -37,13 +37,13 @@ void launch_column_sums(const char* name, void (*kernel)(Params...), const Launc
                         cudaStream_t stream, Args... args) {
   if (rows <= 0 || cols <= 0) return;
   void* scratch = nullptr;
-  const auto bytes =
-      static_cast<std::size_t>(column_partials_count(kSums, rows, cols)) * sizeof(float);
+  const std::int64_t chunks = shape.grid.y;  // the row chunks, one partial sum each
+  const auto bytes = static_cast<std::size_t>(kSums * chunks * cols) * sizeof(float);
   check_cuda(cudaMallocAsync(&scratch, bytes, stream), name);
   auto* partials = static_cast<float*>(scratch);
   launch(name, kernel, shape, stream, args..., partials);
   launch(name, finish_column_sums_kernel<kSums>, column_finish_shape(cols), stream,
-         static_cast<const float*>(partials), row_chunks(rows), cols, outputs);
+         static_cast<const float*>(partials), chunks, cols, outputs);
   check_cuda(cudaFreeAsync(scratch, stream), name);
 }
 

@@ -31,11 +31,6 @@ inline std::int64_t row_chunks(std::int64_t rows) {
   return rows <= kRowChunk ? 1 : (rows + kRowChunk - 1) / kRowChunk;
 }
 
-// Floats of the partials buffer of a column sum with kSums sums.
-inline std::int64_t column_partials_count(int sums, std::int64_t rows, std::int64_t cols) {
-  return sums * row_chunks(rows) * cols;
-}
-
 // The launch of a kernel calling sum_columns: column_blocks(cols) × row_chunks(rows) blocks of
 // (kColumnTile, kRowLanes) threads.
 inline LaunchShape column_shape(std::int64_t rows, std::int64_t cols) {
@@ -106,10 +101,19 @@ __device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, flo
 // eighth of the loads.
 constexpr int kColumnTile8 = 8 * kColumnTile;
 
-inline LaunchShape column8_shape(std::int64_t rows, std::int64_t cols) {
-  LaunchShape shape = column_shape(rows, cols);
-  shape.grid.x = static_cast<unsigned>((cols + kColumnTile8 - 1) / kColumnTile8);
-  return shape;
+// The launch of a kernel calling sum_columns8 with chunks of `chunk_rows` rows (its kChunkRows):
+// one block per 256 columns and chunk.
+inline LaunchShape column8_shape(std::int64_t rows, std::int64_t cols,
+                                 std::int64_t chunk_rows = kRowChunk) {
+  constexpr std::int64_t kMaxGridY = 65535;
+  const std::int64_t chunks = rows <= chunk_rows ? 1 : (rows + chunk_rows - 1) / chunk_rows;
+  if (chunks > kMaxGridY) {
+    base::fail("cuda: column sums over ", rows, " rows exceed the grid limit of ",
+               kMaxGridY * chunk_rows);
+  }
+  return {{static_cast<unsigned>((cols + kColumnTile8 - 1) / kColumnTile8),
+           static_cast<unsigned>(chunks)},
+          {kColumnTile, kRowLanes}};
 }
 
 // Launched with column8_shape(rows, cols). Row r's terms come in two steps, so that a thread has
@@ -118,13 +122,16 @@ inline LaunchShape column8_shape(std::int64_t rows, std::int64_t cols) {
 // bytes need about 8): `load(r, i)` (i = r·cols + c0, c0 the thread's first
 // column) returns what row r needs from memory, then `add(r, i, loaded, sums)` adds the row's
 // kSums terms of columns c0 … c0 + 7 into sums[k][0 … 7] (and may store). The rows are added in
-// sum_columns' order all the same.
-template <int kSums, int kRowGroup, typename Load, typename Add>
+// sum_columns' order all the same. With kChunkRows other than kRowChunk (launched with
+// column8_shape(rows, cols, kChunkRows)) a block takes that many rows instead: more blocks for
+// kernels with much work per row, and other bits.
+template <int kSums, int kRowGroup, std::int64_t kChunkRows = kRowChunk, typename Load,
+          typename Add>
 __device__ void sum_columns8(std::int64_t rows, std::int64_t cols, Load load, Add add,
                              float* partials) {
   __shared__ float partial[kSums][kRowLanes][8][kColumnTile];  // [sum][row lane][column][x]
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowChunk;
-  const std::int64_t end = first + kRowChunk < rows ? first + kRowChunk : rows;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
+  const std::int64_t end = first + kChunkRows < rows ? first + kChunkRows : rows;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kColumnTile8 + 8 * threadIdx.x;
   float sums[kSums][8] = {};
   if (c0 < cols) {

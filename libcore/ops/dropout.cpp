@@ -112,9 +112,17 @@ void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias
   const std::int64_t rows = has_bias ? check_bias(kOp, "dbias", dbias, dout) : 0;
   if (has_residual) detail::expect_shape(kOp, {"dresidual", dresidual}, dout.shape());
   // The same three steps on either device: dbias from dout, dresidual += dout, then dx (which
-  // may be dout's memory for the caller's next step, so it comes last).
+  // may be dout's memory for the caller's next step, so it comes last). On a device they are one
+  // pass where the rows allow.
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
+      const bool accumulate = dx_mode == Dx::kAccumulate;
+      if (has_bias &&
+          cuda::bias_dropout_add_backward(ctx, dx.raw(), dbias.data<float>(),
+                                          has_residual ? dresidual.raw() : nullptr, dout.raw(),
+                                          dtype, rows, dbias.dim(0), stream, accumulate)) {
+        return;
+      }
       if (has_bias) {
         cuda::dropout_bias_grad(ctx, dbias.data<float>(), dout.raw(), dtype, rows, dbias.dim(0),
                                 stream);
@@ -122,8 +130,7 @@ void bias_dropout_add_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias
       if (has_residual) {
         cuda::add(ctx, dresidual.raw(), dresidual.raw(), dout.raw(), dtype, dout.numel());
       }
-      cuda::dropout_backward(ctx, dx.raw(), dout.raw(), dtype, dout.numel(), stream,
-                             dx_mode == Dx::kAccumulate);
+      cuda::dropout_backward(ctx, dx.raw(), dout.raw(), dtype, dout.numel(), stream, accumulate);
     }
     return;
   }

@@ -20,13 +20,13 @@ void launch_column_sums(const kernels::detail::LaunchShape& shape, std::int64_t 
                         std::int64_t cols, kernels::detail::ColumnOutputs<kSums> outputs,
                         Stage stage) {
   namespace kd = kernels::detail;
-  GuardedBuffer<float> partials(
-      static_cast<std::size_t>(kd::column_partials_count(kSums, rows, cols)));
+  if (rows <= 0 || cols <= 0) return;  // as launch_column_sums
+  const std::int64_t chunks = shape.grid.y;
+  GuardedBuffer<float> partials(static_cast<std::size_t>(kSums * chunks * cols));
   partials.poison();
   launch(shape, [&] { stage(partials.data()); });
-  launch(kd::column_finish_shape(cols), [&] {
-    kd::finish_column_sums_kernel<kSums>(partials.data(), kd::row_chunks(rows), cols, outputs);
-  });
+  launch(kd::column_finish_shape(cols),
+         [&] { kd::finish_column_sums_kernel<kSums>(partials.data(), chunks, cols, outputs); });
   EXPECT_EQ(partials.guard_bytes_written(), 0u) << "column sum partials";
 }
 

@@ -4,9 +4,10 @@
 // multiples of the 4-element Philox group included), the forward plain and as bias-dropout-add,
 // the backward written and accumulated, bit for bit, and the bias gradient's column sums within
 // 1e-5 (tests/gpu/dropout_test.cpp's bounds), fp32 and the 16-bit storages (the fp32 op on widened
-// inputs, rounded once). Outputs start poisoned, guards stay untouched, reruns give the same
-// bits; the grid-stride loop also runs on a narrowed grid.
-// First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
+// inputs, rounded once); bias-dropout-add's one-pass backward against its three steps' kernels.
+// Outputs start poisoned, guards stay untouched, reruns give the same bits; the grid-stride loop
+// also runs on a narrowed grid. First the emulation (CUDA keywords, device_common.cuh's host
+// twins), then the kernels.
 #include "tests/unit/emulated_device_common.h"
 
 #include "kernels/dropout_kernels.cuh"
@@ -60,6 +61,80 @@ TEST(KernelsEmulatedDropout, MaskIsTheCpuMask) {
       EXPECT_EQ(out.guard_bytes_written(), 0u);
     }
   }
+}
+
+// bias-dropout-add's one-pass backward against the kernels of its three steps, bit for bit: dbias
+// as bias_grad8_kernel over the same 64-row chunks, dresidual as dresidual + dout rounded once,
+// dx as backward8_kernel (written, accumulated, and in place over dout); without a residual too.
+template <Storage kS>
+void check_one_pass_backward(const DropoutStream& stream, std::int64_t rows, std::int64_t cols) {
+  using T = typename StorageOf<kS>::Elem;
+  namespace kd = kernels::detail;
+  const std::string what = std::string(emulated::storage_name(kS)) +
+                           " p=" + std::to_string(stream.p) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols) + " one pass";
+  const std::int64_t n = rows * cols;
+  const auto un = static_cast<std::size_t>(n), uc = static_cast<std::size_t>(cols);
+  const float scale = dk::keep_scale(stream);
+  const kd::LaunchShape shape = kd::column8_shape(rows, cols, dk::kBackwardChunkRows);
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(un, 70)));
+  const std::vector<T> residual0 = to_storage<kS>(emulated::random_floats(un, 71));
+  const std::vector<T> acc0 = to_storage<kS>(emulated::random_floats(un, 72));
+  const std::vector<float> dbias0 = emulated::random_floats(uc, 73);
+
+  GuardedBuffer<float> want_dbias(dbias0);
+  emulated::launch_column_sums<1>(shape, rows, cols, {{want_dbias.data()}}, [&](float* partials) {
+    dk::bias_grad8_kernel<kS, dk::kBackwardChunkRows>(dout.data(), rows, cols, stream, scale,
+                                                      partials);
+  });
+  std::vector<float> sum = to_fp32<kS>(residual0);
+  const std::vector<float> wdout = to_fp32<kS>(dout.values());
+  for (std::size_t i = 0; i < un; ++i) sum[i] = sum[i] + wdout[i];
+  const std::vector<T> want_residual = to_storage<kS>(sum);
+  GuardedBuffer<T> want_dx(un);
+  const auto backward8 = [&](bool accumulate) {
+    want_dx.assign(accumulate ? acc0 : std::vector<T>(un));
+    emulated::launch(kd::chunks_of_8_shape(n), [&] {
+      dk::backward8_kernel<kS>(want_dx.data(), dout.data(), n, stream, scale, accumulate);
+    });
+    return bits_of(want_dx.values());
+  };
+
+  GuardedBuffer<T> dx(un), dresidual(un), in_place(dout.values());
+  GuardedBuffer<float> dbias(dbias0);
+  const auto one_pass = [&](bool accumulate, bool with_residual, T* dx_memory) {
+    if (dx_memory == dx.data()) {
+      if (accumulate) {
+        dx.assign(acc0);
+      } else {
+        dx.poison();
+      }
+    }
+    dresidual.assign(residual0);
+    dbias.assign(dbias0);
+    emulated::launch_column_sums<1>(shape, rows, cols, {{dbias.data()}}, [&](float* partials) {
+      dk::bias_dropout_add_backward8_kernel<kS>(dx_memory,
+                                                with_residual ? dresidual.data() : nullptr,
+                                                dx_memory == dx.data() ? dout.data() : dx_memory,
+                                                rows, cols, stream, scale, accumulate, partials);
+    });
+    EXPECT_EQ(bits_of(dbias.values()), bits_of(want_dbias.values())) << what << " dbias";
+    EXPECT_EQ(bits_of(dresidual.values()), bits_of(with_residual ? want_residual : residual0))
+        << what << " dresidual";
+    EXPECT_EQ(dx.guard_bytes_written() + dresidual.guard_bytes_written() +
+                  dbias.guard_bytes_written() + in_place.guard_bytes_written(),
+              0u)
+        << what;
+  };
+  for (const bool accumulate : {false, true}) {
+    for (const bool with_residual : {true, false}) {
+      one_pass(accumulate, with_residual, dx.data());
+      EXPECT_EQ(bits_of(dx.values()), backward8(accumulate))
+          << what << " dx, accumulate " << accumulate;
+    }
+  }
+  one_pass(false, true, in_place.data());
+  EXPECT_EQ(bits_of(in_place.values()), backward8(false)) << what << " dx in place";
 }
 
 template <Storage kS>
@@ -146,6 +221,9 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
     EXPECT_EQ(bits_of(got_dbias.values()), bits_of(got_db)) << what << " eight columns a thread";
   }
 
+  if (kernels::detail::fits_columns8(cols, {dout.data()}))
+    check_one_pass_backward<kS>(stream, rows, cols);
+
   // Eight elements a thread where the sizes allow (the buffers are 16-byte aligned): the bits of
   // the four-a-thread kernels.
   const bool by_8 = kernels::detail::fits_chunks_of_8(n, cols, bias.data(),
@@ -193,7 +271,8 @@ TEST(KernelsEmulatedDropout, ForwardBackwardAndBiasGradMatchCpu) {
 }
 
 TEST(KernelsEmulatedDropout, Bf16AndFp16MatchCpu) {
-  constexpr Size kSizes[] = {{3, 17}, {5, 256}, {33, 100}};
+  // {130, 24}: three 64-row chunks of the one-pass backward, the last one partial.
+  constexpr Size kSizes[] = {{3, 17}, {5, 256}, {33, 100}, {130, 24}};
   for (const DropoutStream& stream : kStreams) {
     for (const Size size : kSizes) {
       check_storage<Storage::kBF16>(stream, size.rows, size.cols);

@@ -90,6 +90,10 @@ void dropout_backward(const DeviceContext& ctx, void* dx, const void* dout, tens
 void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const void* dout,
                        tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                        const DropoutStream& stream);
+// False, having done nothing, where the one-pass kernel does not apply.
+bool bias_dropout_add_backward(const DeviceContext& ctx, void* dx, float* dbias, void* dresidual,
+                               const void* dout, tensor::DType dtype, std::int64_t rows,
+                               std::int64_t cols, const DropoutStream& stream, bool accumulate);
 
 // kernels/embedding.h (the backward's sort workspace is the context's scratch)
 void embedding_lookup(const DeviceContext& ctx, void* out, const std::int64_t* ids,
