@@ -57,14 +57,32 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
              cudaStream_t stream) {
   const dim3 grid = grid_of(slices, g.s, "attention_forward");
+  // With keep bits to store and whole Philox blocks per word, the bits are drawn first and read.
+  const bool draw_first = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 4 == 0;
+  if (draw_first) {
+    const std::int64_t blocks = (keep_bits_draw_threads(slices, g.s) + kThreads - 1) / kThreads;
+    if (blocks > 0x7FFFFFFF) {
+      base::fail("cuda: kernels::attention_forward: ", slices, " slices of ", g.s,
+                 " rows of keep bits exceed the grid");
+    }
+    draw_keep_bits_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, slices);
+    check_launch("kernels::attention_forward (keep bits)");
+  }
   with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
     constexpr int bytes = kForwardSharedBytes<kHn>;
-    allow_shared(forward_kernel<T, kHn>, bytes, "kernels::attention_forward (shared memory)");
-    forward_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(
-        static_cast<std::uint16_t*>(ctx), lse, static_cast<const std::uint16_t*>(qkv), g, alpha,
-        coeff);
+    const auto launch = [&](auto kernel) {
+      allow_shared(kernel, bytes, "kernels::attention_forward (shared memory)");
+      kernel<<<grid, kThreads, bytes, stream>>>(static_cast<std::uint16_t*>(ctx), lse,
+                                                static_cast<const std::uint16_t*>(qkv), g, alpha,
+                                                coeff);
+    };
+    if (draw_first) {
+      launch(forward_kernel<T, kHn, true>);
+    } else {
+      launch(forward_kernel<T, kHn, false>);
+    }
   });
   check_launch("kernels::attention_forward (tensor cores)");
 }

@@ -49,7 +49,9 @@ constexpr int kBackwardSharedBytes =
 
 // ---- forward --------------------------------------------------------------------------------
 
-template <typename T, int kHn>
+// With kReadBits the dropout's keep bits are already drawn (draw_keep_bits_kernel) and the
+// kernel reads its factors from them; otherwise it draws them and, given keep_bits, stores them.
+template <typename T, int kHn, bool kReadBits>
 __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
     forward_kernel(std::uint16_t* ctx, float* lse, const std::uint16_t* qkv, Geometry g,
                    float alpha, float coeff) {
@@ -81,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
   const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
   const int tiles = static_cast<int>(last_row / kKeys) + 1;
   std::uint32_t* const keep_row =
-      g.dropout.keep_bits != nullptr ? keep_row_of_lane(g, bh, row_base) : nullptr;
+      !kReadBits && g.dropout.keep_bits != nullptr ? keep_row_of_lane(g, bh, row_base) : nullptr;
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {  // prefetch the next k, v into the other stage (free since the last sync)
       std::uint16_t* next = kv_s + ((j + 1) & 1) * 2 * kTileElems<kHn, kKeys>;
@@ -97,6 +99,11 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
     const std::uint16_t* v_s = k_s + kTileElems<kHn, kKeys>;
     const std::int64_t j0 = static_cast<std::int64_t>(j) * kKeys;
 
+    WordPair kept_in[2] = {};  // kReadBits: the words of this thread's rows, ahead of the products
+    if constexpr (kReadBits) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) kept_in[h] = load_keep_pair(g, bh, row_base + 8 * h, j0);
+    }
     float p[kKeys / 8][4] = {};
     warp_product_abt<T, kHn, kKeys>(p, q_s, kWarpRows * warp, k_s);
     // z·log2(e) with z = coeff·α·q·k; keys past the row masked, which happens in the diagonal
@@ -142,7 +149,21 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
     // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask (masked
     // keys and rows past the end are multiplied too, harmlessly). The keep bits go out a word of
     // 32 keys at a time.
-    if (g.dropout.p > 0.0f) {
+    if (kReadBits) {
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float f[2][2];
+          row_factors_from_bits(f, g.dropout, np < 2 ? kept_in[h].x : kept_in[h].y, 16 * np);
+#pragma unroll
+          for (int tile = 0; tile < 2; ++tile) {
+            p[2 * np + tile][2 * h] *= f[tile][0];
+            p[2 * np + tile][2 * h + 1] *= f[tile][1];
+          }
+        }
+      }
+    } else if (g.dropout.p > 0.0f) {
 #pragma unroll
       for (int w = 0; w < kKeys / 32; ++w) {
         std::uint32_t kept[2] = {0u, 0u};
@@ -182,6 +203,45 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
           mma::pack2<T>(o[dt][2 * h] / sum, o[dt][2 * h + 1] / sum);
     }
   }
+}
+
+// Dropout::keep_bits drawn ahead of a forward that reads them (forward_kernel<…, true>), where
+// s % 4 == 0 so that the 32 keys of a word are eight whole Philox blocks: eight lanes a word, a
+// block each, their bits gathered by three shuffles; words of `slices`·s rows from blockIdx.x ·
+// blockDim.x / 8. Drawing here rather than in the forward runs the integer work at full occupancy
+// instead of beside the forward's mma at four warps a block. Bits of keys past their row are 0,
+// and blocks wholly past it not drawn (the backward zeroes those pairs whatever their bits). static: the emulated tests
+// define the same function on the host.
+static __global__ void __launch_bounds__(kThreads)
+    draw_keep_bits_kernel(Geometry g, std::int64_t slices) {
+  const std::int64_t words = attention_detail::keep_words(g.s);
+  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t word = thread / 8;
+  const int block = static_cast<int>(thread % 8);
+  const bool in_range = word < slices * g.s * words;
+  const std::int64_t bh = word / (g.s * words), row = word / words % g.s;
+  const std::int64_t key = 32 * (word % words) + 4 * block;
+  std::uint32_t bits = 0;
+  if (in_range && key <= row) {
+    const attention_detail::Dropout& d = g.dropout;
+    const detail::PhiloxWords drawn =
+        detail::philox_block(d.seed, d.offset, dropout_index(g, bh, row, key) / 4);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (key + k <= row && detail::philox_uniform(drawn.w[k]) >= d.p) {
+        bits |= 1u << (4 * block + k);
+      }
+    }
+  }
+  bits |= __shfl_xor_sync(0xFFFFFFFFu, bits, 1);
+  bits |= __shfl_xor_sync(0xFFFFFFFFu, bits, 2);
+  bits |= __shfl_xor_sync(0xFFFFFFFFu, bits, 4);
+  if (in_range && block == 0) g.dropout.keep_bits[word] = bits;
+}
+
+// Threads of draw_keep_bits_kernel: eight per word.
+inline std::int64_t keep_bits_draw_threads(std::int64_t slices, std::int64_t s) {
+  return 8 * slices * s * attention_detail::keep_words(s);
 }
 
 // ---- backward -------------------------------------------------------------------------------

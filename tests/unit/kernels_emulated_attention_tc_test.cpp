@@ -135,18 +135,34 @@ struct Forward {
 
 // ---- the kernels, emulated, as kernels/attention.cu and attention_tc.cu launch them -----------
 
-// keep: the keep bits (Dropout::keep_bits) the forward writes and the backward reads, or null.
+// keep: the keep bits (Dropout::keep_bits) the forward keeps and the backward reads, or null.
+// As attention_tc.cu: with dropout and s % 4 == 0 draw_keep_bits_kernel draws them and the
+// forward reads them, unless !draw_first (then, as for other s, the forward draws and stores them).
 template <int kHn, typename T>
-Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* keep = nullptr) {
+Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* keep = nullptr,
+                      bool draw_first = true) {
   Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
                std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN)};
   ad::Geometry g = geometry_of(c, kHn);
   g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
+  const bool read_bits = draw_first && keep != nullptr && c.p > 0.0f && c.s % 4 == 0;
+  if (read_bits) {
+    const std::int64_t threads = tc::keep_bits_draw_threads(c.b * c.np, c.s);
+    simt::launch(
+        static_cast<unsigned>((threads + tc::kThreads - 1) / tc::kThreads), 1, tc::kThreads,
+        [&] { tc::draw_keep_bits_kernel(g, c.b * c.np); }, [] {});
+  }
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
       [&] {
-        tc::forward_kernel<MmaType<T>, kHn>(raw(r.ctx), r.lse.data(), raw(qkv), g, alpha, c.coeff);
+        if (read_bits) {
+          tc::forward_kernel<MmaType<T>, kHn, true>(raw(r.ctx), r.lse.data(), raw(qkv), g, alpha,
+                                                    c.coeff);
+        } else {
+          tc::forward_kernel<MmaType<T>, kHn, false>(raw(r.ctx), r.lse.data(), raw(qkv), g, alpha,
+                                                     c.coeff);
+        }
       },
       poison_tc_shared(tc::kForwardSharedBytes<kHn>));
   return r;
@@ -450,10 +466,25 @@ void expect_host_keep_bits(const Case& c, const std::vector<std::uint32_t>& keep
       << "keep bits differing from the host's masks";
 }
 
-// The forward writes the host's masks as keep bits without changing its own outputs, and the
+// How many words have bits set for keys past their row.
+std::size_t words_set_above_the_diagonal(const Case& c, const std::vector<std::uint32_t>& keep) {
+  const std::int64_t words = ad::keep_words(c.s);
+  std::size_t set_above = 0;
+  for (std::int64_t row = 0; row < c.b * c.np * c.s; ++row) {  // every slice's rows
+    const std::int64_t i = row % c.s;
+    for (std::int64_t w = 0; w < words; ++w) {
+      const std::uint32_t above = w * 32 > i ? ~0u : w * 32 + 31 <= i ? 0u : ~0u << (i % 32 + 1);
+      set_above += (keep[static_cast<std::size_t>(row * words + w)] & above) != 0;
+    }
+  }
+  return set_above;
+}
+
+// The forward keeps the host's masks as keep bits without changing its own outputs, and the
 // backward reading them gives the bits of the backward drawing the masks itself. Sizes: s % 4 == 0
-// (the shared Philox draws) and not, partial tiles, several key tiles and words per row, heads
-// numbered within a wider layer; hn = 128 steps the dq kernel over 32 keys.
+// (the shared Philox draws; the bits drawn first, zeros above the diagonal, and as the forward
+// itself stores them) and not, partial tiles, several key tiles and words per row, heads numbered
+// within a wider layer; hn = 128 steps the dq kernel over 32 keys.
 template <int kHn>
 void check_keep_bits(const Case& c) {
   using T = tensor::BFloat16;
@@ -473,12 +504,20 @@ void check_keep_bits(const Case& c) {
             bits(backward_tc<kHn>(c, qkv, dctx, drawn, dqkv0)));
   EXPECT_EQ(bits(backward_tc<kHn>(c, qkv, dctx, kept, dqkv0, false, keep.data())),
             bits(backward_tc<kHn>(c, qkv, dctx, drawn, dqkv0, false)));
+  if (c.s % 4 != 0) return;
+  EXPECT_EQ(words_set_above_the_diagonal(c, keep), 0u) << "drawn first";
+  std::vector<std::uint32_t> stored = poisoned_keep(c);
+  const Forward<T> storing = forward_tc<kHn>(c, qkv, stored.data(), false);
+  EXPECT_EQ(bits(storing.ctx), bits(drawn.ctx));
+  EXPECT_EQ(storing.lse, drawn.lse);
+  expect_host_keep_bits(c, stored);
 }
 
 TEST(KernelsEmulatedAttentionTc, KeepBitsAreTheHostMasksAndServeTheBackward) {
   check_keep_bits<64>({68, 1, 2, 1.0f, 0.1f, 1, 4});
   check_keep_bits<64>({150, 1, 1, 2.0f, 0.5f});
   check_keep_bits<128>({70, 2, 1, 1.0f, 0.1f, 2, 3});
+  check_keep_bits<128>({132, 1, 2, 1.0f, 0.3f, 1, 3});
 }
 
 // After the SIMT forward, which keeps no bits, kernels/attention.cu runs keep_bits_kernel: the
@@ -492,16 +531,7 @@ TEST(KernelsEmulatedAttentionTc, SimtKeepBitsKernelWritesTheHostMasks) {
   simt::launch(
       grid_x(c), tiles(c, ad::kTile), [&] { ad::keep_bits_kernel(g); }, [] {});
   expect_host_keep_bits(c, keep);
-  const std::int64_t words = ad::keep_words(c.s);
-  std::size_t set_above = 0;
-  for (std::int64_t row = 0; row < c.b * c.s; ++row) {  // every slice's rows
-    const std::int64_t i = row % c.s;
-    for (std::int64_t w = 0; w < words; ++w) {
-      const std::uint32_t above = w * 32 > i ? ~0u : w * 32 + 31 <= i ? 0u : ~0u << (i % 32 + 1);
-      set_above += (keep[static_cast<std::size_t>(row * words + w)] & above) != 0;
-    }
-  }
-  EXPECT_EQ(set_above, 0u) << "words with bits set above the diagonal";
+  EXPECT_EQ(words_set_above_the_diagonal(c, keep), 0u);
   const auto qkv =
       random_halves<T>(static_cast<std::size_t>(c.s * c.b * c.np * 3 * 64), 14, -2.0f, 2.0f);
   const auto dctx = random_halves<T>(qkv.size() / 3, 15, -1.0f, 1.0f);
