@@ -85,6 +85,49 @@ __device__ inline float exp_and_sum(void* logits, std::int64_t first, float max,
   return block_sum(sum, scratch);
 }
 
+// A row's max and Σ exp(x − max) in one pass (online softmax), for 16-bit rows, which the forward
+// does not overwrite: each thread keeps a running max and a sum rescaled whenever that max grows,
+// and the threads' pairs are merged in a fixed order (a butterfly in each warp, then the warps in
+// order), so the results are deterministic. The max is row_max's exactly; the sum differs from
+// exp_and_sum's by rounding. -inf logits add 0 (their exps under any finite max), and a row whose
+// max is -inf gets a NaN sum, as exp_and_sum gives it. A row is read once instead of twice.
+struct MaxSum {
+  float max, sum;
+};
+
+// Commutative bit for bit (a + b == b + a), so both lanes of a butterfly get the same pair. A sum
+// whose max is the merged one keeps its scale, also where that max is infinite (no inf − inf).
+__device__ inline MaxSum merge(MaxSum a, MaxSum b) {
+  const float m = b.max > a.max ? b.max : a.max;
+  const auto rescaled = [m](MaxSum x) { return x.max == m ? x.sum : x.sum * expf(x.max - m); };
+  return {m, rescaled(a) + rescaled(b)};
+}
+
+template <Storage kS, bool kBy8>
+__device__ inline MaxSum row_max_and_sum(const void* logits, std::int64_t first, std::int64_t v,
+                                         MaxSum* scratch) {
+  MaxSum mine{-INFINITY, 0.0f};
+  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t, const float* x) {
+    float m = mine.max;
+    for (int k = 0; k < kRowStep<kBy8>; ++k) m = x[k] > m ? x[k] : m;
+    if (m != mine.max) mine.sum *= expf(mine.max - m);  // the first finite max: 0 · 0
+    for (int k = 0; k < kRowStep<kBy8>; ++k) mine.sum += x[k] == -INFINITY ? 0.0f : expf(x[k] - m);
+    mine.max = m;
+  });
+  for (int delta = 16; delta > 0; delta /= 2) {
+    mine = merge(mine, {__shfl_xor_sync(0xFFFFFFFFu, mine.max, delta),
+                        __shfl_xor_sync(0xFFFFFFFFu, mine.sum, delta)});
+  }
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = mine;
+  __syncthreads();
+  MaxSum total = scratch[0];
+  for (int w = 1; w < kWarps; ++w) total = merge(total, scratch[w]);
+  if (total.max == -INFINITY) total.sum = NAN;
+  return total;
+}
+
 template <Storage kS, bool kBy8>
 __global__ void row_max_kernel(float* max, const void* logits, std::int64_t v) {
   __shared__ float scratch[kWarps];
@@ -120,13 +163,27 @@ __global__ void loss_kernel(float* loss, const float* sum_exp, const float* targ
   }
 }
 
+// fp32 rows take two passes (the second overwrites them with the exps the backward reads); 16-bit
+// rows one (row_max_and_sum).
 template <Storage kS, bool kBy8>
 __global__ void forward_kernel(float* loss, float* max, float* sum_exp, void* logits,
                                const std::int64_t* targets, std::int64_t v) {
-  __shared__ float scratch[kWarps];
   const std::int64_t i = blockIdx.x;
-  const float m = row_max<kS, kBy8>(logits, i * v, v, scratch);
   const std::int64_t target = targets[i];
+  if constexpr (kS != Storage::kF32) {
+    __shared__ MaxSum pairs[kWarps];
+    const MaxSum row = row_max_and_sum<kS, kBy8>(logits, i * v, v, pairs);
+    if (threadIdx.x == 0) {
+      const float target_logit =
+          target >= 0 && target < v ? load<kS>(logits, i * v + target) - row.max : 0.0f;
+      max[i] = row.max;
+      sum_exp[i] = row.sum;
+      loss[i] = logf(row.sum) - target_logit;
+    }
+    return;
+  }
+  __shared__ float scratch[kWarps];
+  const float m = row_max<kS, kBy8>(logits, i * v, v, scratch);
   // Every thread reads the target's logit before any thread overwrites an fp32 row with exps.
   const float target_logit =
       target >= 0 && target < v ? load<kS>(logits, i * v + target) - m : 0.0f;
