@@ -60,12 +60,13 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
   // With keep bits to store and whole Philox blocks per word, the bits are drawn first and read.
   const bool draw_first = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 4 == 0;
   if (draw_first) {
-    const std::int64_t blocks = (keep_bits_draw_threads(slices, g.s) + kThreads - 1) / kThreads;
-    if (blocks > 0x7FFFFFFF) {
+    const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
+    if (shape.rows > 0x7FFFFFFF || shape.word_groups > 65535) {
       base::fail("cuda: kernels::attention_forward: ", slices, " slices of ", g.s,
                  " rows of keep bits exceed the grid");
     }
-    draw_keep_bits_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, slices);
+    draw_keep_bits_kernel<<<dim3(static_cast<unsigned>(shape.rows), shape.word_groups),
+                            shape.threads, 0, stream>>>(g);
     check_launch("kernels::attention_forward (keep bits)");
   }
   with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {

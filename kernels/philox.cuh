@@ -2,6 +2,7 @@
 // __host__ __device__), so the rounds are repeated here; tests/gpu checks that the masks they
 // give are bit-identical to the CPU's.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace mds::kernels::detail {
@@ -37,6 +38,12 @@ __device__ inline PhiloxWords philox_block(std::uint64_t seed, std::uint64_t off
 // As ops::philox_uniform: the top 24 bits on a 2^-24 grid in [0, 1).
 __device__ inline float philox_uniform(std::uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
+
+// philox_uniform(word) >= p as an integer test, (word >> 8) >= keep_threshold(p): p·2^24 is exact
+// in fp32 and word >> 8 an integer, so the two decide alike for every word and every p in [0, 1].
+__device__ inline std::uint32_t keep_threshold(float p) {
+  return static_cast<std::uint32_t>(ceilf(p * 16777216.0f));
 }
 
 }  // namespace mds::kernels::detail

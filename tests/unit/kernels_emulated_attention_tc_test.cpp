@@ -148,10 +148,10 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
   const float alpha = alpha_of(kHn, c.coeff);
   const bool read_bits = draw_first && keep != nullptr && c.p > 0.0f && c.s % 4 == 0;
   if (read_bits) {
-    const std::int64_t threads = tc::keep_bits_draw_threads(c.b * c.np, c.s);
+    const tc::KeepBitsLaunch shape = tc::keep_bits_draw_launch(c.b * c.np, c.s);
     simt::launch(
-        static_cast<unsigned>((threads + tc::kThreads - 1) / tc::kThreads), 1, tc::kThreads,
-        [&] { tc::draw_keep_bits_kernel(g, c.b * c.np); }, [] {});
+        static_cast<unsigned>(shape.rows), shape.word_groups, shape.threads,
+        [&] { tc::draw_keep_bits_kernel(g); }, [] {});
   }
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
@@ -518,6 +518,27 @@ TEST(KernelsEmulatedAttentionTc, KeepBitsAreTheHostMasksAndServeTheBackward) {
   check_keep_bits<64>({150, 1, 1, 2.0f, 0.5f});
   check_keep_bits<128>({70, 2, 1, 1.0f, 0.1f, 2, 3});
   check_keep_bits<128>({132, 1, 2, 1.0f, 0.3f, 1, 3});
+}
+
+// draw_keep_bits_kernel over rows of more words than a block holds (several blocks a row): the
+// blocks of keep_bits_draw_launch and narrower ones of one warp give the host's masks alike.
+TEST(KernelsEmulatedAttentionTc, DrawnKeepBitsDoNotDependOnTheBlockWidth) {
+  const Case c{1100, 1, 2, 1.0f, 0.2f, 1, 3};
+  ad::Geometry g = geometry_of(c, 64);
+  const tc::KeepBitsLaunch shape = tc::keep_bits_draw_launch(c.b * c.np, c.s);
+  ASSERT_EQ(shape.threads, 96u);
+  std::vector<std::uint32_t> wide = poisoned_keep(c), narrow = poisoned_keep(c);
+  for (auto [keep, threads] : {std::pair{&wide, shape.threads}, std::pair{&narrow, 32u}}) {
+    g.dropout.keep_bits = keep->data();
+    const unsigned groups =
+        (2 * static_cast<unsigned>(ad::keep_words(c.s)) + threads - 1) / threads;
+    simt::launch(
+        static_cast<unsigned>(shape.rows), groups, threads, [&] { tc::draw_keep_bits_kernel(g); },
+        [] {});
+  }
+  EXPECT_EQ(wide, narrow);
+  expect_host_keep_bits(c, narrow);
+  EXPECT_EQ(words_set_above_the_diagonal(c, narrow), 0u);
 }
 
 // After the SIMT forward, which keeps no bits, kernels/attention.cu runs keep_bits_kernel: the

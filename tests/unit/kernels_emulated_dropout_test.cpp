@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -315,6 +316,25 @@ TEST(KernelsEmulatedDropout, SixteenBitBiasEqualsItsFp32Widening) {
     for (const Size size : {Size{1, 1}, Size{3, 17}, Size{5, 256}, Size{33, 100}}) {
       check_16bit_bias<Storage::kBF16>(stream, size.rows, size.cols);
       check_16bit_bias<Storage::kF16>(stream, size.rows, size.cols);
+    }
+  }
+}
+
+// keep_threshold's integer test decides as philox_uniform(word) >= p: at the words around each
+// threshold, at the ends, and at random words, for probabilities from 0 to 1.
+TEST(KernelsEmulatedDropout, KeepThresholdDecidesAsTheUniform) {
+  std::mt19937 rng(90);
+  for (const float p : {0.0f, 1e-7f, 0.1f, 0.3f, 1.0f / 3.0f, 0.5f, 0.75f, 0.9999999f, 1.0f}) {
+    const std::uint32_t threshold = kernels::detail::keep_threshold(p);
+    std::vector<std::uint32_t> words = {0u, 255u, 256u, 0xFFFFFFFFu, 0xFFFFFF00u};
+    for (std::uint32_t t = threshold > 0 ? threshold - 1 : 0; t <= threshold + 1; ++t) {
+      if (t >= (1u << 24)) break;
+      for (const std::uint32_t low : {0u, 1u, 255u}) words.push_back(t << 8 | low);
+    }
+    for (int i = 0; i < 10000; ++i) words.push_back(static_cast<std::uint32_t>(rng()));
+    for (const std::uint32_t w : words) {
+      EXPECT_EQ((w >> 8) >= threshold, kernels::detail::philox_uniform(w) >= p)
+          << "p=" << p << " word=" << w;
     }
   }
 }
