@@ -12,6 +12,10 @@ namespace {
 
 using namespace attention_tc_detail;
 
+// The most memory the backward's stored dSᵀ may take (dq_from_ds_kernel); past it dq_kernel
+// computes dS again instead.
+constexpr std::size_t kMaxStoredDsBytes = std::size_t{2} << 30;
+
 template <typename Kernel>
 void allow_shared(Kernel kernel, int bytes, const char* what) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
@@ -96,26 +100,55 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
   const auto* dctx_h = static_cast<const std::uint16_t*>(dctx);
   const auto* ctx_h = static_cast<const std::uint16_t*>(ctx);
   const auto* qkv_h = static_cast<const std::uint16_t*>(qkv);
-  // Each row's delta = dctx·ctx, which dq_kernel stores for dkdv_kernel: stream-ordered scratch.
-  void* scratch = nullptr;
-  check_cuda(
-      cudaMallocAsync(&scratch, static_cast<std::size_t>(slices * g.s) * sizeof(float), stream),
-      "kernels::attention_backward (row deltas)");
-  auto* delta = static_cast<float*>(scratch);
+  // Each row's delta = dctx·ctx, stored for dkdv_kernel: stream-ordered scratch; so is dSᵀ where
+  // dq comes from it (up to kMaxStoredDsBytes: 201 MB for a GPT-2 124M layer at micro-batch 8).
+  const std::int64_t ds_ld = stored_ds_ld(g.s);
+  const auto ds_bytes = static_cast<std::size_t>(slices * g.s * ds_ld) * sizeof(std::uint16_t);
+  const bool dq_from_ds = ds_bytes <= kMaxStoredDsBytes;
+  void* delta_scratch = nullptr;
+  void* ds_scratch = nullptr;
+  check_cuda(cudaMallocAsync(&delta_scratch, static_cast<std::size_t>(slices * g.s) * sizeof(float),
+                             stream),
+             "kernels::attention_backward (row deltas)");
+  if (dq_from_ds) {
+    check_cuda(cudaMallocAsync(&ds_scratch, ds_bytes, stream), "kernels::attention_backward (dS)");
+  }
+  auto* delta = static_cast<float*>(delta_scratch);
+  auto* ds = static_cast<std::uint16_t*>(ds_scratch);
   with_instance(bf16, hn, "attention_backward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
     constexpr int bytes = kBackwardSharedBytes<kHn>;
+    if (dq_from_ds) {
+      allow_shared(row_delta_kernel<T, kHn>, kRowDeltaSharedBytes<kHn>,
+                   "kernels::attention_backward (shared memory)");
+      row_delta_kernel<T, kHn>
+          <<<dim3(grid.x, grid.y), kThreads, kRowDeltaSharedBytes<kHn>, stream>>>(delta, dctx_h,
+                                                                                  ctx_h, lse, g);
+      check_launch("kernels::attention_backward (tensor cores, row deltas)");
+      allow_shared(dkdv_kernel<T, kHn, true>, bytes, "kernels::attention_backward (shared memory)");
+      dkdv_kernel<T, kHn, true><<<grid, kThreads, bytes, stream>>>(
+          dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff, accumulate, ds, ds_ld);
+      check_launch("kernels::attention_backward (tensor cores, dk, dv)");
+      allow_shared(dq_from_ds_kernel<T, kHn>, kDqFromDsSharedBytes<kHn>,
+                   "kernels::attention_backward (shared memory)");
+      dq_from_ds_kernel<T, kHn><<<grid, kThreads, kDqFromDsSharedBytes<kHn>, stream>>>(
+          dqkv_h, ds, ds_ld, qkv_h, g, alpha, accumulate);
+      check_launch("kernels::attention_backward (tensor cores, dq)");
+      return;
+    }
     allow_shared(dq_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
     dq_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, delta, dctx_h, ctx_h, lse, qkv_h,
                                                          g, alpha, coeff, accumulate);
     check_launch("kernels::attention_backward (tensor cores, dq)");
-    allow_shared(dkdv_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
-    dkdv_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, lse, delta, qkv_h, g,
-                                                           alpha, coeff, accumulate);
+    allow_shared(dkdv_kernel<T, kHn, false>, bytes, "kernels::attention_backward (shared memory)");
+    dkdv_kernel<T, kHn, false><<<grid, kThreads, bytes, stream>>>(
+        dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff, accumulate, nullptr, 0);
+    check_launch("kernels::attention_backward (tensor cores, dk, dv)");
   });
-  check_launch("kernels::attention_backward (tensor cores, dk, dv)");
-  check_cuda(cudaFreeAsync(scratch, stream), "kernels::attention_backward (row deltas)");
+  if (ds_scratch != nullptr)
+    check_cuda(cudaFreeAsync(ds_scratch, stream), "kernels::attention_backward (dS)");
+  check_cuda(cudaFreeAsync(delta_scratch, stream), "kernels::attention_backward (row deltas)");
 }
 
 }  // namespace mds::kernels::attention_tc

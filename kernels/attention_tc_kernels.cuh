@@ -289,12 +289,14 @@ __device__ __forceinline__ PairGradient pair_gradient(float score, float dp, flo
 // dk and dv of 64 keys: block (slice, key tile) walks the query tiles from its diagonal to the
 // end; warp w owns keys 16w … 16w + 15 and computes Sᵀ = k·qᵀ and dPᵀ = v·dOᵀ, so that pᵀ and dSᵀ
 // are A operands of dv += pᵀ·dO and dk += dSᵀ·q straight from registers. Each step's row
-// statistics (lse, and delta as dq_kernel stored it) are loaded into registers a step ahead.
-template <typename T, int kHn>
+// statistics (lse, and delta as dq_kernel or row_delta_kernel stored it) are loaded into
+// registers a step ahead. With kStoreDs it also stores dSᵀ, rounded to T as its products round
+// it, at ds[(bh·s + key)·ds_ld + query] for dq_from_ds_kernel (pairs of queries < s, keys < s).
+template <typename T, int kHn, bool kStoreDs>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const float* lse,
                 const float* delta, const std::uint16_t* qkv, Geometry g, float alpha, float coeff,
-                bool accumulate) {
+                bool accumulate, std::uint16_t* ds, std::int64_t ds_ld) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   constexpr int kQueries = kBackwardStep<kHn>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -391,6 +393,20 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
         }
         st[nt][e] = pg.p;
         dpt[nt][e] = pg.ds;
+      }
+    }
+    if constexpr (kStoreDs) {
+#pragma unroll
+      for (int nt = 0; nt < kQueries / 8; ++nt) {
+        const std::int64_t query = i0 + 8 * nt + accumulator_col(0);  // even, as ds_ld
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const std::int64_t key = key_base + 8 * h;
+          if (key < g.s && query < g.s) {
+            *reinterpret_cast<std::uint32_t*>(ds + (bh * g.s + key) * ds_ld + query) =
+                mma::pack2<T>(dpt[nt][2 * h], dpt[nt][2 * h + 1]);
+          }
+        }
       }
     }
     warp_product_pb<T, kHn, kQueries>(dv, st, do_s);
@@ -527,6 +543,119 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
 
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t row = row_base + 8 * h;
+    if (row >= g.s) continue;
+    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      write_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1], accumulate);
+    }
+  }
+}
+
+// ---- dq from the stored dSᵀ --------------------------------------------------------------------
+// Where memory allows, the backward runs row_delta_kernel, then dkdv_kernel<…, true>, which stores
+// dSᵀ, then dq_from_ds_kernel: dq = dS·k from those values instead of dq_kernel computing S, dP and
+// dS again (two of its three products, and its exps and dropout). dS is rounded to T for its
+// product in both, and the products come in the same order, so dq has dq_kernel's bits wherever
+// the two kernels compute the same dS.
+
+// Dynamic shared memory of row_delta_kernel (a dO tile, then lse and delta of its rows) and of
+// dq_from_ds_kernel (two stages of a 64 × 64 dSᵀ tile and a k tile).
+template <int kHn>
+constexpr int kRowDeltaSharedBytes = 2 * kTileElems<kHn, kBlockRows> + 2 * 4 * kBlockRows;
+template <int kHn>
+constexpr int kDqFromDsSharedBytes = 2 * 2 *
+                                     (kTileElems<kBlockRows, kBlockRows> +
+                                      kTileElems<kHn, kBlockRows>);
+
+// Rows of the stored dSᵀ: s rounded up to whole tiles, so that every tile dq_from_ds_kernel loads
+// lies inside the buffer (columns past s hold whatever was there; they only reach dq's rows past
+// the end, which are not written).
+inline std::int64_t stored_ds_ld(std::int64_t s) {
+  return (s + kBlockRows - 1) / kBlockRows * kBlockRows;
+}
+
+// delta[bh·s + row] = dctx_row · ctx_row for the 64 rows of block (slice, tile), as dq_kernel
+// stores them (row_statistics).
+template <typename T, int kHn>
+__global__ void __launch_bounds__(kThreads)
+    row_delta_kernel(float* delta, const std::uint16_t* dctx, const std::uint16_t* ctx,
+                     const float* lse, Geometry g) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* do_s = reinterpret_cast<std::uint16_t*>(smem);
+  auto* lse_s = reinterpret_cast<float*>(do_s + kTileElems<kHn, kBlockRows>);
+  float* delta_s = lse_s + kBlockRows;
+  const std::int64_t bh = blockIdx.x;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.y) * kBlockRows;
+  load_tile_async<kHn, kBlockRows>(do_s, dctx + bh * kHn, g.ctx_ld, i0, g.s);
+  mma::cp_async_commit();
+  mma::cp_async_wait<0>();
+  __syncthreads();
+  row_statistics<T, kHn, kBlockRows>(lse_s, delta_s, do_s, ctx, lse, bh, i0, g);
+  __syncthreads();
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kBlockRows && i0 + tid < g.s) delta[bh * g.s + i0 + tid] = delta_s[tid];
+}
+
+// dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal, loading
+// each 64 × 64 tile of the stored dSᵀ (ds, rows of ds_ld: stored_ds_ld) and the k tile, double-
+// buffered; warp w's A fragments of dS (its 16 rows) come from the dSᵀ tile by ldmatrix.trans.
+template <typename T, int kHn>
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
+    dq_from_ds_kernel(std::uint16_t* dqkv, const std::uint16_t* ds, std::int64_t ds_ld,
+                      const std::uint16_t* qkv, Geometry g, float alpha, bool accumulate) {
+  static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
+  constexpr int kKeys = kBlockRows;
+  constexpr int kStage = kTileElems<kKeys, kBlockRows> + kTileElems<kHn, kKeys>;  // dSᵀ, then k
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* stages = reinterpret_cast<std::uint16_t*>(smem);
+
+  const std::int64_t bh = blockIdx.x;
+  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const std::uint16_t* k = qkv + bh * 3 * kHn + kHn;
+  const std::uint16_t* ds_rows = ds + bh * g.s * ds_ld + i0;  // row: a key; columns: i0 + query
+  const auto load_stage = [&](int j) {
+    std::uint16_t* stage = stages + (j & 1) * kStage;
+    load_tile_async<kBlockRows, kKeys>(stage, ds_rows, ds_ld, static_cast<std::int64_t>(j) * kKeys,
+                                       g.s);
+    load_tile_async<kHn, kKeys>(stage + kTileElems<kKeys, kBlockRows>, k, g.qkv_ld,
+                                static_cast<std::int64_t>(j) * kKeys, g.s);
+    mma::cp_async_commit();
+  };
+  load_stage(0);
+  float dq[kHn / 8][4] = {};
+  const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
+  const int tiles = static_cast<int>(last_row / kKeys) + 1;
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      load_stage(j + 1);
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const std::uint16_t* ds_s = stages + (j & 1) * kStage;
+    const std::uint16_t* k_s = ds_s + kTileElems<kKeys, kBlockRows>;
+#pragma unroll
+    for (int kc = 0; kc < kKeys / 16; ++kc) {
+      std::uint32_t a[4];
+      load_a_transposed<kBlockRows>(a, ds_s, kWarpRows * warp, 16 * kc);
+#pragma unroll
+      for (int dp = 0; dp < kHn / 16; ++dp) {
+        std::uint32_t b[2][2];
+        load_b<kHn>(b, k_s, 16 * kc, 16 * dp);
+        mma::mma_16816<T>(dq[2 * dp], a, b[0]);
+        mma::mma_16816<T>(dq[2 * dp + 1], a, b[1]);
+      }
+    }
+    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+  }
+
+  const std::int64_t row_base = i0 + kWarpRows * warp + accumulator_row(0);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const std::int64_t row = row_base + 8 * h;

@@ -73,6 +73,18 @@ __device__ __forceinline__ void load_a(std::uint32_t a[4], const std::uint16_t* 
       a, tile + (row0 + 8 * (matrix & 1) + lane % 8) * kLd<kHn> + col0 + 8 * (matrix >> 1));
 }
 
+// The same A fragment (A = rows [row0, row0 + 16) × columns [col0, col0 + 16)) from a tile that
+// holds Aᵀ row-major (its row c is column c of A, as the stored dSᵀ for dS·k): .trans turns each
+// 8×8 block back. Matrix i is A's block (rows +8·(i & 1), cols +8·(i >> 1)), which is the tile's
+// (rows col0 + 8·(i >> 1) …, columns row0 + 8·(i & 1) …).
+template <int kHn>
+__device__ __forceinline__ void load_a_transposed(std::uint32_t a[4], const std::uint16_t* tile,
+                                                  int row0, int col0) {
+  const int lane = lane_id(), matrix = lane / 8;
+  mma::ldmatrix_x4_trans(
+      a, tile + (col0 + 8 * (matrix >> 1) + lane % 8) * kLd<kHn> + row0 + 8 * (matrix & 1));
+}
+
 // B fragments of the n-tiles [n0, n0 + 8) (b[0]) and [n0 + 8, n0 + 16) (b[1]) over k in
 // [k0, k0 + 16), from a tile whose row n holds column n of B (B = tileᵀ, as kᵀ in q·kᵀ): a row of
 // a plain ldmatrix matrix is then a column of B, which is the col layout. Matrices: (n +0, k +0),

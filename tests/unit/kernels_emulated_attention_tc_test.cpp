@@ -168,15 +168,48 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
   return r;
 }
 
+// As attention_tc.cu: row_delta_kernel, dkdv_kernel storing dSᵀ, dq_from_ds_kernel; or, with
+// !from_ds, dq_kernel (which stores the deltas) then dkdv_kernel.
 template <int kHn, typename T>
 std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
                            const Forward<T>& f, std::vector<T> dqkv, bool accumulate = true,
-                           std::uint32_t* keep = nullptr) {
+                           std::uint32_t* keep = nullptr, bool from_ds = true) {
   ad::Geometry g = geometry_of(c, kHn);
   g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
-  // dq_kernel stores every row's delta for dkdv_kernel: poisoned, a row it skipped shows.
+  // The deltas and the stored dSᵀ start poisoned: a row or pair left out shows.
   std::vector<float> delta(static_cast<std::size_t>(c.b * c.np * c.s), NAN);
+  const std::int64_t ds_ld = tc::stored_ds_ld(c.s);
+  std::vector<std::uint16_t> ds(static_cast<std::size_t>(c.b * c.np * c.s * ds_ld), 0x7FC1);
+  const auto dkdv = [&]<bool kStoreDs>() {
+    simt::launch(
+        grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+        [&] {
+          tc::dkdv_kernel<MmaType<T>, kHn, kStoreDs>(raw(dqkv), raw(dctx), f.lse.data(),
+                                                     delta.data(), raw(qkv), g, alpha, c.coeff,
+                                                     accumulate, ds.data(), ds_ld);
+        },
+        poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
+  };
+  if (from_ds) {
+    simt::launch(
+        grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+        [&] {
+          tc::row_delta_kernel<MmaType<T>, kHn>(delta.data(), raw(dctx), raw(f.ctx), f.lse.data(),
+                                                g);
+        },
+        poison_tc_shared(tc::kRowDeltaSharedBytes<kHn>));
+    for (const float d : delta) EXPECT_FALSE(std::isnan(d)) << "a row's delta not stored";
+    dkdv.template operator()<true>();
+    simt::launch(
+        grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+        [&] {
+          tc::dq_from_ds_kernel<MmaType<T>, kHn>(raw(dqkv), ds.data(), ds_ld, raw(qkv), g, alpha,
+                                                 accumulate);
+        },
+        poison_tc_shared(tc::kDqFromDsSharedBytes<kHn>));
+    return dqkv;
+  }
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
       [&] {
@@ -185,13 +218,7 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
       },
       poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
   for (const float d : delta) EXPECT_FALSE(std::isnan(d)) << "a row's delta not stored";
-  simt::launch(
-      grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
-      [&] {
-        tc::dkdv_kernel<MmaType<T>, kHn>(raw(dqkv), raw(dctx), f.lse.data(), delta.data(), raw(qkv),
-                                         g, alpha, c.coeff, accumulate);
-      },
-      poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
+  dkdv.template operator()<false>();
   return dqkv;
 }
 
@@ -560,6 +587,37 @@ TEST(KernelsEmulatedAttentionTc, SimtKeepBitsKernelWritesTheHostMasks) {
   const Forward<T> f = forward_simt<64>(c, qkv);
   EXPECT_EQ(bits(backward_tc<64>(c, qkv, dctx, f, dqkv0, true, keep.data())),
             bits(backward_tc<64>(c, qkv, dctx, f, dqkv0)));
+}
+
+// dq from the dSᵀ that dkdv_kernel stored (dq_from_ds_kernel) against dq_kernel computing dS
+// itself: the same dqkv bits, accumulated and written, without dropout, with it drawn and from
+// keep bits; partial tiles, an odd s, several key tiles, both head dims and element types.
+template <int kHn, typename T>
+void check_dq_from_ds(const Case& c) {
+  SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " hn=" << kHn
+                                  << " p=" << c.p);
+  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
+  const auto qkv = random_halves<T>(qkv_n, 21, -2.0f, 2.0f);
+  const auto dctx = random_halves<T>(qkv_n / 3, 22, -1.0f, 1.0f);
+  const auto dqkv0 = random_halves<T>(qkv_n, 23, -0.01f, 0.01f);
+  std::vector<std::uint32_t> keep = poisoned_keep(c);
+  for (std::uint32_t* bits_or_null : {static_cast<std::uint32_t*>(nullptr), keep.data()}) {
+    if (bits_or_null != nullptr && c.p == 0.0f) continue;
+    const Forward<T> f = forward_tc<kHn>(c, qkv, bits_or_null);
+    for (const bool accumulate : {true, false}) {
+      EXPECT_EQ(bits(backward_tc<kHn>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null, true)),
+                bits(backward_tc<kHn>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null, false)))
+          << "accumulate " << accumulate << ", keep bits " << (bits_or_null != nullptr);
+    }
+  }
+}
+
+TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
+  check_dq_from_ds<64, tensor::BFloat16>({1, 1, 1, 1.0f});
+  check_dq_from_ds<64, tensor::BFloat16>({131, 1, 2, 1.0f, 0.1f, 1, 4});
+  check_dq_from_ds<128, tensor::BFloat16>({97, 2, 1, 2.0f, 0.2f});
+  check_dq_from_ds<128, tensor::Float16>({68, 1, 1, 1.0f, 0.1f, 0, 0});
+  check_dq_from_ds<64, tensor::Float16>({150, 1, 1, 3.0f});
 }
 
 }  // namespace
