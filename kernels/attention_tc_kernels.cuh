@@ -430,6 +430,24 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   }
 }
 
+// dqkv's q part (+= or, when !accumulate, =) of this thread's rows row_base and row_base + 8 from
+// the accumulators: α applied here, as the CPU's GEMM.
+template <typename T, int kHn>
+__device__ __forceinline__ void write_dq_rows(std::uint16_t* dqkv, const float (&dq)[kHn / 8][4],
+                                              std::int64_t row_base, std::int64_t bh,
+                                              const Geometry& g, float alpha, bool accumulate) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t row = row_base + 8 * h;
+    if (row >= g.s) continue;
+    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      write_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1], accumulate);
+    }
+  }
+}
+
 // dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal; warp w
 // owns rows 16w … 16w + 15: S = q·kᵀ, dP = dO·vᵀ, dq += dS·k. Stores its rows' delta
 // (delta[bh·s + row]) for dkdv_kernel.
@@ -542,17 +560,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     warp_product_pb<T, kHn, kKeys>(dq, dp, k_s);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
-
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const std::int64_t row = row_base + 8 * h;
-    if (row >= g.s) continue;
-    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
-#pragma unroll
-    for (int dt = 0; dt < kHn / 8; ++dt) {
-      write_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1], accumulate);
-    }
-  }
+  write_dq_rows<T, kHn>(dqkv, dq, row_base, bh, g, alpha, accumulate);
 }
 
 // ---- dq from the stored dSᵀ --------------------------------------------------------------------
@@ -640,32 +648,11 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     __syncthreads();
     const std::uint16_t* ds_s = stages + (j & 1) * kStage;
     const std::uint16_t* k_s = ds_s + kTileElems<kKeys, kBlockRows>;
-#pragma unroll
-    for (int kc = 0; kc < kKeys / 16; ++kc) {
-      std::uint32_t a[4];
-      load_a_transposed<kBlockRows>(a, ds_s, kWarpRows * warp, 16 * kc);
-#pragma unroll
-      for (int dp = 0; dp < kHn / 16; ++dp) {
-        std::uint32_t b[2][2];
-        load_b<kHn>(b, k_s, 16 * kc, 16 * dp);
-        mma::mma_16816<T>(dq[2 * dp], a, b[0]);
-        mma::mma_16816<T>(dq[2 * dp + 1], a, b[1]);
-      }
-    }
+    warp_product_tb<T, kHn, kKeys>(dq, ds_s, kWarpRows * warp, k_s);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
-
-  const std::int64_t row_base = i0 + kWarpRows * warp + accumulator_row(0);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const std::int64_t row = row_base + 8 * h;
-    if (row >= g.s) continue;
-    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
-#pragma unroll
-    for (int dt = 0; dt < kHn / 8; ++dt) {
-      write_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1], accumulate);
-    }
-  }
+  write_dq_rows<T, kHn>(dqkv, dq, i0 + kWarpRows * warp + accumulator_row(0), bh, g, alpha,
+                        accumulate);
 }
 
 }  // namespace mds::kernels::attention_tc_detail

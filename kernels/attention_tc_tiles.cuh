@@ -161,6 +161,27 @@ __device__ __forceinline__ void warp_product_pb(float (&acc)[kHn / 8][4],
   }
 }
 
+// acc (16 × kHn) += A · rows [0, kK) of b_tile ([kK][kHn]), A (16 × kK, rows [row0, row0 + 16))
+// given as its transpose in at_tile (kK rows of kBlockRows columns, laid out as a kBlockRows-wide
+// tile): dS·k from the stored dSᵀ, in warp_product_pb's order of products.
+template <typename T, int kHn, int kK>
+__device__ __forceinline__ void warp_product_tb(float (&acc)[kHn / 8][4],
+                                                const std::uint16_t* at_tile, int row0,
+                                                const std::uint16_t* b_tile) {
+#pragma unroll
+  for (int kc = 0; kc < kK / 16; ++kc) {
+    std::uint32_t a[4];
+    load_a_transposed<kBlockRows>(a, at_tile, row0, 16 * kc);
+#pragma unroll
+    for (int dp = 0; dp < kHn / 16; ++dp) {
+      std::uint32_t b[2][2];
+      load_b<kHn>(b, b_tile, 16 * kc, 16 * dp);
+      mma::mma_16816<T>(acc[2 * dp], a, b[0]);
+      mma::mma_16816<T>(acc[2 * dp + 1], a, b[1]);
+    }
+  }
+}
+
 // Element e of an accumulator n-tile sits at row (lane / 4) + 8·(e / 2), column 2·(lane % 4) +
 // (e % 2) of the 16 × 8 tile.
 __device__ __forceinline__ int accumulator_row(int e) {

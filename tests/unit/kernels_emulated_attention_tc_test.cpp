@@ -493,6 +493,20 @@ void expect_host_keep_bits(const Case& c, const std::vector<std::uint32_t>& keep
       << "keep bits differing from the host's masks";
 }
 
+// A backward's qkv, dctx and the dqkv it starts from, seeded from `seed` on.
+template <typename T>
+struct BackwardInputs {
+  std::vector<T> qkv, dctx, dqkv0;
+};
+
+template <int kHn, typename T>
+BackwardInputs<T> backward_inputs(const Case& c, std::uint32_t seed) {
+  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
+  return {random_halves<T>(qkv_n, seed, -2.0f, 2.0f),
+          random_halves<T>(qkv_n / 3, seed + 1, -1.0f, 1.0f),
+          random_halves<T>(qkv_n, seed + 2, -0.01f, 0.01f)};
+}
+
 // How many words have bits set for keys past their row.
 std::size_t words_set_above_the_diagonal(const Case& c, const std::vector<std::uint32_t>& keep) {
   const std::int64_t words = ad::keep_words(c.s);
@@ -517,10 +531,7 @@ void check_keep_bits(const Case& c) {
   using T = tensor::BFloat16;
   SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " hn=" << kHn
                                   << " p=" << c.p);
-  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
-  const auto qkv = random_halves<T>(qkv_n, 11, -2.0f, 2.0f);
-  const auto dctx = random_halves<T>(qkv_n / 3, 12, -1.0f, 1.0f);
-  const auto dqkv0 = random_halves<T>(qkv_n, 13, -0.01f, 0.01f);
+  const auto [qkv, dctx, dqkv0] = backward_inputs<kHn, T>(c, 11);
   std::vector<std::uint32_t> keep = poisoned_keep(c);
   const Forward<T> drawn = forward_tc<kHn>(c, qkv);
   const Forward<T> kept = forward_tc<kHn>(c, qkv, keep.data());
@@ -596,10 +607,7 @@ template <int kHn, typename T>
 void check_dq_from_ds(const Case& c) {
   SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " hn=" << kHn
                                   << " p=" << c.p);
-  const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
-  const auto qkv = random_halves<T>(qkv_n, 21, -2.0f, 2.0f);
-  const auto dctx = random_halves<T>(qkv_n / 3, 22, -1.0f, 1.0f);
-  const auto dqkv0 = random_halves<T>(qkv_n, 23, -0.01f, 0.01f);
+  const auto [qkv, dctx, dqkv0] = backward_inputs<kHn, T>(c, 21);
   std::vector<std::uint32_t> keep = poisoned_keep(c);
   for (std::uint32_t* bits_or_null : {static_cast<std::uint32_t*>(nullptr), keep.data()}) {
     if (bits_or_null != nullptr && c.p == 0.0f) continue;
