@@ -621,11 +621,11 @@ void check_dq_from_ds(const Case& c) {
 }
 
 TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
+  // Kept small: under the sanitizer build this test took 210 s with two more slices' worth.
   check_dq_from_ds<64, tensor::BFloat16>({1, 1, 1, 1.0f});
   check_dq_from_ds<64, tensor::BFloat16>({131, 1, 2, 1.0f, 0.1f, 1, 4});
-  check_dq_from_ds<128, tensor::BFloat16>({97, 2, 1, 2.0f, 0.2f});
+  check_dq_from_ds<128, tensor::BFloat16>({97, 1, 1, 2.0f, 0.2f});
   check_dq_from_ds<128, tensor::Float16>({68, 1, 1, 1.0f, 0.1f, 0, 0});
-  check_dq_from_ds<64, tensor::Float16>({150, 1, 1, 3.0f});
 }
 
 }  // namespace
