@@ -87,7 +87,9 @@ bool use_tensor_cores(AttentionKernel kernel, tensor::DType dtype, std::int64_t 
   bool aligned = true;
   for (const void* p : pointers) aligned = aligned && aligned_16(p);
   const bool fits = attention_tensor_core_supported(dtype, hn) && aligned;
-  if (kernel == AttentionKernel::kTensorCore && !fits) {
+  const bool forced =
+      kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreRecomputingDq;
+  if (forced && !fits) {
     base::fail("cuda: kernels::", op, ": the tensor-core kernels need bf16/fp16, head dim 64 or ",
                "128 and 16-byte aligned pointers (got ", tensor::dtype_name(dtype), ", head dim ",
                hn, aligned ? ")" : ", a misaligned pointer)");
@@ -147,7 +149,8 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
   const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_backward");
   if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
     attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
-                           at.geometry, d.b * d.np, at.alpha, coeff, accumulate, stream);
+                           at.geometry, d.b * d.np, at.alpha, coeff, accumulate,
+                           kernel != AttentionKernel::kTensorCoreRecomputingDq, stream);
     return;
   }
   if (!accumulate) {  // the SIMT kernels only add: onto zeros (dqkv is s rows of qkv_ld elements)

@@ -41,8 +41,10 @@ bool attention_head_dim_supported(std::int64_t hn);
 
 // kAuto: the tensor-core kernels wherever they apply (bf16/fp16, hn 64 or 128, every pointer
 // 16-byte aligned), the SIMT kernels elsewhere. kSimt forces the SIMT kernels (tests, benchmarks);
-// kTensorCore forces the tensor-core ones and fails with one line where they do not apply.
-enum class AttentionKernel { kAuto, kSimt, kTensorCore };
+// kTensorCore forces the tensor-core ones and fails with one line where they do not apply;
+// kTensorCoreRecomputingDq likewise, with the backward's dq kernel computing dS again instead of
+// reading the dSᵀ the dk/dv kernel stored, as it does anyway where dSᵀ would pass 2 GiB (tests).
+enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreRecomputingDq };
 
 // Whether the tensor-core kernels take this dtype and head dim (pointers must also be 16-byte
 // aligned).

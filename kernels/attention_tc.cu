@@ -94,7 +94,8 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
 
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
-              float alpha, float coeff, bool accumulate, cudaStream_t stream) {
+              float alpha, float coeff, bool accumulate, bool dq_from_stored_ds,
+              cudaStream_t stream) {
   const dim3 grid = grid_of(slices, g.s, "attention_backward");
   auto* dqkv_h = static_cast<std::uint16_t*>(dqkv);
   const auto* dctx_h = static_cast<const std::uint16_t*>(dctx);
@@ -104,7 +105,7 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
   // dq comes from it (up to kMaxStoredDsBytes: 201 MB for a GPT-2 124M layer at micro-batch 8).
   const std::int64_t ds_ld = stored_ds_ld(g.s);
   const auto ds_bytes = static_cast<std::size_t>(slices * g.s * ds_ld) * sizeof(std::uint16_t);
-  const bool dq_from_ds = ds_bytes <= kMaxStoredDsBytes;
+  const bool dq_from_ds = dq_from_stored_ds && ds_bytes <= kMaxStoredDsBytes;
   void* delta_scratch = nullptr;
   void* ds_scratch = nullptr;
   check_cuda(cudaMallocAsync(&delta_scratch, static_cast<std::size_t>(slices * g.s) * sizeof(float),

@@ -16,9 +16,12 @@ bool head_dim_supported(std::int64_t hn);
 void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
              cudaStream_t stream);
-// dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read).
+// dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read). With
+// dq_from_stored_ds, dq comes from the dSᵀ the dk/dv kernel stores where that takes at most 2 GiB;
+// otherwise the dq kernel computes dS again.
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
-              float alpha, float coeff, bool accumulate, cudaStream_t stream);
+              float alpha, float coeff, bool accumulate, bool dq_from_stored_ds,
+              cudaStream_t stream);
 
 }  // namespace mds::kernels::attention_tc

@@ -233,6 +233,31 @@ TYPED_TEST(AttentionTcOnDevice, WithinBoundsOfHostAndRepeats) {
   }
 }
 
+// The backward's two ways to dq: from the dSᵀ the dk/dv kernel stores (kTensorCore, as training
+// runs at GPT-2's sizes) and computing dS again (as beyond 2 GiB of dSᵀ): both within the bounds,
+// with and without keep bits; under the emulation they give the same bits
+// (KernelsEmulatedAttentionTc.DqFromStoredDsIsDqKernelsBits), on a device the two kernels' S may
+// differ in its last bit.
+TYPED_TEST(AttentionTcOnDevice, DqRecomputedOrFromStoredDsWithinBounds) {
+  using T = TypeParam;
+  for (const Case& c : {kCases[1], kCases[4], kCases[7], kCases[8]}) {
+    SCOPED_TRACE("s=" + std::to_string(c.s) + " hn=" + std::to_string(c.hn) +
+                 " p=" + std::to_string(c.p));
+    const Reference<T> r = reference<T>(c);
+    for (const bool keep : {false, true}) {
+      const DeviceRun<T> stored =
+          run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCore, keep);
+      const DeviceRun<T> recomputed =
+          run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCoreRecomputingDq, keep);
+      expect_within_bounds(c, r, stored, true, "dq from the stored dS");
+      expect_within_bounds(c, r, recomputed, true, "dq recomputing dS");
+      std::printf(
+          "[ measured ] dq from stored dS against recomputed (keep bits %d): relative %.2e\n",
+          keep ? 1 : 0, gpu_test::relative_error(widened(stored.dqkv), widened(recomputed.dqkv)));
+    }
+  }
+}
+
 // Against the SIMT kernels on the same device: each family's lse serves the other's backward
 // within the same bounds, and the SIMT kernels themselves stay inside them.
 TYPED_TEST(AttentionTcOnDevice, LseInterchangeableWithSimtKernels) {
