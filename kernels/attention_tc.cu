@@ -124,8 +124,7 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
       allow_shared(row_delta_kernel<T, kHn>, kRowDeltaSharedBytes<kHn>,
                    "kernels::attention_backward (shared memory)");
       row_delta_kernel<T, kHn>
-          <<<dim3(grid.x, grid.y), kThreads, kRowDeltaSharedBytes<kHn>, stream>>>(delta, dctx_h,
-                                                                                  ctx_h, lse, g);
+          <<<grid, kThreads, kRowDeltaSharedBytes<kHn>, stream>>>(delta, dctx_h, ctx_h, lse, g);
       check_launch("kernels::attention_backward (tensor cores, row deltas)");
       allow_shared(dkdv_kernel<T, kHn, true>, bytes, "kernels::attention_backward (shared memory)");
       dkdv_kernel<T, kHn, true><<<grid, kThreads, bytes, stream>>>(

@@ -266,6 +266,27 @@ inline KeepBitsLaunch keep_bits_draw_launch(std::int64_t slices, std::int64_t s)
 
 // ---- backward -------------------------------------------------------------------------------
 
+// One part of dqkv (offset 0: dq, hn: dk, 2·hn: dv) of this thread's rows row_base and row_base + 8
+// from the accumulators, scaled: += (or, when !accumulate, =), widened, added in fp32, rounded
+// once.
+template <typename T, int kHn>
+__device__ __forceinline__ void write_gradient_rows(std::uint16_t* dqkv, int offset,
+                                                    const float (&acc)[kHn / 8][4],
+                                                    std::int64_t row_base, std::int64_t bh,
+                                                    const Geometry& g, float scale,
+                                                    bool accumulate) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t row = row_base + 8 * h;
+    if (row >= g.s) continue;
+    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + offset + accumulator_col(0);
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      write_pair<T>(out + 8 * dt, scale * acc[dt][2 * h], scale * acc[dt][2 * h + 1], accumulate);
+    }
+  }
+}
+
 // dS (and p) of one accumulator element, as attention_detail::pair_gradients: p = exp(z − lse)
 // = 2^(S·scale2 − lse2) (scale2 = α·coeff·log2(e), lse2 = lse·log2(e): row_statistics),
 // dS = coeff·p·(dp·f − delta) with f the dropout factor (1 without dropout); p·f is what dv needs.
@@ -414,38 +435,9 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     __syncthreads();  // this stage and the statistics are rewritten by the next iterations
   }
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const std::int64_t key = key_base + 8 * h;
-    if (key >= g.s) continue;
-    // dqkv += … (or =): α applied at the end, as the CPU's GEMM; widened, added in fp32, rounded
-    // once.
-    std::uint16_t* out = dqkv + key * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
-#pragma unroll
-    for (int dt = 0; dt < kHn / 8; ++dt) {
-      write_pair<T>(out + kHn + 8 * dt, alpha * dk[dt][2 * h], alpha * dk[dt][2 * h + 1],
-                    accumulate);
-      write_pair<T>(out + 2 * kHn + 8 * dt, dv[dt][2 * h], dv[dt][2 * h + 1], accumulate);
-    }
-  }
-}
-
-// dqkv's q part (+= or, when !accumulate, =) of this thread's rows row_base and row_base + 8 from
-// the accumulators: α applied here, as the CPU's GEMM.
-template <typename T, int kHn>
-__device__ __forceinline__ void write_dq_rows(std::uint16_t* dqkv, const float (&dq)[kHn / 8][4],
-                                              std::int64_t row_base, std::int64_t bh,
-                                              const Geometry& g, float alpha, bool accumulate) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const std::int64_t row = row_base + 8 * h;
-    if (row >= g.s) continue;
-    std::uint16_t* out = dqkv + row * g.qkv_ld + bh * 3 * kHn + accumulator_col(0);
-#pragma unroll
-    for (int dt = 0; dt < kHn / 8; ++dt) {
-      write_pair<T>(out + 8 * dt, alpha * dq[dt][2 * h], alpha * dq[dt][2 * h + 1], accumulate);
-    }
-  }
+  // dqkv += … (or =): α applied at the end, as the CPU's GEMM.
+  write_gradient_rows<T, kHn>(dqkv, kHn, dk, key_base, bh, g, alpha, accumulate);
+  write_gradient_rows<T, kHn>(dqkv, 2 * kHn, dv, key_base, bh, g, 1.0f, accumulate);
 }
 
 // dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal; warp w
@@ -560,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     warp_product_pb<T, kHn, kKeys>(dq, dp, k_s);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
-  write_dq_rows<T, kHn>(dqkv, dq, row_base, bh, g, alpha, accumulate);
+  write_gradient_rows<T, kHn>(dqkv, 0, dq, row_base, bh, g, alpha, accumulate);
 }
 
 // ---- dq from the stored dSᵀ --------------------------------------------------------------------
@@ -651,8 +643,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     warp_product_tb<T, kHn, kKeys>(dq, ds_s, kWarpRows * warp, k_s);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
-  write_dq_rows<T, kHn>(dqkv, dq, i0 + kWarpRows * warp + accumulator_row(0), bh, g, alpha,
-                        accumulate);
+  write_gradient_rows<T, kHn>(dqkv, 0, dq, i0 + kWarpRows * warp + accumulator_row(0), bh, g, alpha,
+                              accumulate);
 }
 
 }  // namespace mds::kernels::attention_tc_detail

@@ -138,19 +138,15 @@ __device__ __forceinline__ void warp_product_abt(float (&acc)[kN / 8][4],
   }
 }
 
-// acc (16 × kHn) += P · rows [0, kK) of tile ([kK][kHn]), P (16 × kK) given in accumulator
-// layout and rounded to T here: its n-tiles 2c and 2c + 1 are the A fragment of k-chunk c, so P
-// never goes through shared memory. p·v, pᵀ·dO, dSᵀ·q and dS·k.
-template <typename T, int kHn, int kK>
-__device__ __forceinline__ void warp_product_pb(float (&acc)[kHn / 8][4],
-                                                const float (&p)[kK / 8][4],
+// acc (16 × kHn) += A · rows [0, kK) of tile ([kK][kHn]), where a_chunk(kc, a) gives A's k-chunk
+// kc (columns 16·kc …) as an A fragment: the k-chunks in order, each against the n-tiles in order.
+template <typename T, int kHn, int kK, typename AChunk>
+__device__ __forceinline__ void warp_product_ab(float (&acc)[kHn / 8][4], AChunk a_chunk,
                                                 const std::uint16_t* tile) {
 #pragma unroll
   for (int kc = 0; kc < kK / 16; ++kc) {
-    const std::uint32_t a[4] = {mma::pack2<T>(p[2 * kc][0], p[2 * kc][1]),
-                                mma::pack2<T>(p[2 * kc][2], p[2 * kc][3]),
-                                mma::pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]),
-                                mma::pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+    std::uint32_t a[4];
+    a_chunk(kc, a);
 #pragma unroll
     for (int dp = 0; dp < kHn / 16; ++dp) {
       std::uint32_t b[2][2];
@@ -161,25 +157,36 @@ __device__ __forceinline__ void warp_product_pb(float (&acc)[kHn / 8][4],
   }
 }
 
-// acc (16 × kHn) += A · rows [0, kK) of b_tile ([kK][kHn]), A (16 × kK, rows [row0, row0 + 16))
-// given as its transpose in at_tile (kK rows of kBlockRows columns, laid out as a kBlockRows-wide
-// tile): dS·k from the stored dSᵀ, in warp_product_pb's order of products.
+// warp_product_ab with P (16 × kK) given in accumulator layout and rounded to T here: its n-tiles
+// 2c and 2c + 1 are the A fragment of k-chunk c, so P never goes through shared memory. p·v,
+// pᵀ·dO, dSᵀ·q and dS·k.
+template <typename T, int kHn, int kK>
+__device__ __forceinline__ void warp_product_pb(float (&acc)[kHn / 8][4],
+                                                const float (&p)[kK / 8][4],
+                                                const std::uint16_t* tile) {
+  warp_product_ab<T, kHn, kK>(
+      acc,
+      [&](int kc, std::uint32_t(&a)[4]) {
+        a[0] = mma::pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+        a[1] = mma::pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+        a[2] = mma::pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+        a[3] = mma::pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+      },
+      tile);
+}
+
+// warp_product_ab with A (16 × kK, rows [row0, row0 + 16)) given as its transpose in at_tile (kK
+// rows of kBlockRows columns, laid out as a kBlockRows-wide tile): dS·k from the stored dSᵀ.
 template <typename T, int kHn, int kK>
 __device__ __forceinline__ void warp_product_tb(float (&acc)[kHn / 8][4],
                                                 const std::uint16_t* at_tile, int row0,
                                                 const std::uint16_t* b_tile) {
-#pragma unroll
-  for (int kc = 0; kc < kK / 16; ++kc) {
-    std::uint32_t a[4];
-    load_a_transposed<kBlockRows>(a, at_tile, row0, 16 * kc);
-#pragma unroll
-    for (int dp = 0; dp < kHn / 16; ++dp) {
-      std::uint32_t b[2][2];
-      load_b<kHn>(b, b_tile, 16 * kc, 16 * dp);
-      mma::mma_16816<T>(acc[2 * dp], a, b[0]);
-      mma::mma_16816<T>(acc[2 * dp + 1], a, b[1]);
-    }
-  }
+  warp_product_ab<T, kHn, kK>(
+      acc,
+      [&](int kc, std::uint32_t(&a)[4]) {
+        load_a_transposed<kBlockRows>(a, at_tile, row0, 16 * kc);
+      },
+      b_tile);
 }
 
 // Element e of an accumulator n-tile sits at row (lane / 4) + 8·(e / 2), column 2·(lane % 4) +

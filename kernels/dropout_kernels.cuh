@@ -67,6 +67,20 @@ __device__ inline void for_each_masked_chunk(std::int64_t n, DropoutStream strea
   }
 }
 
+// A chunk's dbias terms: each kept element's g·scale added (a dropped one adds nothing).
+__device__ inline void add_kept_terms(float (&sums)[8], const float (&factor)[8],
+                                      const float (&g)[8], float scale) {
+  for (int j = 0; j < 8; ++j) {
+    if (factor[j] != 0.0f) sums[j] += g[j] * scale;
+  }
+}
+
+// A chunk's dx: dx + g·factor when accumulating (`dx` holds the old values), g·factor otherwise.
+__device__ inline void masked_gradient(float (&dx)[8], const float (&g)[8],
+                                       const float (&factor)[8], bool accumulate) {
+  for (int j = 0; j < 8; ++j) dx[j] = accumulate ? dx[j] + g[j] * factor[j] : g[j] * factor[j];
+}
+
 // Activations (out, x, residual, dx, dout) are stored as kS: widened on load, rounded on store;
 // the bias (may be null) as kP, fp32 or kS, widened on load.
 template <Storage kS, Storage kP>
@@ -110,11 +124,11 @@ template <Storage kS>
 __global__ void backward8_kernel(void* dx, const void* dout, std::int64_t n, DropoutStream stream,
                                  float scale, bool accumulate) {
   for_each_masked_chunk(n, stream, scale, [&](std::int64_t k, const float(&factor)[8]) {
-    float g[8], old[8] = {};
+    float g[8], out[8] = {};
     load8<kS>(dout, 8 * k, g);
-    if (accumulate) load8<kS>(dx, 8 * k, old);
-    for (int j = 0; j < 8; ++j) g[j] = accumulate ? old[j] + g[j] * factor[j] : g[j] * factor[j];
-    store8<kS>(dx, 8 * k, g);
+    if (accumulate) load8<kS>(dx, 8 * k, out);
+    masked_gradient(out, g, factor, accumulate);
+    store8<kS>(dx, 8 * k, out);
   });
 }
 
@@ -176,9 +190,7 @@ __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int6
         float factor[8], g[8];
         chunk_factors(factor, stream, scale, i / 8);
         detail::widen8<kS>(loaded, g);
-        for (int j = 0; j < 8; ++j) {
-          if (factor[j] != 0.0f) sums[0][j] += g[j] * scale;
-        }
+        add_kept_terms(sums[0], factor, g, scale);
       },
       partials);
 }
@@ -213,9 +225,7 @@ __global__ void bias_dropout_add_backward8_kernel(void* dx, void* dresidual, con
         float factor[8], g[8];
         chunk_factors(factor, stream, scale, i / 8);
         detail::widen8<kS>(row.dout, g);
-        for (int j = 0; j < 8; ++j) {
-          if (factor[j] != 0.0f) sums[0][j] += g[j] * scale;
-        }
+        add_kept_terms(sums[0], factor, g, scale);
         if (dresidual != nullptr) {
           float sum[8];
           detail::widen8<kS>(row.dresidual, sum);
@@ -224,8 +234,7 @@ __global__ void bias_dropout_add_backward8_kernel(void* dx, void* dresidual, con
         }
         float out[8] = {};
         if (accumulate) detail::widen8<kS>(row.dx, out);
-        for (int j = 0; j < 8; ++j)
-          out[j] = accumulate ? out[j] + g[j] * factor[j] : g[j] * factor[j];
+        masked_gradient(out, g, factor, accumulate);
         store8<kS>(dx, i, out);
       },
       partials);

@@ -26,20 +26,22 @@ inline unsigned column_blocks(std::int64_t cols) {
   return static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile);
 }
 
-// Row chunks of a column sum (at least one): the `chunks` of its partials.
-inline std::int64_t row_chunks(std::int64_t rows) {
-  return rows <= kRowChunk ? 1 : (rows + kRowChunk - 1) / kRowChunk;
+// Row chunks of a column sum (at least one) with `chunk_rows` rows a chunk: the `chunks` of its
+// partials, grid y of its launch (failing past the grid's limit).
+inline unsigned row_chunks(std::int64_t rows, std::int64_t chunk_rows = kRowChunk) {
+  constexpr std::int64_t kMaxGridY = 65535;
+  const std::int64_t chunks = rows <= chunk_rows ? 1 : (rows + chunk_rows - 1) / chunk_rows;
+  if (chunks > kMaxGridY) {
+    base::fail("cuda: column sums over ", rows, " rows exceed the grid limit of ",
+               kMaxGridY * chunk_rows);
+  }
+  return static_cast<unsigned>(chunks);
 }
 
 // The launch of a kernel calling sum_columns: column_blocks(cols) × row_chunks(rows) blocks of
 // (kColumnTile, kRowLanes) threads.
 inline LaunchShape column_shape(std::int64_t rows, std::int64_t cols) {
-  constexpr std::int64_t kMaxGridY = 65535;
-  if (row_chunks(rows) > kMaxGridY) {
-    base::fail("cuda: column sums over ", rows, " rows exceed the grid limit of ",
-               kMaxGridY * kRowChunk);
-  }
-  return {{column_blocks(cols), static_cast<unsigned>(row_chunks(rows))}, {kColumnTile, kRowLanes}};
+  return {{column_blocks(cols), row_chunks(rows)}, {kColumnTile, kRowLanes}};
 }
 
 // The launch of finish_column_sums_kernel: blocks of kColumnTile columns × kRowLanes chunk lanes.
@@ -105,14 +107,8 @@ constexpr int kColumnTile8 = 8 * kColumnTile;
 // one block per 256 columns and chunk.
 inline LaunchShape column8_shape(std::int64_t rows, std::int64_t cols,
                                  std::int64_t chunk_rows = kRowChunk) {
-  constexpr std::int64_t kMaxGridY = 65535;
-  const std::int64_t chunks = rows <= chunk_rows ? 1 : (rows + chunk_rows - 1) / chunk_rows;
-  if (chunks > kMaxGridY) {
-    base::fail("cuda: column sums over ", rows, " rows exceed the grid limit of ",
-               kMaxGridY * chunk_rows);
-  }
   return {{static_cast<unsigned>((cols + kColumnTile8 - 1) / kColumnTile8),
-           static_cast<unsigned>(chunks)},
+           row_chunks(rows, chunk_rows)},
           {kColumnTile, kRowLanes}};
 }
 
