@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "kernels/attention_tc_draw.cuh"
 #include "kernels/attention_tc_kernels.cuh"
 #include "kernels/check.h"
 
@@ -62,15 +63,11 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              cudaStream_t stream) {
   const dim3 grid = grid_of(slices, g.s, "attention_forward");
   // With keep bits to store and whole Philox blocks per word, the bits are drawn first and read.
-  const bool draw_first = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 4 == 0;
+  const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
+  const bool draw_first =
+      g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 4 == 0 && shape.fits;
   if (draw_first) {
-    const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
-    if (shape.rows > 0x7FFFFFFF || shape.word_groups > 65535) {
-      base::fail("cuda: kernels::attention_forward: ", slices, " slices of ", g.s,
-                 " rows of keep bits exceed the grid");
-    }
-    draw_keep_bits_kernel<<<dim3(static_cast<unsigned>(shape.rows), shape.word_groups),
-                            shape.threads, 0, stream>>>(g);
+    draw_keep_bits_kernel<<<dim3(shape.groups, shape.slices), shape.threads, 0, stream>>>(g);
     check_launch("kernels::attention_forward (keep bits)");
   }
   with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {

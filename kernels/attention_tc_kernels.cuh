@@ -205,65 +205,6 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
   }
 }
 
-// Dropout::keep_bits drawn ahead of a forward that reads them (forward_kernel<…, true>), where
-// s % 4 == 0 so that the 16 keys of half a word are four whole Philox blocks. Drawing here rather
-// than in the forward runs the integer work at full occupancy instead of beside the forward's mma
-// at four warps a block. Launched with keep_bits_draw_launch: block x is row bh·s + row of the
-// slices, block y a group of blockDim.x / 2 words of it; two lanes a word, each drawing its half's
-// four blocks (independent chains) and the halves joined by one shuffle. The slice and row come
-// from the block, in 32 bits: a 64-bit division per thread cost more than the draws (an H100 took
-// 0.22 ms a GPT-2 124M layer with one). Bits of keys past their row are 0, and halves wholly past
-// it not drawn (the backward zeroes those pairs whatever their bits). static: the emulated tests
-// define the same function on the host.
-static __global__ void draw_keep_bits_kernel(Geometry g) {
-  const attention_detail::Dropout& d = g.dropout;
-  const auto s = static_cast<std::uint32_t>(g.s), np = static_cast<std::uint32_t>(d.np);
-  const std::uint32_t bh = blockIdx.x / s, row = blockIdx.x - bh * s, batch = bh / np;
-  const std::int64_t sh =
-      static_cast<std::int64_t>(batch) * d.stream_heads + d.first_head + (bh - batch * np);
-  const std::int64_t words = attention_detail::keep_words(g.s);
-  const std::int64_t word = static_cast<std::int64_t>(blockIdx.y) * (blockDim.x / 2) +
-                            static_cast<std::int64_t>(threadIdx.x) / 2;
-  const int half = static_cast<int>(threadIdx.x) % 2;
-  const std::int64_t key0 = 32 * word + 16 * half;
-  std::uint32_t bits = 0;
-  if (word < words && key0 <= row) {
-    // The first key's element of the stream, a multiple of 4 as s and key0 are.
-    const auto first = static_cast<std::uint64_t>((sh * g.s + row) * g.s + key0);
-    const std::uint32_t threshold = detail::keep_threshold(d.p);
-    detail::PhiloxWords drawn[4];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) drawn[b] = detail::philox_block(d.seed, d.offset, first / 4 + b);
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        bits |= static_cast<std::uint32_t>((drawn[b].w[k] >> 8) >= threshold) << (4 * b + k);
-      }
-    }
-    // Keys past the row (the diagonal's half-words only) keep no bit.
-    if (key0 + 15 > row) bits &= (2u << (row - key0)) - 1u;
-    bits <<= 16 * half;
-  }
-  bits |= __shfl_xor_sync(0xFFFFFFFFu, bits, 1);
-  if (word < words && half == 0)
-    d.keep_bits[static_cast<std::int64_t>(blockIdx.x) * words + word] = bits;
-}
-
-// The launch of draw_keep_bits_kernel over `slices` slices of s rows: blocks of up to 256 threads
-// (two a word, whole warps), as many per row as its words need.
-struct KeepBitsLaunch {
-  std::int64_t rows;
-  unsigned word_groups, threads;
-};
-
-inline KeepBitsLaunch keep_bits_draw_launch(std::int64_t slices, std::int64_t s) {
-  const std::int64_t lanes = 2 * attention_detail::keep_words(s);
-  const std::int64_t threads = lanes < 256 ? (lanes + 31) / 32 * 32 : 256;
-  return {slices * s, static_cast<unsigned>((lanes + threads - 1) / threads),
-          static_cast<unsigned>(threads)};
-}
-
 // ---- backward -------------------------------------------------------------------------------
 
 // One part of dqkv (offset 0: dq, hn: dk, 2·hn: dv) of this thread's rows row_base and row_base + 8

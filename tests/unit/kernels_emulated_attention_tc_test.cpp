@@ -32,6 +32,7 @@ alignas(16) unsigned char smem[1 << 17];
 
 #include "kernels/attention_keep_bits.cuh"
 #include "kernels/attention_kernels.cuh"
+#include "kernels/attention_tc_draw.cuh"
 #include "kernels/attention_tc_kernels.cuh"
 #include "ops/attention.h"
 #include "tensor/tensor.h"
@@ -150,8 +151,7 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
   if (read_bits) {
     const tc::KeepBitsLaunch shape = tc::keep_bits_draw_launch(c.b * c.np, c.s);
     simt::launch(
-        static_cast<unsigned>(shape.rows), shape.word_groups, shape.threads,
-        [&] { tc::draw_keep_bits_kernel(g); }, [] {});
+        shape.groups, shape.slices, shape.threads, [&] { tc::draw_keep_bits_kernel(g); }, [] {});
   }
   simt::launch(
       grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
@@ -521,9 +521,29 @@ std::size_t words_set_above_the_diagonal(const Case& c, const std::vector<std::u
   return set_above;
 }
 
+// The bits draw_keep_bits_kernel writes: none past a row in its diagonal word, and no word wholly
+// past the diagonal (those keep the poison of poisoned_keep).
+void expect_only_the_triangle_written(const Case& c, const std::vector<std::uint32_t>& keep) {
+  const std::int64_t words = ad::keep_words(c.s);
+  std::size_t set_past_the_row = 0, written_past_the_diagonal = 0;
+  for (std::int64_t row = 0; row < c.b * c.np * c.s; ++row) {  // every slice's rows
+    const std::int64_t i = row % c.s;
+    for (std::int64_t w = 0; w < words; ++w) {
+      const std::uint32_t word = keep[static_cast<std::size_t>(row * words + w)];
+      if (w * 32 > i) {
+        written_past_the_diagonal += word != 0xA5A5A5A5u;
+      } else if (w * 32 + 31 > i) {
+        set_past_the_row += (word & (~0u << (i % 32 + 1))) != 0;
+      }
+    }
+  }
+  EXPECT_EQ(set_past_the_row, 0u) << "diagonal words with bits past their row";
+  EXPECT_EQ(written_past_the_diagonal, 0u) << "words past the diagonal written";
+}
+
 // The forward keeps the host's masks as keep bits without changing its own outputs, and the
 // backward reading them gives the bits of the backward drawing the masks itself. Sizes: s % 4 == 0
-// (the shared Philox draws; the bits drawn first, zeros above the diagonal, and as the forward
+// (the shared Philox draws; the bits drawn first, only the triangle written, and as the forward
 // itself stores them) and not, partial tiles, several key tiles and words per row, heads numbered
 // within a wider layer; hn = 128 steps the dq kernel over 32 keys.
 template <int kHn>
@@ -543,7 +563,7 @@ void check_keep_bits(const Case& c) {
   EXPECT_EQ(bits(backward_tc<kHn>(c, qkv, dctx, kept, dqkv0, false, keep.data())),
             bits(backward_tc<kHn>(c, qkv, dctx, drawn, dqkv0, false)));
   if (c.s % 4 != 0) return;
-  EXPECT_EQ(words_set_above_the_diagonal(c, keep), 0u) << "drawn first";
+  expect_only_the_triangle_written(c, keep);
   std::vector<std::uint32_t> stored = poisoned_keep(c);
   const Forward<T> storing = forward_tc<kHn>(c, qkv, stored.data(), false);
   EXPECT_EQ(bits(storing.ctx), bits(drawn.ctx));
@@ -558,25 +578,52 @@ TEST(KernelsEmulatedAttentionTc, KeepBitsAreTheHostMasksAndServeTheBackward) {
   check_keep_bits<128>({132, 1, 2, 1.0f, 0.3f, 1, 3});
 }
 
-// draw_keep_bits_kernel over rows of more words than a block holds (several blocks a row): the
-// blocks of keep_bits_draw_launch and narrower ones of one warp give the host's masks alike.
+// draw_keep_bits_kernel's blocks of keep_bits_draw_launch and narrower ones of one warp (block
+// edges falling elsewhere in the triangle, across rows and bands) give the host's masks alike.
 TEST(KernelsEmulatedAttentionTc, DrawnKeepBitsDoNotDependOnTheBlockWidth) {
   const Case c{1100, 1, 2, 1.0f, 0.2f, 1, 3};
   ad::Geometry g = geometry_of(c, 64);
   const tc::KeepBitsLaunch shape = tc::keep_bits_draw_launch(c.b * c.np, c.s);
-  ASSERT_EQ(shape.threads, 96u);
+  ASSERT_EQ(shape.threads, 256u);
+  ASSERT_TRUE(shape.fits);
   std::vector<std::uint32_t> wide = poisoned_keep(c), narrow = poisoned_keep(c);
   for (auto [keep, threads] : {std::pair{&wide, shape.threads}, std::pair{&narrow, 32u}}) {
     g.dropout.keep_bits = keep->data();
-    const unsigned groups =
-        (2 * static_cast<unsigned>(ad::keep_words(c.s)) + threads - 1) / threads;
     simt::launch(
-        static_cast<unsigned>(shape.rows), groups, threads, [&] { tc::draw_keep_bits_kernel(g); },
-        [] {});
+        tc::triangle_groups(c.s, threads), static_cast<unsigned>(c.b * c.np), threads,
+        [&] { tc::draw_keep_bits_kernel(g); }, [] {});
   }
   EXPECT_EQ(wide, narrow);
   expect_host_keep_bits(c, narrow);
-  EXPECT_EQ(words_set_above_the_diagonal(c, narrow), 0u);
+  expect_only_the_triangle_written(c, narrow);
+}
+
+// The triangle's words in order are every (row, word ≤ row / 32) of the bands' rows once, row by
+// row; far into a long sequence's triangle too, where the band comes from a square root in fp32.
+TEST(KernelsEmulatedAttentionTc, TriangleWordsNumberTheCausalWordsRowByRow) {
+  for (const std::int64_t s : {4, 32, 36, 100, 1024}) {
+    std::uint32_t u = 0;
+    for (std::uint32_t row = 0; row < 32 * tc::keep_bands(s); ++row) {
+      for (std::uint32_t word = 0; word <= row / 32; ++word, ++u) {
+        const tc::TriangleWord at = tc::triangle_word(u);
+        ASSERT_EQ(at.row, row) << "s " << s << ", word " << u;
+        ASSERT_EQ(at.word, word) << "s " << s << ", word " << u;
+      }
+    }
+    EXPECT_EQ(u, tc::triangle_words(s)) << "s " << s;
+  }
+  const std::int64_t s = 300000;
+  ASSERT_TRUE(tc::keep_bits_draw_launch(1, s).fits);
+  for (std::uint32_t b = 1; b < tc::keep_bands(s); b += 997) {
+    const std::uint32_t first = 16 * b * (b + 1);
+    EXPECT_EQ(tc::triangle_word(first).row, 32 * b);
+    EXPECT_EQ(tc::triangle_word(first).word, 0u);
+    EXPECT_EQ(tc::triangle_word(first - 1).row, 32 * b - 1);
+    EXPECT_EQ(tc::triangle_word(first - 1).word, b - 1);
+  }
+  EXPECT_FALSE(tc::keep_bits_draw_launch(1, 600000).fits);
+  EXPECT_FALSE(tc::keep_bits_draw_launch(65536, 1024).fits);
+  EXPECT_TRUE(tc::keep_bits_draw_launch(65535, 1024).fits);
 }
 
 // After the SIMT forward, which keeps no bits, kernels/attention.cu runs keep_bits_kernel: the
