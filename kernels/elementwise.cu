@@ -1,4 +1,5 @@
 #include <cmath>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/check.h"
@@ -17,6 +18,13 @@ using detail::launch;
 using detail::Storage;
 using detail::storage_of;
 using namespace elementwise_detail;
+
+template <Storage kOut, Storage kIn>
+void launch_cast_pieces(void* out, const void* x, const PieceStart* starts, std::int64_t count,
+                        std::int64_t total, cudaStream_t stream) {
+  launch("kernels::cast_pieces", cast_pieces_kernel<kOut, kIn>, pieces_launch_shape(total), stream,
+         out, x, starts, count);
+}
 
 template <Storage kOut>
 void launch_cast(void* out, const void* x, Storage in, std::int64_t n, cudaStream_t stream) {
@@ -101,6 +109,53 @@ void cast(void* out, DType out_dtype, const void* x, DType x_dtype, std::int64_t
     case Storage::kF16:
       return launch_cast<Storage::kF16>(out, x, in_storage, n, stream);
   }
+}
+
+void cast_pieces(void* out, DType out_dtype, const void* x, DType x_dtype,
+                 std::span<const ops::CastPiece> pieces, cudaStream_t stream) {
+  const Storage out_storage = storage_of(out_dtype, "cast_pieces");
+  const Storage in_storage = storage_of(x_dtype, "cast_pieces");
+  std::vector<PieceStart> starts;
+  starts.reserve(pieces.size() + 1);
+  std::int64_t total = 0;
+  for (const ops::CastPiece& piece : pieces) {
+    if (piece.numel <= 0) continue;
+    starts.push_back({total, piece.out, piece.in});
+    total += piece.numel;
+  }
+  if (total == 0) return;
+  const auto count = static_cast<std::int64_t>(starts.size());
+  starts.push_back({total, 0, 0});
+  const std::size_t bytes = starts.size() * sizeof(PieceStart);
+  void* scratch = nullptr;
+  check_cuda(cudaMallocAsync(&scratch, bytes, stream), "kernels::cast_pieces (cudaMallocAsync)");
+  auto* device_starts = static_cast<PieceStart*>(scratch);
+  // From pageable memory: staged before the call returns, so `starts` may go.
+  check_cuda(cudaMemcpyAsync(device_starts, starts.data(), bytes, cudaMemcpyHostToDevice, stream),
+             "kernels::cast_pieces (copy the pieces)");
+  const auto with_input = [&]<Storage kOut>() {
+    switch (in_storage) {
+      case Storage::kF32:
+        return launch_cast_pieces<kOut, Storage::kF32>(out, x, device_starts, count, total, stream);
+      case Storage::kBF16:
+        return launch_cast_pieces<kOut, Storage::kBF16>(out, x, device_starts, count, total,
+                                                        stream);
+      case Storage::kF16:
+        return launch_cast_pieces<kOut, Storage::kF16>(out, x, device_starts, count, total, stream);
+    }
+  };
+  switch (out_storage) {
+    case Storage::kF32:
+      with_input.template operator()<Storage::kF32>();
+      break;
+    case Storage::kBF16:
+      with_input.template operator()<Storage::kBF16>();
+      break;
+    case Storage::kF16:
+      with_input.template operator()<Storage::kF16>();
+      break;
+  }
+  check_cuda(cudaFreeAsync(scratch, stream), "kernels::cast_pieces (cudaFreeAsync)");
 }
 
 }  // namespace mds::kernels

@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 
+#include "ops/elementwise.h"
 #include "tensor/dtype.h"
 
 namespace mds::kernels {
@@ -23,5 +25,9 @@ void fill(void* out, tensor::DType dtype, float value, std::int64_t n, cudaStrea
 // Finite values and infinities convert bit-identically to the CPU; a NaN stays a NaN.
 void cast(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype, std::int64_t n,
           cudaStream_t stream);
+// ops::cast_pieces: every piece cast as `cast` casts, in one launch (the pieces go to the device
+// through stream-ordered scratch; no wait).
+void cast_pieces(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype,
+                 std::span<const ops::CastPiece> pieces, cudaStream_t stream);
 
 }  // namespace mds::kernels

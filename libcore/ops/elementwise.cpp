@@ -81,6 +81,36 @@ void cast(const DeviceContext& ctx, Tensor out, Tensor x) {
   cpu::cast(out.raw(), out.dtype(), x.raw(), x.dtype(), x.numel());
 }
 
+void cast_pieces(const DeviceContext& ctx, Tensor out, Tensor x,
+                 std::span<const CastPiece> pieces) {
+  constexpr const char* kOp = "cast_pieces";
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
+  expect_half_or_float(kOp, {"out", out});
+  expect_half_or_float(kOp, {"x", x});
+  for (const CastPiece& piece : pieces) {
+    if (piece.numel < 0 || piece.out < 0 || piece.in < 0 || piece.out + piece.numel > out.numel() ||
+        piece.in + piece.numel > x.numel()) {
+      base::fail("ops::", kOp, ": piece [", piece.in, ", +", piece.numel, ") -> [", piece.out,
+                 ", +", piece.numel, ") is outside x (", x.numel(), " elements) or out (",
+                 out.numel(), ")");
+    }
+  }
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cast_pieces(ctx, out.raw(), out.dtype(), x.raw(), x.dtype(), pieces);
+    }
+    return;
+  }
+  const std::size_t out_size = tensor::dtype_size(out.dtype()),
+                    x_size = tensor::dtype_size(x.dtype());
+  for (const CastPiece& piece : pieces) {
+    cpu::cast(static_cast<char*>(out.raw()) + piece.out * static_cast<std::int64_t>(out_size),
+              out.dtype(),
+              static_cast<const char*>(x.raw()) + piece.in * static_cast<std::int64_t>(x_size),
+              x.dtype(), piece.numel);
+  }
+}
+
 void add(Tensor out, Tensor a, Tensor b) {
   add(DeviceContext{}, out, a, b);
 }

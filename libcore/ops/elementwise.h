@@ -6,6 +6,9 @@
 // without a context, for host tensors.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "ops/device_context.h"
 #include "tensor/tensor.h"
 
@@ -23,6 +26,21 @@ void fill(const DeviceContext& ctx, tensor::Tensor out, float value);
 // equal dtypes copy. Shapes must have equal element counts. Both on the context's device
 // (tensor::copy moves data between devices).
 void cast(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x);
+
+// One piece of cast_pieces: elements [in, in + numel) of its input to [out, out + numel) of its
+// output.
+struct CastPiece {
+  std::int64_t out = 0;
+  std::int64_t in = 0;
+  std::int64_t numel = 0;
+};
+
+// cast of every piece between the flat buffers `out` and `x` (offsets in elements; the pieces
+// within bounds, their outputs not overlapping each other or x). Bit-identical to one cast per
+// piece; on a device one launch for all of them, where one cast a piece (a copy each for equal
+// dtypes) cost a queued operation per piece (ZeRO's partitions gather a copy per parameter).
+void cast_pieces(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
+                 std::span<const CastPiece> pieces);
 
 // The same on host tensors.
 void add(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);

@@ -1,6 +1,7 @@
 #include "train/zero_partition.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "base/error.h"
 #include "ops/elementwise.h"
@@ -158,10 +159,12 @@ void to_flat_range(const ops::DeviceContext& ctx, Tensor buffer_flat, const Zero
   const Tensor range = flat_view(kOp, "range", range_out, range_out.numel());
   const std::int64_t end = begin + range.numel();
   check_range(kOp, g, begin, range.numel());
+  std::vector<ops::CastPiece> pieces;
   for_each_param_piece(layout, g, begin, end,
                        [&](std::int64_t at, std::int64_t from, std::int64_t numel) {
-                         ops::cast(ctx, range.narrow(at, numel), buffer.narrow(from, numel));
+                         pieces.push_back({at, from, numel});
                        });
+  ops::cast_pieces(ctx, range, buffer, pieces);
   const std::int64_t padding = std::max(g.numel, begin);
   if (padding < end) ops::fill(ctx, range.narrow(padding - begin, end - padding), 0.0f);
 }
@@ -173,10 +176,12 @@ void from_flat_range(const ops::DeviceContext& ctx, Tensor range_in, const ZeroL
   const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
   const Tensor range = flat_view(kOp, "range", range_in, range_in.numel());
   check_range(kOp, g, begin, range.numel());
+  std::vector<ops::CastPiece> pieces;
   for_each_param_piece(layout, g, begin, begin + range.numel(),
                        [&](std::int64_t at, std::int64_t to, std::int64_t numel) {
-                         ops::cast(ctx, buffer.narrow(to, numel), range.narrow(at, numel));
+                         pieces.push_back({to, at, numel});
                        });
+  ops::cast_pieces(ctx, buffer, range, pieces);
 }
 
 void gather_partition(Tensor buffer_flat, const ZeroLayout& layout, std::size_t group,

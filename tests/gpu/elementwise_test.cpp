@@ -73,6 +73,40 @@ TEST(GpuElementwise, CastsAreBitIdenticalToCpu) {
   }
 }
 
+// One launch for many pieces (ZeRO's per-parameter gathers): every dtype pair, the bits of one
+// CPU cast per piece, the elements between pieces untouched (the output starts all ones).
+TEST(GpuElementwise, CastPiecesAreOneCpuCastAPiece) {
+  const DType dtypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
+  std::vector<ops::CastPiece> pieces;
+  std::int64_t contiguous = 0, scattered = 7;
+  for (const std::int64_t numel : {768, 1, 0, 2304, 255, 257, 3, 65537, 17}) {
+    pieces.push_back({scattered, contiguous, numel});  // a scatter; the gather is its reverse
+    contiguous += numel;
+    scattered += numel + 5;
+  }
+  const auto in_numel = static_cast<std::size_t>(contiguous);
+  const auto out_numel = static_cast<std::size_t>(scattered);
+  const auto values = random_floats(in_numel, 5, -70000.0f, 70000.0f);
+  for (const DType from : dtypes) {
+    for (const DType to : dtypes) {
+      SCOPED_TRACE(testing::Message()
+                   << tensor::dtype_name(from) << "->" << tensor::dtype_name(to));
+      std::vector<std::uint8_t> source(in_numel * tensor::dtype_size(from));
+      ops::cpu::cast(source.data(), from, values.data(), DType::kFloat32, contiguous);
+      const std::size_t out_size = tensor::dtype_size(to), in_size = tensor::dtype_size(from);
+      std::vector<std::uint8_t> cpu(out_numel * out_size, 0xFF);
+      for (const ops::CastPiece& piece : pieces) {
+        ops::cpu::cast(cpu.data() + piece.out * static_cast<std::int64_t>(out_size), to,
+                       source.data() + piece.in * static_cast<std::int64_t>(in_size), from,
+                       piece.numel);
+      }
+      DeviceArray<std::uint8_t> dsource(source), dout(std::vector<std::uint8_t>(cpu.size(), 0xFF));
+      kernels::cast_pieces(dout.get(), to, dsource.get(), from, pieces, nullptr);
+      EXPECT_EQ(dout.download(), cpu);
+    }
+  }
+}
+
 TEST(GpuElementwise, RejectsNonFloatDtypes) {
   DeviceArray<std::int64_t> out(4);
   EXPECT_THROW(kernels::fill(out.get(), DType::kInt64, 1.0f, 4, nullptr), base::Error);

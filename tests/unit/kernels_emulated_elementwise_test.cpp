@@ -9,6 +9,7 @@
 #include "tests/unit/emulated_device_common.h"
 
 #include "kernels/elementwise_kernels.cuh"
+#include "ops/elementwise.h"
 
 #include <gtest/gtest.h>
 
@@ -136,6 +137,65 @@ TEST(KernelsEmulatedElementwise, GridStrideLoopWrapsOnANarrowGrid) {
   });
   EXPECT_EQ(bits_of(out.values()), bits_of(want));
   EXPECT_EQ(out.guard_bytes_written(), 0u);
+}
+
+// Pieces of a gather (scattered inputs to one contiguous run, as ZeRO's partitions take the
+// parameters' gradients) and of a scatter (the way back), with empty pieces, one-element pieces
+// and pieces straddling warps' 256-element runs and blocks.
+struct PiecesCase {
+  const char* name;
+  std::vector<ops::CastPiece> pieces;
+  std::size_t out_numel, in_numel;
+};
+
+std::vector<PiecesCase> pieces_cases() {
+  std::vector<ops::CastPiece> gather, scatter;
+  std::int64_t contiguous = 0, scattered = 3;
+  for (const std::int64_t numel : {768, 1, 0, 2304, 255, 257, 3, 0, 4099, 17}) {
+    gather.push_back({contiguous, scattered, numel});
+    scatter.push_back({scattered, contiguous, numel});
+    contiguous += numel;
+    scattered += numel + 5;  // a gap the scatter leaves untouched
+  }
+  const auto c = static_cast<std::size_t>(contiguous), s = static_cast<std::size_t>(scattered);
+  return {{"gather", gather, c, s}, {"scatter", scatter, s, c}, {"one piece", {{0, 0, 9}}, 9, 9}};
+}
+
+// cast_pieces_kernel over every storage pair: the bits of one CPU cast per piece, every element
+// outside the pieces left poisoned, reruns alike; and on a grid narrowed to one block.
+TEST(KernelsEmulatedElementwise, CastPiecesIsOneCpuCastAPiece) {
+  emulated::for_each_storage([](auto out_s) {
+    emulated::for_each_storage([](auto in_s) {
+      constexpr Storage kOut = decltype(out_s)::value, kIn = decltype(in_s)::value;
+      using TOut = typename StorageOf<kOut>::Elem;
+      for (const PiecesCase& c : pieces_cases()) {
+        SCOPED_TRACE(testing::Message() << emulated::storage_name(kIn) << " -> "
+                                        << emulated::storage_name(kOut) << " " << c.name);
+        const GuardedBuffer<typename StorageOf<kIn>::Elem> x(cast_inputs<kIn>(c.in_numel));
+        GuardedBuffer<TOut> expected(c.out_numel);  // poisoned as run_twice's output
+        std::vector<TOut> want = expected.values();
+        std::vector<ek::PieceStart> starts;
+        std::int64_t total = 0;
+        for (const ops::CastPiece& piece : c.pieces) {
+          ops::cpu::cast(want.data() + piece.out, StorageOf<kOut>::kDType, x.data() + piece.in,
+                         StorageOf<kIn>::kDType, piece.numel);
+          starts.push_back({total, piece.out, piece.in});
+          total += piece.numel;
+        }
+        const auto count = static_cast<std::int64_t>(starts.size());
+        starts.push_back({total, 0, 0});
+        const auto call = [&](TOut* out) {
+          ek::cast_pieces_kernel<kOut, kIn>(out, x.data(), starts.data(), count);
+        };
+        const auto got = run_twice<TOut>(c.out_numel, ek::pieces_launch_shape(total), call);
+        EXPECT_EQ(bits_of(got), bits_of(want));
+        GuardedBuffer<TOut> narrow(c.out_numel);
+        emulated::launch_narrowed(ek::pieces_launch_shape(total), 1, [&] { call(narrow.data()); });
+        EXPECT_EQ(bits_of(narrow.values()), bits_of(want)) << "one block";
+        EXPECT_EQ(narrow.guard_bytes_written(), 0u);
+      }
+    });
+  });
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "base/error.h"
 #include "ops/elementwise.h"
 #include "ops_test_util.h"
@@ -43,6 +46,28 @@ TEST(OpsElementwise, CastRoundsLikeTheDTypeConversions) {
   }
   std::vector<std::int64_t> ids(64);
   EXPECT_THROW(cast(view(ids, {64}), view(x, {64})), base::Error);
+}
+
+// A gather of three pieces (one empty) into bf16: each piece rounded as cast rounds it, the
+// elements outside the pieces untouched; a piece past either end is refused naming the op.
+TEST(OpsElementwise, CastPiecesCastsEachPieceAlone) {
+  auto x = random_floats(20, 4, -10, 10);
+  std::vector<BFloat16> out(12, BFloat16{0x7FC1});
+  const std::vector<CastPiece> pieces = {{0, 15, 3}, {3, 2, 0}, {5, 1, 6}};
+  cast_pieces(DeviceContext{}, view(out, {12}), view(x, {20}), pieces);
+  for (int i = 0; i < 12; ++i) {
+    const int from = i < 3 ? 15 + i : i >= 5 && i < 11 ? i - 4 : -1;
+    SCOPED_TRACE(i);
+    EXPECT_EQ(out[i].bits, from < 0 ? 0x7FC1 : tensor::to_bfloat16(x[from]).bits);
+  }
+  const std::vector<CastPiece> past_x = {{0, 18, 3}}, past_out = {{10, 0, 3}};
+  EXPECT_THROW(cast_pieces(DeviceContext{}, view(out, {12}), view(x, {20}), past_x), base::Error);
+  try {
+    cast_pieces(DeviceContext{}, view(out, {12}), view(x, {20}), past_out);
+    ADD_FAILURE() << "a piece past out's end was accepted";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ops::cast_pieces: piece"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -4,12 +4,14 @@
 // are compiled only with BUILD_CUDA; the public ops check devices, dtypes and shapes first.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "ops/adam.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/decode_attention.h"
 #include "ops/device_context.h"
 #include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/gelu.h"
 #include "ops/gradients.h"
 #include "tensor/dtype.h"
@@ -34,6 +36,8 @@ void scale(const DeviceContext& ctx, void* out, const void* x, float factor, ten
 void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value, std::int64_t n);
 void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
           tensor::DType x_dtype, std::int64_t n);
+void cast_pieces(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
+                 tensor::DType x_dtype, std::span<const CastPiece> pieces);
 
 // kernels/gradients.h (the last two wait for their results)
 void accumulate_rounded(const DeviceContext& ctx, void* accumulator,

@@ -24,4 +24,9 @@ void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const vo
   kernels::cast(out, out_dtype, x, x_dtype, n, stream_of(ctx));
 }
 
+void cast_pieces(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
+                 tensor::DType x_dtype, std::span<const CastPiece> pieces) {
+  kernels::cast_pieces(out, out_dtype, x, x_dtype, pieces, stream_of(ctx));
+}
+
 }  // namespace mds::ops::cuda
