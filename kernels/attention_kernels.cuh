@@ -112,16 +112,17 @@ __device__ float scaled_score(const float* q, const float* k, float alpha, float
   return alpha * dot<kHn>(q, k) * coeff;
 }
 
-// The dropout factor of pair (row, key ≤ row) of slice bh: scale if kept, 0 if dropped. Only
-// called with p > 0. One Philox block per pair (the CPU draws one per four consecutive keys and
-// gets the same words).
+// The dropout factor of pair (row, key ≤ row) of slice bh: scale if kept, 0 if dropped, as
+// ops::attention_dropout_keep decides for element (sh·s + row)·s + key. Only called with p > 0.
+// One Philox block per pair (the CPU draws one per eight consecutive keys and gets the same
+// bits).
 __device__ inline float dropout_factor(const Geometry& g, std::int64_t bh, std::int64_t row,
                                        std::int64_t key) {
   const Dropout& d = g.dropout;
   const std::int64_t sh = (bh / d.np) * d.stream_heads + d.first_head + bh % d.np;
   const auto index = static_cast<std::uint64_t>((sh * g.s + row) * g.s + key);
-  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 4);
-  return detail::philox_uniform(words.w[index % 4]) >= d.p ? d.scale : 0.0f;
+  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 8);
+  return detail::philox_half(words, index) >= detail::keep_threshold16(d.p) ? d.scale : 0.0f;
 }
 
 // Base pointers of slice bh (= batch·np + head): q at +0, k at +hn, v at +2·hn in qkv.

@@ -65,7 +65,7 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
   // With keep bits to store and whole Philox blocks per word, the bits are drawn first and read.
   const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
   const bool draw_first =
-      g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 4 == 0 && shape.fits;
+      g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 8 == 0 && shape.fits;
   if (draw_first) {
     draw_keep_bits_kernel<<<dim3(shape.groups, shape.slices), shape.threads, 0, stream>>>(g);
     check_launch("kernels::attention_forward (keep bits)");

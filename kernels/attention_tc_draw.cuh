@@ -1,8 +1,9 @@
 // The attention dropout's keep bits (Dropout::keep_bits) drawn ahead of a tensor-core forward that
-// reads them (forward_kernel<…, true>), where s % 4 == 0 so that the 16 keys of half a word are
-// four whole Philox blocks. Drawing here rather than in the forward runs the integer work at full
-// occupancy instead of beside the forward's mma at four warps a block. Plain CUDA, as
-// attention_tc_kernels.cuh (run on the CPU by tests/unit/kernels_emulated_attention_tc_test.cpp).
+// reads them (forward_kernel<…, true>), where s % 8 == 0 so that the 16 keys of half a word are
+// two whole Philox blocks (16 bits an element, ops::attention_dropout_keep). Drawing here rather
+// than in the forward runs the integer work at full occupancy instead of beside the forward's mma
+// at four warps a block. Plain CUDA, as attention_tc_kernels.cuh (run on the CPU by
+// tests/unit/kernels_emulated_attention_tc_test.cpp).
 //
 // Only the causal triangle is drawn: a slice's rows are cut into bands of 32, and band b
 // (rows 32b … 32b + 31) needs words 0 … b of each row (word b holds the diagonal). Its 32·(b + 1)
@@ -55,7 +56,7 @@ __host__ __device__ constexpr std::uint32_t triangle_groups(std::int64_t s, unsi
 }
 
 // Block (x, y) draws words x·blockDim.x / 2 … of slice y's triangle: two lanes a word, each
-// drawing its half's four blocks (independent chains), the halves joined by one shuffle. The
+// drawing its half's two blocks (independent chains), the halves joined by one shuffle. The
 // word's place comes from 32-bit arithmetic, as a 64-bit division per thread cost more than the
 // draws (an H100 took 0.22 ms a GPT-2 124M layer with one). static: the emulated tests define
 // the same function on the host.
@@ -74,17 +75,19 @@ static __global__ void draw_keep_bits_kernel(attention_detail::Geometry g) {
   const std::int64_t row = at.row, key0 = 32 * static_cast<std::int64_t>(at.word) + 16 * half;
   std::uint32_t bits = 0;
   if (in_triangle && row < g.s && key0 <= row) {
-    // The first key's element of the stream, a multiple of 4 as s and key0 are.
+    // The first key's element of the stream, a multiple of 8 as s and key0 are.
     const auto first = static_cast<std::uint64_t>((sh * g.s + row) * g.s + key0);
-    const std::uint32_t threshold = detail::keep_threshold(d.p);
-    detail::PhiloxWords drawn[4];
+    const std::uint32_t threshold = detail::keep_threshold16(d.p);
+    detail::PhiloxWords drawn[2];
 #pragma unroll
-    for (int b = 0; b < 4; ++b) drawn[b] = detail::philox_block(d.seed, d.offset, first / 4 + b);
+    for (int b = 0; b < 2; ++b) drawn[b] = detail::philox_block(d.seed, d.offset, first / 8 + b);
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
+    for (int b = 0; b < 2; ++b) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        bits |= static_cast<std::uint32_t>((drawn[b].w[k] >> 8) >= threshold) << (4 * b + k);
+        const std::uint32_t word = drawn[b].w[k];
+        bits |= static_cast<std::uint32_t>((word & 0xFFFFu) >= threshold) << (8 * b + 2 * k);
+        bits |= static_cast<std::uint32_t>((word >> 16) >= threshold) << (8 * b + 2 * k + 1);
       }
     }
     // Keys past the row (the diagonal's half-words only) keep no bit.

@@ -1,15 +1,16 @@
 // The attention dropout of the tensor-core kernels (attention_tc_kernels.cuh): the factor (scale
 // if kept, 0 if dropped) of pair (row i, key j) of slice bh is that of element (sh·s + i)·s + j of
-// the layer's Philox stream, sh = batch·stream_heads + first_head + head: the CPU's masks
-// (ops/cpu/attention.cpp), as attention_detail::dropout_factor draws them.
+// the layer's Philox stream, sh = batch·stream_heads + first_head + head, 16 bits an element as
+// ops::attention_dropout_keep draws it: the CPU's masks (ops/cpu/attention.cpp), as
+// attention_detail::dropout_factor draws them.
 //
-// A Philox block gives the words of four consecutive elements and costs about as much as
+// A Philox block gives the bits of eight consecutive elements and costs about as much as
 // 40 products' worth of integer work, far more than the mma work per element, so each block is
-// drawn once where possible: with s % 4 == 0 every tile's first key starts a block, and the lanes
-// that share a block's four elements draw one block each and exchange the factors by shuffles
-// (two in the forward/dq layout, four in the dk/dv layout). Otherwise a pair of consecutive keys
-// costs one block (two when it straddles blocks) and the dk/dv layout one block per element.
-// The shared draws contain shuffles of the whole warp: call them in warp-uniform control flow.
+// drawn once where possible: with s % 8 == 0 every tile's first key starts a block, and the lanes
+// that share blocks draw one block each and exchange the words they need by shuffles (one in the
+// forward/dq layout, four in the dk/dv layout). Otherwise a pair of consecutive keys costs one
+// block (two when it straddles blocks) and the dk/dv layout one block per element. The shared
+// draws contain shuffles of the whole warp: call them in warp-uniform control flow.
 #pragma once
 #include <cstdint>
 
@@ -19,8 +20,7 @@
 
 namespace mds::kernels::attention_tc_detail {
 
-__device__ __forceinline__ std::uint32_t word_at(const detail::PhiloxWords& words,
-                                                 std::uint64_t k) {
+__device__ __forceinline__ std::uint32_t word_at(const detail::PhiloxWords& words, int k) {
   // Selects instead of indexing, so that the words stay in registers.
   return k == 0 ? words.w[0] : k == 1 ? words.w[1] : k == 2 ? words.w[2] : words.w[3];
 }
@@ -33,30 +33,29 @@ __device__ __forceinline__ std::uint64_t dropout_index(const attention_detail::G
   return static_cast<std::uint64_t>((sh * g.s + row) * g.s + key);
 }
 
+// The factor of the element whose 16 bits are `half`.
 __device__ __forceinline__ float keep_factor(const attention_detail::Dropout& d,
-                                             std::uint32_t word) {
-  return detail::philox_uniform(word) >= d.p ? d.scale : 0.0f;
+                                             std::uint32_t half) {
+  return half >= detail::keep_threshold16(d.p) ? d.scale : 0.0f;
 }
 
-// The factors of the four elements from `first` (a multiple of 4): one Philox block.
-__device__ __forceinline__ void block_factors(float m[4], const attention_detail::Dropout& d,
-                                              std::uint64_t first) {
-  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, first / 4);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) m[k] = keep_factor(d, words.w[k]);
+// Half `h` (0: low) of a word.
+__device__ __forceinline__ std::uint32_t half_of(std::uint32_t word, int h) {
+  return (word >> (16 * h)) & 0xFFFFu;
 }
 
 // Pairs (row, key) and (row, key + 1), any s.
 __device__ __forceinline__ void dropout_pair(float f[2], const attention_detail::Geometry& g,
                                              std::int64_t bh, std::int64_t row, std::int64_t key) {
   const attention_detail::Dropout& d = g.dropout;
-  const std::uint64_t index = dropout_index(g, bh, row, key), k = index % 4;
-  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 4);
-  f[0] = keep_factor(d, word_at(words, k));
-  if (k < 3) {
-    f[1] = keep_factor(d, word_at(words, k + 1));
+  const std::uint64_t index = dropout_index(g, bh, row, key);
+  const detail::PhiloxWords words = detail::philox_block(d.seed, d.offset, index / 8);
+  f[0] = keep_factor(d, detail::philox_half(words, index));
+  if (index % 8 < 7) {
+    f[1] = keep_factor(d, detail::philox_half(words, index + 1));
   } else {
-    f[1] = keep_factor(d, detail::philox_block(d.seed, d.offset, index / 4 + 1).w[0]);
+    const detail::PhiloxWords next = detail::philox_block(d.seed, d.offset, index / 8 + 1);
+    f[1] = keep_factor(d, detail::philox_half(next, index + 1));
   }
 }
 
@@ -65,53 +64,58 @@ __device__ __forceinline__ float dropout_one(const attention_detail::Geometry& g
                                              std::int64_t row, std::int64_t key) {
   const attention_detail::Dropout& d = g.dropout;
   const std::uint64_t index = dropout_index(g, bh, row, key);
-  return keep_factor(d, word_at(detail::philox_block(d.seed, d.offset, index / 4), index % 4));
+  return keep_factor(d,
+                     detail::philox_half(detail::philox_block(d.seed, d.offset, index / 8), index));
 }
 
-// Forward/dq layout, s % 4 == 0: the quad holding `row` (lane t: keys 2t, 2t + 1 of each n-tile)
-// over the 16 keys from `key0` (n-tiles nt and nt + 1; key0 % 16 == 0). f[tile][c] is the factor
-// of key key0 + 8·tile + 2t + c. Lane t draws the block of n-tile t & 1, keys 4·(t >> 1) … + 3:
-// an even lane needs words 0, 1 of its own block and of its odd neighbour's, an odd lane words
-// 2, 3 of its even neighbour's and of its own.
+// Forward/dq layout, s % 8 == 0: the quad holding `row` (lane t: keys 2t, 2t + 1 of each n-tile)
+// over the 16 keys from `key0` (n-tiles nt and nt + 1; key0 % 16 == 0), one block per n-tile.
+// f[tile][c] is the factor of key key0 + 8·tile + 2t + c, half c of word t of the tile's block.
+// Lane t draws the block of n-tile t & 1 and hands its neighbour word t ^ 1 of it.
 __device__ __forceinline__ void dropout_quad(float f[2][2], const attention_detail::Geometry& g,
                                              std::int64_t bh, std::int64_t row, std::int64_t key0) {
-  const int t = static_cast<int>(threadIdx.x) % 4;
-  const bool odd = (t & 1) != 0;
-  float m[4];
-  block_factors(m, g.dropout, dropout_index(g, bh, row, key0 + 8 * (t & 1) + 4 * (t >> 1)));
-  const float a = __shfl_xor_sync(0xFFFFFFFFu, odd ? m[0] : m[2], 1);
-  const float b = __shfl_xor_sync(0xFFFFFFFFu, odd ? m[1] : m[3], 1);
-  f[0][0] = odd ? a : m[0];
-  f[0][1] = odd ? b : m[1];
-  f[1][0] = odd ? m[2] : a;
-  f[1][1] = odd ? m[3] : b;
+  const int t = static_cast<int>(threadIdx.x) % 4, tile = t & 1;
+  const attention_detail::Dropout& d = g.dropout;
+  const detail::PhiloxWords words =
+      detail::philox_block(d.seed, d.offset, dropout_index(g, bh, row, key0 + 8 * tile) / 8);
+  const std::uint32_t own = word_at(words, t);
+  const std::uint32_t got = __shfl_xor_sync(0xFFFFFFFFu, word_at(words, t ^ 1), 1);
+  const std::uint32_t tile0 = tile == 0 ? own : got, tile1 = tile == 0 ? got : own;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    f[0][c] = keep_factor(d, half_of(tile0, c));
+    f[1][c] = keep_factor(d, half_of(tile1, c));
+  }
 }
 
-// dk/dv layout, s % 4 == 0: lane (group g, t) holds keys key_base + g + 8h (h = 0, 1; key_base
-// % 16 == 0) for the queries query0 + c (c = 0, 1). f[c][h] is the factor of that pair. The four
-// lanes g = 4·(g / 4) + i (i = 0 … 3, lane ids 4 and 8 apart) share blocks: keys key_base +
-// 4·(g / 4) + 8h … + 3 of one query; member i draws the block of (c, h) = (i >> 1, i & 1), and
-// a transpose hands each member word i of all four.
+// dk/dv layout, s % 8 == 0: lane (group g, t) holds keys key_base + g + 8h (h = 0, 1; key_base
+// % 16 == 0) for the queries query0 + c (c = 0, 1). f[c][h] is the factor of that pair: half
+// g % 2 of word g / 2 of block (c, h), the eight keys key_base + 8h … of query query0 + c. The
+// eight lanes of one t share those four blocks: lane g draws block b = g / 2 ((c, h) = (b / 2,
+// b % 2)), and the four lanes of each parity (lane ids 8 and 16 apart) transpose their words, so
+// that lane g gets word g / 2 of every block.
 __device__ __forceinline__ void dropout_transposed(float f[2][2],
                                                    const attention_detail::Geometry& g,
                                                    std::int64_t bh, std::int64_t query0,
                                                    std::int64_t key_base) {
-  const int group = static_cast<int>(threadIdx.x) % 32 / 4, i = group % 4;
-  float m[4], out[4];
-  block_factors(m, g.dropout,
-                dropout_index(g, bh, query0 + (i >> 1), key_base + 4 * (group / 4) + 8 * (i & 1)));
-  detail::transpose4(out, m, i, 4, 8);
-  f[0][0] = out[0];
-  f[0][1] = out[1];
-  f[1][0] = out[2];
-  f[1][1] = out[3];
+  const int group = static_cast<int>(threadIdx.x) % 32 / 4, b = group / 2;
+  const attention_detail::Dropout& d = g.dropout;
+  const detail::PhiloxWords words = detail::philox_block(
+      d.seed, d.offset, dropout_index(g, bh, query0 + (b >> 1), key_base + 8 * (b & 1)) / 8);
+  std::uint32_t out[4];
+  detail::transpose4(out, words.w, b, 8, 16);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) f[c][h] = keep_factor(d, half_of(out[2 * c + h], group % 2));
+  }
 }
 
 // The factors of the forward/dq layout: f[tile][c] for key key0 + 8·tile + 2t + c of `row`
 // (key0 % 16 == 0), 1 where no factor is needed. Warp-uniform.
 __device__ __forceinline__ void row_dropout(float f[2][2], const attention_detail::Geometry& g,
                                             std::int64_t bh, std::int64_t row, std::int64_t key0) {
-  if (g.s % 4 == 0) {
+  if (g.s % 8 == 0) {
     dropout_quad(f, g, bh, row, key0);
     return;
   }
@@ -128,7 +132,7 @@ __device__ __forceinline__ void row_dropout(float f[2][2], const attention_detai
 __device__ __forceinline__ void column_dropout(float f[2][2], const attention_detail::Geometry& g,
                                                std::int64_t bh, std::int64_t query0,
                                                std::int64_t key_base) {
-  if (g.s % 4 == 0) {
+  if (g.s % 8 == 0) {
     dropout_transposed(f, g, bh, query0, key_base);
     return;
   }

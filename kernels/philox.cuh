@@ -40,10 +40,21 @@ __device__ inline float philox_uniform(std::uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
 
-// philox_uniform(word) >= p as an integer test, (word >> 8) >= keep_threshold(p): p·2^24 is exact
-// in fp32 and word >> 8 an integer, so the two decide alike for every word and every p in [0, 1].
-__device__ inline std::uint32_t keep_threshold(float p) {
-  return static_cast<std::uint32_t>(ceilf(p * 16777216.0f));
+// As ops::philox_half: element e's 16 bits (half e % 2 of word (e / 2) % 4 of its block e / 8),
+// selected rather than indexed so that the words stay in registers.
+__device__ inline std::uint32_t philox_half(const PhiloxWords& words, std::uint64_t e) {
+  const std::uint64_t k = (e / 2) % 4;
+  const std::uint32_t word = k == 0   ? words.w[0]
+                             : k == 1 ? words.w[1]
+                             : k == 2 ? words.w[2]
+                                      : words.w[3];
+  return (word >> (16 * (e % 2))) & 0xFFFFu;
+}
+
+// philox_uniform16(half) >= p as an integer test, half >= keep_threshold16(p): p·2^16 is exact in
+// fp32 and a half an integer, so they decide alike for every half and every p in [0, 1].
+__device__ inline std::uint32_t keep_threshold16(float p) {
+  return static_cast<std::uint32_t>(ceilf(p * 65536.0f));
 }
 
 }  // namespace mds::kernels::detail

@@ -68,16 +68,18 @@ struct HeadRange {
 
 // With attention dropout, fused so that each (batch, head) slice draws its mask once per pass and
 // only on and below the diagonal. Same results, bit for bit, as the composition in brackets (for
-// the whole head range).
+// the whole head range), where dropout(x) keeps element e of the [b, np, s, s] tensor as
+// attention_dropout_keep(stream, e) decides (16 bits a draw, unlike dropout_forward's masks) and
+// multiplies it by 1/(1 − p).
 // ctx = dropout(probs) · v; dropped ([b, np, s, s]) receives dropout(probs).
-//   [dropout_forward(dropped, probs, stream); attention_context_forward(ctx, dropped, qkv)]
+//   [dropped = dropout(probs); attention_context_forward(ctx, dropped, qkv)]
 void attention_context_forward_with_dropout(tensor::Tensor ctx, tensor::Tensor dropped,
                                             tensor::Tensor probs, tensor::Tensor qkv,
                                             const DropoutStream& stream, HeadRange heads = {});
 // dprobs = (dctx · vᵀ) ⊙ mask/(1 − p), zero above the diagonal, and the v part of dqkv +=
 // dropout(probs)ᵀ · dctx; dropped is a [b, np, s, s] workspace (it ends up holding dropout(probs)).
-//   [dropout_forward(dropped, probs, stream); attention_context_backward(dprobs, dqkv, dctx,
-//    dropped, qkv); dropout_backward(dprobs, dprobs, stream)]
+//   [dropped = dropout(probs); attention_context_backward(dprobs, dqkv, dctx, dropped, qkv);
+//    dprobs = dropout(dprobs)]
 void attention_context_backward_with_dropout(tensor::Tensor dprobs, tensor::Tensor dqkv,
                                              tensor::Tensor dropped, tensor::Tensor dctx,
                                              tensor::Tensor probs, tensor::Tensor qkv,

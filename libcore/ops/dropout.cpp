@@ -38,6 +38,11 @@ bool dropout_keep(const DropoutStream& stream, std::uint64_t index) {
   return philox_uniform(words[index % 4]) >= stream.p;
 }
 
+bool attention_dropout_keep(const DropoutStream& stream, std::uint64_t index) {
+  const PhiloxCounter words = philox_block(stream.seed, stream.offset, index / 8);
+  return philox_uniform16(philox_half(words, index)) >= stream.p;
+}
+
 void dropout_forward(const DeviceContext& ctx, Tensor out, Tensor x, const DropoutStream& stream) {
   constexpr const char* kOp = "dropout_forward";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});

@@ -23,6 +23,14 @@ struct DropoutStream {
 // Whether element `index` of the stream survives (the mask, for tests and other backends).
 bool dropout_keep(const DropoutStream& stream, std::uint64_t index);
 
+// The attention dropout's masks (ops/attention.h; the kernels' attention_detail::Dropout) draw
+// 16 bits an element instead: element `index` is kept iff philox_uniform16(philox_half(block
+// index / 8, index)) >= p, so a Philox block serves eight elements. The probabilities matrix has
+// s² elements a head where the hidden dropouts have s·h, and on a GPU its draws are bound by
+// Philox's integer work; 16 bits place p on a 2^-16 grid (the kept share is 1 − ⌈p·2^16⌉/2^16:
+// 0.899994 for p = 0.1), where FlashAttention's draws use 8.
+bool attention_dropout_keep(const DropoutStream& stream, std::uint64_t index);
+
 // Activations (out, x, residual; dx, dout, dresidual) are fp32, bf16 or fp16, all of one dtype: a
 // 16-bit call widens its loads, computes as fp32 (the same masks) and rounds each output once.
 // bias is fp32 or the activations' dtype (widened exactly: a 16-bit bias gives what its fp32

@@ -41,4 +41,15 @@ inline float philox_uniform(std::uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
 
+// The attention dropout's draws (ops::attention_dropout_keep): 16 bits an element, eight elements
+// a block. Element e is half e % 2 of word (e / 2) % 4 of block e / 8, the low half first.
+inline std::uint32_t philox_half(const PhiloxCounter& words, std::uint64_t e) {
+  return (words[(e / 2) % 4] >> (16 * (e % 2))) & 0xFFFFu;
+}
+
+// A half as a uniform float in [0, 1) on a 2^-16 grid (exact in fp32).
+inline float philox_uniform16(std::uint32_t half) {
+  return static_cast<float>(half) * (1.0f / 65536.0f);
+}
+
 }  // namespace mds::ops

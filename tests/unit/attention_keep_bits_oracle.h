@@ -1,7 +1,7 @@
 // The attention dropout's keep bits (kernels/attention.h, ops::flash_attention_keep_bits_shape)
 // checked against the host's masks: pair (row, key) of slice bh = batch·np + head is element
-// (sh·s + row)·s + key of the Philox stream (ops/philox.h), sh = batch·stream_heads + first_head
-// + head. Shared by the emulated kernel test and its GPU twin.
+// (sh·s + row)·s + key of the Philox stream as ops::attention_dropout_keep draws it, sh =
+// batch·stream_heads + first_head + head. Shared by the emulated kernel test and its GPU twin.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,7 +9,6 @@
 
 #include "ops/attention.h"
 #include "ops/dropout.h"
-#include "ops/philox.h"
 
 namespace mds::attention_keep_bits_test {
 
@@ -23,7 +22,7 @@ inline bool host_kept(const Slices& c, const ops::DropoutStream& d, std::int64_t
   const std::int64_t stream_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
   const std::int64_t sh = (bh / c.np) * stream_heads + c.first_head + bh % c.np;
   const auto index = static_cast<std::uint64_t>((sh * c.s + row) * c.s + key);
-  return ops::philox_uniform(ops::philox_block(d.seed, d.offset, index / 4)[index % 4]) >= d.p;
+  return ops::attention_dropout_keep(d, index);
 }
 
 // How many pairs with key ≤ row have another bit than the host's decision.

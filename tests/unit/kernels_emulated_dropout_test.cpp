@@ -21,6 +21,7 @@
 
 #include "ops/cpu/dropout.h"
 #include "ops/dropout.h"
+#include "ops/philox.h"
 #include "tests/unit/emulated_column_sums.h"
 #include "tests/unit/emulated_compare.h"
 #include "tests/unit/guarded_buffer.h"
@@ -320,23 +321,25 @@ TEST(KernelsEmulatedDropout, SixteenBitBiasEqualsItsFp32Widening) {
   }
 }
 
-// keep_threshold's integer test decides as philox_uniform(word) >= p: at the words around each
-// threshold, at the ends, and at random words, for probabilities from 0 to 1.
-TEST(KernelsEmulatedDropout, KeepThresholdDecidesAsTheUniform) {
-  std::mt19937 rng(90);
-  for (const float p : {0.0f, 1e-7f, 0.1f, 0.3f, 1.0f / 3.0f, 0.5f, 0.75f, 0.9999999f, 1.0f}) {
-    const std::uint32_t threshold = kernels::detail::keep_threshold(p);
-    std::vector<std::uint32_t> words = {0u, 255u, 256u, 0xFFFFFFFFu, 0xFFFFFF00u};
-    for (std::uint32_t t = threshold > 0 ? threshold - 1 : 0; t <= threshold + 1; ++t) {
-      if (t >= (1u << 24)) break;
-      for (const std::uint32_t low : {0u, 1u, 255u}) words.push_back(t << 8 | low);
-    }
-    for (int i = 0; i < 10000; ++i) words.push_back(static_cast<std::uint32_t>(rng()));
-    for (const std::uint32_t w : words) {
-      EXPECT_EQ((w >> 8) >= threshold, kernels::detail::philox_uniform(w) >= p)
-          << "p=" << p << " word=" << w;
+// keep_threshold16's integer test decides as philox_uniform16(half) >= p, for every half and
+// probabilities from 0 to 1 (those around a threshold's edges too); philox_half takes an
+// element's 16 bits as ops::philox_half does.
+TEST(KernelsEmulatedDropout, KeepThreshold16DecidesAsTheUniform) {
+  for (const float p : {0.0f, 1e-7f, 0x1p-16f, 0.1f, 0.3f, 1.0f / 3.0f, 0.5f, 0.75f,
+                        1.0f - 0x1p-16f, 0.9999999f, 1.0f}) {
+    const std::uint32_t threshold = kernels::detail::keep_threshold16(p);
+    for (std::uint32_t half = 0; half < 65536; ++half) {
+      ASSERT_EQ(half >= threshold, ops::philox_uniform16(half) >= p)
+          << "p=" << p << " half=" << half;
     }
   }
+  const ops::PhiloxCounter host = ops::philox_block(7, 3, 11);
+  const kernels::detail::PhiloxWords device = kernels::detail::philox_block(7, 3, 11);
+  for (std::uint64_t e = 88; e < 96; ++e) {
+    EXPECT_EQ(kernels::detail::philox_half(device, e), ops::philox_half(host, e)) << e;
+  }
+  EXPECT_EQ(ops::philox_half(host, 89), host[0] >> 16);
+  EXPECT_EQ(ops::philox_half(host, 94), host[3] & 0xFFFFu);
 }
 
 TEST(KernelsEmulatedDropout, GridStrideLoopWrapsOnANarrowGrid) {

@@ -101,7 +101,7 @@ MDS_VECTOR_CLONES void causal_softmax_backward_row(float* g, const float* p, std
 // it the probabilities are exact zeros, and so are the results): dropped = probs ⊙ mask·scale and,
 // when dprobs is not null, dprobs ⊙= mask·scale with the same draw. Element (i, j) of slice bh is
 // element sh·s² + i·s + j of the stream, sh the slice's index among all the layer's heads (the
-// tensor's own bh without a head split), as in dropout_forward over the whole [b, n, s, s].
+// tensor's own bh without a head split), drawn as ops::attention_dropout_keep draws it.
 void causal_dropout_slice(float* dropped, float* dprobs, const float* probs, std::int64_t bh,
                           const AttentionDims& d, const DropoutStream& stream) {
   const std::int64_t s = d.s;
@@ -113,8 +113,8 @@ void causal_dropout_slice(float* dropped, float* dprobs, const float* probs, std
     const std::int64_t row = i * s;
     for (std::int64_t j0 = 0; j0 <= i; j0 += kChunk) {
       const std::int64_t count = std::min(kChunk, i + 1 - j0);
-      dropout_factors(factors.data(), stream, static_cast<std::uint64_t>(sh * s * s + row + j0),
-                      count);
+      attention_dropout_factors(factors.data(), stream,
+                                static_cast<std::uint64_t>(sh * s * s + row + j0), count);
       for (std::int64_t k = 0; k < count; ++k) {
         dropped[row + j0 + k] = probs[row + j0 + k] * factors[static_cast<std::size_t>(k)];
       }

@@ -48,15 +48,15 @@ void dropout_backward(float* dx, const float* dout, std::int64_t n, const Dropou
   });
 }
 
-void dropout_factors(float* factors, const DropoutStream& stream, std::uint64_t first,
-                     std::int64_t count) {
+void attention_dropout_factors(float* factors, const DropoutStream& stream, std::uint64_t first,
+                               std::int64_t count) {
   const float scale = keep_scale(stream);
   std::uint64_t index = first;
   std::int64_t k = 0;
   while (k < count) {
-    const PhiloxCounter words = philox_block(stream.seed, stream.offset, index / 4);
-    for (std::uint64_t lane = index % 4; lane < 4 && k < count; ++lane, ++index, ++k) {
-      factors[k] = philox_uniform(words[lane]) >= stream.p ? scale : 0.0f;
+    const PhiloxCounter words = philox_block(stream.seed, stream.offset, index / 8);
+    for (std::uint64_t lane = index % 8; lane < 8 && k < count; ++lane, ++index, ++k) {
+      factors[k] = philox_uniform16(philox_half(words, index)) >= stream.p ? scale : 0.0f;
     }
   }
 }

@@ -12,10 +12,10 @@ void dropout_forward(float* out, const float* x, const float* bias, const float*
 // dx = dout ⊙ mask · scale when accumulate is false, dx += … otherwise.
 void dropout_backward(float* dx, const float* dout, std::int64_t n, const DropoutStream& stream,
                       bool accumulate);
-// factors[k] = mask(first + k) · scale for k < count: the factors dropout_forward multiplies
-// elements first … first + count − 1 by, for ops that fuse the dropout into their own loops.
-void dropout_factors(float* factors, const DropoutStream& stream, std::uint64_t first,
-                     std::int64_t count);
+// factors[k] = attention_dropout_keep(first + k) · scale for k < count: the attention dropout's
+// factors of elements first … first + count − 1, which the attention fuses into its own loops.
+void attention_dropout_factors(float* factors, const DropoutStream& stream, std::uint64_t first,
+                               std::int64_t count);
 // dbias[c] += Σ_rows dout ⊙ mask · scale.
 void dropout_bias_grad(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols,
                        const DropoutStream& stream);
