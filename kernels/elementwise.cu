@@ -21,9 +21,9 @@ using namespace elementwise_detail;
 
 template <Storage kOut, Storage kIn>
 void launch_cast_pieces(void* out, const void* x, const PieceStart* starts, std::int64_t count,
-                        std::int64_t total, cudaStream_t stream) {
+                        std::int64_t total, float factor, cudaStream_t stream) {
   launch("kernels::cast_pieces", cast_pieces_kernel<kOut, kIn>, pieces_launch_shape(total), stream,
-         out, x, starts, count);
+         out, x, starts, count, factor);
 }
 
 template <Storage kOut>
@@ -112,7 +112,7 @@ void cast(void* out, DType out_dtype, const void* x, DType x_dtype, std::int64_t
 }
 
 void cast_pieces(void* out, DType out_dtype, const void* x, DType x_dtype,
-                 std::span<const ops::CastPiece> pieces, cudaStream_t stream) {
+                 std::span<const ops::CastPiece> pieces, float factor, cudaStream_t stream) {
   const Storage out_storage = storage_of(out_dtype, "cast_pieces");
   const Storage in_storage = storage_of(x_dtype, "cast_pieces");
   std::vector<PieceStart> starts;
@@ -136,12 +136,14 @@ void cast_pieces(void* out, DType out_dtype, const void* x, DType x_dtype,
   const auto with_input = [&]<Storage kOut>() {
     switch (in_storage) {
       case Storage::kF32:
-        return launch_cast_pieces<kOut, Storage::kF32>(out, x, device_starts, count, total, stream);
+        return launch_cast_pieces<kOut, Storage::kF32>(out, x, device_starts, count, total, factor,
+                                                       stream);
       case Storage::kBF16:
-        return launch_cast_pieces<kOut, Storage::kBF16>(out, x, device_starts, count, total,
+        return launch_cast_pieces<kOut, Storage::kBF16>(out, x, device_starts, count, total, factor,
                                                         stream);
       case Storage::kF16:
-        return launch_cast_pieces<kOut, Storage::kF16>(out, x, device_starts, count, total, stream);
+        return launch_cast_pieces<kOut, Storage::kF16>(out, x, device_starts, count, total, factor,
+                                                       stream);
     }
   };
   switch (out_storage) {

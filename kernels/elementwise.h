@@ -25,9 +25,10 @@ void fill(void* out, tensor::DType dtype, float value, std::int64_t n, cudaStrea
 // Finite values and infinities convert bit-identically to the CPU; a NaN stays a NaN.
 void cast(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype, std::int64_t n,
           cudaStream_t stream);
-// ops::cast_pieces: every piece cast as `cast` casts, in one launch (the pieces go to the device
-// through stream-ordered scratch; no wait).
+// ops::cast_pieces: every piece cast as `cast` casts (times `factor` unless it is 1, the fp32
+// product rounded once), in one launch (the pieces go to the device through stream-ordered
+// scratch; no wait).
 void cast_pieces(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype,
-                 std::span<const ops::CastPiece> pieces, cudaStream_t stream);
+                 std::span<const ops::CastPiece> pieces, float factor, cudaStream_t stream);
 
 }  // namespace mds::kernels

@@ -69,13 +69,14 @@ __device__ inline void cast_element(void* out, std::int64_t to, const void* in, 
 
 constexpr int kPieceElementsPerThread = 8;
 
-// One launch for `count` pieces (starts[0 … count], count >= 1): each warp takes 256 consecutive
+// One launch for `count` pieces (starts[0 … count], count >= 1), each element times `factor`
+// unless it is 1 (the fp32 product rounded once): each warp takes 256 consecutive
 // elements of the pieces' concatenation, lane l elements l, l + 32, … of them, so that a warp's
 // accesses within a piece are consecutive. A thread finds the piece of its first element by
 // bisection over the starts and steps forward from there.
 template <Storage kOut, Storage kIn>
 __global__ void cast_pieces_kernel(void* out, const void* in, const PieceStart* starts,
-                                   std::int64_t count) {
+                                   std::int64_t count, float factor) {
   constexpr std::int64_t kWarpElements = 32 * kPieceElementsPerThread;
   const std::int64_t total = starts[count].first;
   const std::int64_t lane = threadIdx.x % 32;
@@ -93,7 +94,11 @@ __global__ void cast_pieces_kernel(void* out, const void* in, const PieceStart* 
     for (std::int64_t i = base + lane; i < total && i < base + kWarpElements; i += 32) {
       while (starts[lo + 1].first <= i) ++lo;
       const std::int64_t offset = i - starts[lo].first;
-      cast_element<kOut, kIn>(out, starts[lo].out + offset, in, starts[lo].in + offset);
+      if (factor == 1.0f) {
+        cast_element<kOut, kIn>(out, starts[lo].out + offset, in, starts[lo].in + offset);
+      } else {
+        store<kOut>(out, starts[lo].out + offset, load<kIn>(in, starts[lo].in + offset) * factor);
+      }
     }
   }
 }

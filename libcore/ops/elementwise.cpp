@@ -1,5 +1,8 @@
 #include "ops/elementwise.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "base/error.h"
 #include "ops/activation_dtype.h"
 #include "ops/check.h"
@@ -81,8 +84,8 @@ void cast(const DeviceContext& ctx, Tensor out, Tensor x) {
   cpu::cast(out.raw(), out.dtype(), x.raw(), x.dtype(), x.numel());
 }
 
-void cast_pieces(const DeviceContext& ctx, Tensor out, Tensor x,
-                 std::span<const CastPiece> pieces) {
+void cast_pieces(const DeviceContext& ctx, Tensor out, Tensor x, std::span<const CastPiece> pieces,
+                 float factor) {
   constexpr const char* kOp = "cast_pieces";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
   expect_half_or_float(kOp, {"out", out});
@@ -97,17 +100,28 @@ void cast_pieces(const DeviceContext& ctx, Tensor out, Tensor x,
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::cast_pieces(ctx, out.raw(), out.dtype(), x.raw(), x.dtype(), pieces);
+      cuda::cast_pieces(ctx, out.raw(), out.dtype(), x.raw(), x.dtype(), pieces, factor);
     }
     return;
   }
-  const std::size_t out_size = tensor::dtype_size(out.dtype()),
-                    x_size = tensor::dtype_size(x.dtype());
+  const auto out_size = static_cast<std::int64_t>(tensor::dtype_size(out.dtype()));
+  const auto x_size = static_cast<std::int64_t>(tensor::dtype_size(x.dtype()));
   for (const CastPiece& piece : pieces) {
-    cpu::cast(static_cast<char*>(out.raw()) + piece.out * static_cast<std::int64_t>(out_size),
-              out.dtype(),
-              static_cast<const char*>(x.raw()) + piece.in * static_cast<std::int64_t>(x_size),
-              x.dtype(), piece.numel);
+    char* to = static_cast<char*>(out.raw()) + piece.out * out_size;
+    const char* from = static_cast<const char*>(x.raw()) + piece.in * x_size;
+    if (factor == 1.0f) {
+      cpu::cast(to, out.dtype(), from, x.dtype(), piece.numel);
+      continue;
+    }
+    // Widened, multiplied in fp32, rounded once: through a bounded fp32 buffer.
+    constexpr std::int64_t kBlock = 1 << 16;
+    std::vector<float> wide(static_cast<std::size_t>(std::min(piece.numel, kBlock)));
+    for (std::int64_t at = 0; at < piece.numel; at += kBlock) {
+      const std::int64_t n = std::min(kBlock, piece.numel - at);
+      cpu::cast(wide.data(), DType::kFloat32, from + at * x_size, x.dtype(), n);
+      cpu::scale(wide.data(), wide.data(), factor, n);
+      cpu::cast(to + at * out_size, out.dtype(), wide.data(), DType::kFloat32, n);
+    }
   }
 }
 

@@ -39,8 +39,10 @@ struct CastPiece {
 // within bounds, their outputs not overlapping each other or x). Bit-identical to one cast per
 // piece; on a device one launch for all of them, where one cast a piece (a copy each for equal
 // dtypes) cost a queued operation per piece (ZeRO's partitions gather a copy per parameter).
+// With a factor other than 1 each element is widened, multiplied by it in fp32 and rounded once
+// to out's dtype (for fp32 to fp32, the bits of scale then cast).
 void cast_pieces(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
-                 std::span<const CastPiece> pieces);
+                 std::span<const CastPiece> pieces, float factor = 1.0f);
 
 // The same on host tensors.
 void add(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b);

@@ -433,16 +433,19 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
     base::fail("gradient norm is ", norm < 0.0 ? "NaN/inf" : "zero", " at iteration ", iteration,
                " (bf16 has no loss scaling to skip the step; BF16_Optimizer asserts norm > 0)");
   }
+  // Clipping scales the gradients as they are copied into the partitions (the accumulator is
+  // zeroed next): scale_gradients' products, one pass fewer.
+  float clip_factor = 1.0f;
   const double clip = options_.gradient_clipping;
   if (clip > 0.0) {
     const double coefficient = clip_coefficient(clip, norm);
     if (coefficient < 1.0) {
-      scale_gradients(context(), grads, coefficient);
+      clip_factor = static_cast<float>(coefficient);
       result.clipped = true;
     }
   }
   const tensor::Tensor partitions = step_gradients();
-  shard_->grads_from_full(grads, partitions);
+  shard_->grads_from_full(grads, partitions, clip_factor);
   ops::fill(context(), grads, 0.0f);
   ++adam_step_;
   shard_->adam_step_and_publish(partitions, shard_adam_step(lr), params_.flat());

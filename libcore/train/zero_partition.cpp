@@ -152,7 +152,7 @@ void check_range(const char* op, const ZeroGroup& g, std::int64_t begin, std::in
 }  // namespace
 
 void to_flat_range(const ops::DeviceContext& ctx, Tensor buffer_flat, const ZeroLayout& layout,
-                   std::size_t group, std::int64_t begin, Tensor range_out) {
+                   std::size_t group, std::int64_t begin, Tensor range_out, float factor) {
   constexpr const char* kOp = "to_flat_range";
   const ZeroGroup& g = layout[group];
   const Tensor buffer = flat_view(kOp, "buffer", buffer_flat, layout.table().buffer_numel());
@@ -164,7 +164,7 @@ void to_flat_range(const ops::DeviceContext& ctx, Tensor buffer_flat, const Zero
                        [&](std::int64_t at, std::int64_t from, std::int64_t numel) {
                          pieces.push_back({at, from, numel});
                        });
-  ops::cast_pieces(ctx, range, buffer, pieces);
+  ops::cast_pieces(ctx, range, buffer, pieces, factor);
   const std::int64_t padding = std::max(g.numel, begin);
   if (padding < end) ops::fill(ctx, range.narrow(padding - begin, end - padding), 0.0f);
 }
@@ -190,11 +190,11 @@ void gather_partition(Tensor buffer_flat, const ZeroLayout& layout, std::size_t 
 }
 
 void gather_partition(const ops::DeviceContext& ctx, Tensor buffer_flat, const ZeroLayout& layout,
-                      std::size_t group, std::int64_t rank, Tensor partition_out) {
+                      std::size_t group, std::int64_t rank, Tensor partition_out, float factor) {
   constexpr const char* kOp = "gather_partition";
   const ZeroGroup& g = checked_group(kOp, layout, group, rank);
   to_flat_range(ctx, buffer_flat, layout, group, g.partition_begin(rank),
-                flat_view(kOp, "partition", partition_out, g.partition_numel));
+                flat_view(kOp, "partition", partition_out, g.partition_numel), factor);
 }
 
 void scatter_partition(Tensor partition_in, const ZeroLayout& layout, std::size_t group,

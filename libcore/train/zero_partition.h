@@ -109,9 +109,11 @@ void to_flat_group(tensor::Tensor buffer_flat, const ZeroLayout& layout, std::si
 void from_flat_group(tensor::Tensor flat_group, const ZeroLayout& layout, std::size_t group,
                      tensor::Tensor buffer_flat);
 
+// With a `factor` other than 1 the gathered elements are multiplied by it on the way (as
+// ops::cast_pieces scales), in one pass.
 void gather_partition(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
                       const ZeroLayout& layout, std::size_t group, std::int64_t rank,
-                      tensor::Tensor partition_out);
+                      tensor::Tensor partition_out, float factor = 1.0f);
 void scatter_partition(const ops::DeviceContext& ctx, tensor::Tensor partition,
                        const ZeroLayout& layout, std::size_t group, std::int64_t rank,
                        tensor::Tensor buffer_flat);
@@ -125,7 +127,7 @@ void from_flat_group(const ops::DeviceContext& ctx, tensor::Tensor flat_group,
 // flat group [0, aligned_numel)). What ZeRO's chunked collectives move one chunk at a time.
 void to_flat_range(const ops::DeviceContext& ctx, tensor::Tensor buffer_flat,
                    const ZeroLayout& layout, std::size_t group, std::int64_t begin,
-                   tensor::Tensor range_out);
+                   tensor::Tensor range_out, float factor = 1.0f);
 void from_flat_range(const ops::DeviceContext& ctx, tensor::Tensor range, const ZeroLayout& layout,
                      std::size_t group, std::int64_t begin, tensor::Tensor buffer_flat);
 

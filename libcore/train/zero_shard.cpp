@@ -65,9 +65,9 @@ void ZeroShard::master_from_params(Tensor params_flat) {
   }
 }
 
-void ZeroShard::grads_from_full(Tensor grads_flat, Tensor grads) const {
+void ZeroShard::grads_from_full(Tensor grads_flat, Tensor grads, float factor) const {
   for (std::size_t g = 0; g < layout_.size(); ++g) {
-    gather_partition(context(), grads_flat, layout_, g, rank_, group_slice(grads, g));
+    gather_partition(context(), grads_flat, layout_, g, rank_, group_slice(grads, g), factor);
   }
 }
 

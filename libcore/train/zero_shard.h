@@ -65,8 +65,9 @@ class ZeroShard {
 
   // master = this rank's partitions of `params_flat` (a table-layout buffer), widened.
   void master_from_params(tensor::Tensor params_flat);
-  // grads = this rank's partitions of fully reduced gradients (table layout, fp32).
-  void grads_from_full(tensor::Tensor grads_flat, tensor::Tensor grads) const;
+  // grads = this rank's partitions of fully reduced gradients (table layout, fp32), times
+  // `factor` (the clipping coefficient; the fp32 product, as scale_gradients gives it).
+  void grads_from_full(tensor::Tensor grads_flat, tensor::Tensor grads, float factor = 1.0f) const;
 
   // ZeRO's reduction: each flat group of `grads_flat` (table layout, fp32 or fp16) is cast to
   // `comm_dtype`, divided by D, SUM-reduce-scattered over the data-parallel group, and this

@@ -73,8 +73,9 @@ TEST(GpuElementwise, CastsAreBitIdenticalToCpu) {
   }
 }
 
-// One launch for many pieces (ZeRO's per-parameter gathers): every dtype pair, the bits of one
-// CPU cast per piece, the elements between pieces untouched (the output starts all ones).
+// One launch for many pieces (ZeRO's per-parameter gathers): every dtype pair, plain and times a
+// factor, the bits of one CPU cast per piece, the elements between pieces untouched (the output
+// starts all ones).
 TEST(GpuElementwise, CastPiecesAreOneCpuCastAPiece) {
   const DType dtypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
   std::vector<ops::CastPiece> pieces;
@@ -94,15 +95,22 @@ TEST(GpuElementwise, CastPiecesAreOneCpuCastAPiece) {
       std::vector<std::uint8_t> source(in_numel * tensor::dtype_size(from));
       ops::cpu::cast(source.data(), from, values.data(), DType::kFloat32, contiguous);
       const std::size_t out_size = tensor::dtype_size(to), in_size = tensor::dtype_size(from);
-      std::vector<std::uint8_t> cpu(out_numel * out_size, 0xFF);
-      for (const ops::CastPiece& piece : pieces) {
-        ops::cpu::cast(cpu.data() + piece.out * static_cast<std::int64_t>(out_size), to,
-                       source.data() + piece.in * static_cast<std::int64_t>(in_size), from,
-                       piece.numel);
+      for (const float factor : {1.0f, 0.37f}) {
+        std::vector<std::uint8_t> cpu(out_numel * out_size, 0xFF);
+        for (const ops::CastPiece& piece : pieces) {
+          std::vector<float> wide(static_cast<std::size_t>(piece.numel));
+          ops::cpu::cast(wide.data(), DType::kFloat32,
+                         source.data() + piece.in * static_cast<std::int64_t>(in_size), from,
+                         piece.numel);
+          if (factor != 1.0f) ops::cpu::scale(wide.data(), wide.data(), factor, piece.numel);
+          ops::cpu::cast(cpu.data() + piece.out * static_cast<std::int64_t>(out_size), to,
+                         wide.data(), DType::kFloat32, piece.numel);
+        }
+        DeviceArray<std::uint8_t> dsource(source),
+            dout(std::vector<std::uint8_t>(cpu.size(), 0xFF));
+        kernels::cast_pieces(dout.get(), to, dsource.get(), from, pieces, factor, nullptr);
+        EXPECT_EQ(dout.download(), cpu) << "factor " << factor;
       }
-      DeviceArray<std::uint8_t> dsource(source), dout(std::vector<std::uint8_t>(cpu.size(), 0xFF));
-      kernels::cast_pieces(dout.get(), to, dsource.get(), from, pieces, nullptr);
-      EXPECT_EQ(dout.download(), cpu);
     }
   }
 }

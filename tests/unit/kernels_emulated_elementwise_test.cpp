@@ -161,38 +161,48 @@ std::vector<PiecesCase> pieces_cases() {
   return {{"gather", gather, c, s}, {"scatter", scatter, s, c}, {"one piece", {{0, 0, 9}}, 9, 9}};
 }
 
-// cast_pieces_kernel over every storage pair: the bits of one CPU cast per piece, every element
+// cast_pieces_kernel over every storage pair, plain and times a factor: the bits of one CPU cast
+// per piece (widened, multiplied in fp32 and rounded once with the factor), every element
 // outside the pieces left poisoned, reruns alike; and on a grid narrowed to one block.
 TEST(KernelsEmulatedElementwise, CastPiecesIsOneCpuCastAPiece) {
   emulated::for_each_storage([](auto out_s) {
     emulated::for_each_storage([](auto in_s) {
       constexpr Storage kOut = decltype(out_s)::value, kIn = decltype(in_s)::value;
       using TOut = typename StorageOf<kOut>::Elem;
+      constexpr tensor::DType kOutType = StorageOf<kOut>::kDType, kInType = StorageOf<kIn>::kDType;
       for (const PiecesCase& c : pieces_cases()) {
-        SCOPED_TRACE(testing::Message() << emulated::storage_name(kIn) << " -> "
-                                        << emulated::storage_name(kOut) << " " << c.name);
-        const GuardedBuffer<typename StorageOf<kIn>::Elem> x(cast_inputs<kIn>(c.in_numel));
-        GuardedBuffer<TOut> expected(c.out_numel);  // poisoned as run_twice's output
-        std::vector<TOut> want = expected.values();
-        std::vector<ek::PieceStart> starts;
-        std::int64_t total = 0;
-        for (const ops::CastPiece& piece : c.pieces) {
-          ops::cpu::cast(want.data() + piece.out, StorageOf<kOut>::kDType, x.data() + piece.in,
-                         StorageOf<kIn>::kDType, piece.numel);
-          starts.push_back({total, piece.out, piece.in});
-          total += piece.numel;
+        for (const float factor : {1.0f, 0.37f}) {
+          SCOPED_TRACE(testing::Message()
+                       << emulated::storage_name(kIn) << " -> " << emulated::storage_name(kOut)
+                       << " " << c.name << " factor " << factor);
+          const GuardedBuffer<typename StorageOf<kIn>::Elem> x(cast_inputs<kIn>(c.in_numel));
+          GuardedBuffer<TOut> expected(c.out_numel);  // poisoned as run_twice's output
+          std::vector<TOut> want = expected.values();
+          std::vector<ek::PieceStart> starts;
+          std::int64_t total = 0;
+          for (const ops::CastPiece& piece : c.pieces) {
+            std::vector<float> wide(static_cast<std::size_t>(piece.numel));
+            ops::cpu::cast(wide.data(), tensor::DType::kFloat32, x.data() + piece.in, kInType,
+                           piece.numel);
+            if (factor != 1.0f) ops::cpu::scale(wide.data(), wide.data(), factor, piece.numel);
+            ops::cpu::cast(want.data() + piece.out, kOutType, wide.data(), tensor::DType::kFloat32,
+                           piece.numel);
+            starts.push_back({total, piece.out, piece.in});
+            total += piece.numel;
+          }
+          const auto count = static_cast<std::int64_t>(starts.size());
+          starts.push_back({total, 0, 0});
+          const auto call = [&](TOut* out) {
+            ek::cast_pieces_kernel<kOut, kIn>(out, x.data(), starts.data(), count, factor);
+          };
+          const auto got = run_twice<TOut>(c.out_numel, ek::pieces_launch_shape(total), call);
+          EXPECT_EQ(bits_of(got), bits_of(want));
+          GuardedBuffer<TOut> narrow(c.out_numel);
+          emulated::launch_narrowed(ek::pieces_launch_shape(total), 1,
+                                    [&] { call(narrow.data()); });
+          EXPECT_EQ(bits_of(narrow.values()), bits_of(want)) << "one block";
+          EXPECT_EQ(narrow.guard_bytes_written(), 0u);
         }
-        const auto count = static_cast<std::int64_t>(starts.size());
-        starts.push_back({total, 0, 0});
-        const auto call = [&](TOut* out) {
-          ek::cast_pieces_kernel<kOut, kIn>(out, x.data(), starts.data(), count);
-        };
-        const auto got = run_twice<TOut>(c.out_numel, ek::pieces_launch_shape(total), call);
-        EXPECT_EQ(bits_of(got), bits_of(want));
-        GuardedBuffer<TOut> narrow(c.out_numel);
-        emulated::launch_narrowed(ek::pieces_launch_shape(total), 1, [&] { call(narrow.data()); });
-        EXPECT_EQ(bits_of(narrow.values()), bits_of(want)) << "one block";
-        EXPECT_EQ(narrow.guard_bytes_written(), 0u);
       }
     });
   });

@@ -60,6 +60,13 @@ TEST(OpsElementwise, CastPiecesCastsEachPieceAlone) {
     SCOPED_TRACE(i);
     EXPECT_EQ(out[i].bits, from < 0 ? 0x7FC1 : tensor::to_bfloat16(x[from]).bits);
   }
+  // Times a factor: the fp32 product rounded once to bf16.
+  cast_pieces(DeviceContext{}, view(out, {12}), view(x, {20}), pieces, 0.37f);
+  for (int i = 0; i < 12; ++i) {
+    const int from = i < 3 ? 15 + i : i >= 5 && i < 11 ? i - 4 : -1;
+    SCOPED_TRACE(i);
+    EXPECT_EQ(out[i].bits, from < 0 ? 0x7FC1 : tensor::to_bfloat16(x[from] * 0.37f).bits);
+  }
   const std::vector<CastPiece> past_x = {{0, 18, 3}}, past_out = {{10, 0, 3}};
   EXPECT_THROW(cast_pieces(DeviceContext{}, view(out, {12}), view(x, {20}), past_x), base::Error);
   try {

@@ -37,7 +37,7 @@ void fill(const DeviceContext& ctx, void* out, tensor::DType dtype, float value,
 void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
           tensor::DType x_dtype, std::int64_t n);
 void cast_pieces(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
-                 tensor::DType x_dtype, std::span<const CastPiece> pieces);
+                 tensor::DType x_dtype, std::span<const CastPiece> pieces, float factor);
 
 // kernels/gradients.h (the last two wait for their results)
 void accumulate_rounded(const DeviceContext& ctx, void* accumulator,
