@@ -60,7 +60,6 @@ __host__ __device__ constexpr std::uint32_t triangle_groups(std::int64_t s, unsi
 // word's place comes from 32-bit arithmetic, as a 64-bit division per thread cost more than the
 // draws (an H100 took 0.22 ms a GPT-2 124M layer with one). static: the emulated tests define
 // the same function on the host.
-
 static __global__ void draw_keep_bits_kernel(attention_detail::Geometry g) {
   const attention_detail::Dropout& d = g.dropout;
   const std::uint32_t bh = blockIdx.y, batch = bh / static_cast<std::uint32_t>(d.np);
