@@ -59,6 +59,7 @@ void fill(void* out, DType dtype, float value, std::int64_t n) {
 }
 
 void cast(void* out, DType out_dtype, const void* x, DType x_dtype, std::int64_t n) {
+  if (n <= 0) return;  // an empty vector's data() may be null, which memmove must not see
   if (out_dtype == x_dtype) {
     // memmove: a same-dtype cast onto itself is allowed.
     std::memmove(out, x, static_cast<std::size_t>(n) * tensor::dtype_size(x_dtype));
