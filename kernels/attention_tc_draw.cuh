@@ -1,6 +1,6 @@
 // The attention dropout's keep bits (Dropout::keep_bits) drawn ahead of a tensor-core forward that
-// reads them (forward_kernel<…, true>), where s % 8 == 0 so that the 16 keys of half a word are
-// two whole Philox blocks (16 bits an element, ops::attention_dropout_keep). Drawing here rather
+// reads them (forward_kernel<…, true>), where s % 8 == 0 so that the 32 keys of a word are four
+// whole Philox blocks (16 bits an element, ops::attention_dropout_keep). Drawing here rather
 // than in the forward runs the integer work at full occupancy instead of beside the forward's mma
 // at four warps a block. Plain CUDA, as attention_tc_kernels.cuh (run on the CPU by
 // tests/unit/kernels_emulated_attention_tc_test.cpp).
@@ -8,7 +8,7 @@
 // Only the causal triangle is drawn: a slice's rows are cut into bands of 32, and band b
 // (rows 32b … 32b + 31) needs words 0 … b of each row (word b holds the diagonal). Its 32·(b + 1)
 // words are numbered row by row after those of the bands above, so band b starts at word
-// 16·b·(b + 1), and consecutive blocks take consecutive words of the triangle: every warp but a
+// 16·b·(b + 1), and consecutive threads take consecutive words of the triangle: every warp but a
 // slice's last is busy, where a block per row left on average a third of its lanes idle past the
 // diagonal. Words wholly past the diagonal are not written (the readers zero those pairs whatever
 // their bits); the diagonal word's bits of keys past the row are 0.
@@ -49,17 +49,17 @@ __host__ __device__ inline TriangleWord triangle_word(std::uint32_t u) {
   return {32 * b + row_in_band, v - row_in_band * (b + 1)};
 }
 
-// Blocks of `threads` threads a slice's triangle takes, two threads a word.
+// Blocks of `threads` threads a slice's triangle takes, a thread a word.
 __host__ __device__ constexpr std::uint32_t triangle_groups(std::int64_t s, unsigned threads) {
-  const std::int64_t words_per_block = threads / 2;
-  return static_cast<std::uint32_t>((triangle_words(s) + words_per_block - 1) / words_per_block);
+  return static_cast<std::uint32_t>((triangle_words(s) + threads - 1) / threads);
 }
 
-// Block (x, y) draws words x·blockDim.x / 2 … of slice y's triangle: two lanes a word, each
-// drawing its half's two blocks (independent chains), the halves joined by one shuffle. The
-// word's place comes from 32-bit arithmetic, as a 64-bit division per thread cost more than the
-// draws (an H100 took 0.22 ms a GPT-2 124M layer with one). static: the emulated tests define
-// the same function on the host.
+// Block (x, y) draws words x·blockDim.x … of slice y's triangle, a thread a word: its 32 keys'
+// four Philox blocks (independent chains; a diagonal word's blocks past the row too, whose bits
+// are then cleared). The word's place comes from 32-bit arithmetic, as a 64-bit division per
+// thread cost more than the draws (an H100 took 0.22 ms a GPT-2 124M layer with one); a word a
+// thread rather than two lanes a word halves that arithmetic per draw. static: the emulated
+// tests define the same function on the host.
 static __global__ void draw_keep_bits_kernel(attention_detail::Geometry g) {
   const attention_detail::Dropout& d = g.dropout;
   const std::uint32_t bh = blockIdx.y, batch = bh / static_cast<std::uint32_t>(d.np);
@@ -67,37 +67,31 @@ static __global__ void draw_keep_bits_kernel(attention_detail::Geometry g) {
       static_cast<std::int64_t>(batch) * d.stream_heads + d.first_head + (bh - batch * d.np);
   // triangle_words in 32 bits, as keep_bits_draw_launch's `fits` allows.
   const std::uint32_t bands = keep_bands(g.s), words = 16u * bands * (bands + 1);
-  const std::uint32_t u = blockIdx.x * (blockDim.x / 2) + threadIdx.x / 2;
-  const int half = static_cast<int>(threadIdx.x) % 2;
-  const bool in_triangle = u < words;
-  const TriangleWord at = triangle_word(in_triangle ? u : 0);
-  const std::int64_t row = at.row, key0 = 32 * static_cast<std::int64_t>(at.word) + 16 * half;
+  const std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  if (u >= words) return;
+  const TriangleWord at = triangle_word(u);
+  const std::int64_t row = at.row, key0 = 32 * static_cast<std::int64_t>(at.word);
+  if (row >= g.s) return;
+  // The first key's element of the stream, a multiple of 8 as s and key0 are.
+  const auto first = static_cast<std::uint64_t>((sh * g.s + row) * g.s + key0);
+  const std::uint32_t threshold = detail::keep_threshold16(d.p);
+  detail::PhiloxWords drawn[4];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) drawn[b] = detail::philox_block(d.seed, d.offset, first / 8 + b);
   std::uint32_t bits = 0;
-  if (in_triangle && row < g.s && key0 <= row) {
-    // The first key's element of the stream, a multiple of 8 as s and key0 are.
-    const auto first = static_cast<std::uint64_t>((sh * g.s + row) * g.s + key0);
-    const std::uint32_t threshold = detail::keep_threshold16(d.p);
-    detail::PhiloxWords drawn[2];
 #pragma unroll
-    for (int b = 0; b < 2; ++b) drawn[b] = detail::philox_block(d.seed, d.offset, first / 8 + b);
+  for (int b = 0; b < 4; ++b) {
 #pragma unroll
-    for (int b = 0; b < 2; ++b) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const std::uint32_t word = drawn[b].w[k];
-        bits |= static_cast<std::uint32_t>((word & 0xFFFFu) >= threshold) << (8 * b + 2 * k);
-        bits |= static_cast<std::uint32_t>((word >> 16) >= threshold) << (8 * b + 2 * k + 1);
-      }
+    for (int k = 0; k < 4; ++k) {
+      const std::uint32_t word = drawn[b].w[k];
+      bits |= static_cast<std::uint32_t>((word & 0xFFFFu) >= threshold) << (8 * b + 2 * k);
+      bits |= static_cast<std::uint32_t>((word >> 16) >= threshold) << (8 * b + 2 * k + 1);
     }
-    // Keys past the row (the diagonal's half-words only) keep no bit.
-    if (key0 + 15 > row) bits &= (2u << (row - key0)) - 1u;
-    bits <<= 16 * half;
   }
-  bits |= __shfl_xor_sync(0xFFFFFFFFu, bits, 1);
-  if (in_triangle && row < g.s && half == 0) {
-    const std::int64_t slice_row = static_cast<std::int64_t>(bh) * g.s + row;
-    d.keep_bits[slice_row * attention_detail::keep_words(g.s) + at.word] = bits;
-  }
+  // Keys past the row (the diagonal word's only) keep no bit; row − key0 < 32.
+  if (key0 + 31 > row) bits &= (2u << (row - key0)) - 1u;
+  const std::int64_t slice_row = static_cast<std::int64_t>(bh) * g.s + row;
+  d.keep_bits[slice_row * attention_detail::keep_words(g.s) + at.word] = bits;
 }
 
 // The launch of draw_keep_bits_kernel over `slices` slices of s rows: a row of `groups` blocks of
@@ -110,8 +104,8 @@ struct KeepBitsLaunch {
 };
 
 inline KeepBitsLaunch keep_bits_draw_launch(std::int64_t slices, std::int64_t s) {
-  const std::int64_t lanes = 2 * triangle_words(s);
-  const auto threads = static_cast<unsigned>(lanes < 256 ? (lanes + 31) / 32 * 32 : 256);
+  const std::int64_t words = triangle_words(s);
+  const auto threads = static_cast<unsigned>(words < 256 ? (words + 31) / 32 * 32 : 256);
   // 16·(b + 1)·(b + 2) must stay below 2^32 for every band b the search steps through.
   const std::int64_t bands = keep_bands(s);
   const bool fits = slices <= 65535 && 16 * (bands + 1) * (bands + 2) < std::int64_t{1} << 32;
