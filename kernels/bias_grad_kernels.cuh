@@ -18,7 +18,7 @@ using detail::Storage;
 // (sum_columns8, the same bits).
 template <Storage kS, bool kBy8>
 __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
-                                 float* partials) {
+                                 detail::ColumnSink<1> sink) {
   if constexpr (kBy8) {
     detail::sum_columns8<1, 8>(
         rows, cols, [&](std::int64_t, std::int64_t i) { return detail::load_raw8<kS>(dout, i); },
@@ -27,14 +27,14 @@ __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64
           detail::widen8<kS>(loaded, v);
           for (int j = 0; j < 8; ++j) sums[0][j] += v[j];
         },
-        partials);
+        sink);
   } else {
     detail::sum_columns<1>(
         rows, cols,
         [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
           sums[0] += detail::load<kS>(dout, i);
         },
-        partials);
+        sink);
   }
 }
 

@@ -55,27 +55,29 @@ void dropout_backward(void* dx, const void* dout, tensor::DType dtype, std::int6
 }
 
 void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std::int64_t rows,
-                       std::int64_t cols, const DropoutStream& stream, cudaStream_t cuda_stream) {
+                       std::int64_t cols, const DropoutStream& stream, ColumnSumScratch& scratch,
+                       cudaStream_t cuda_stream) {
   detail::with_storage(dtype, "dropout_bias_grad", [&](auto s) {
     if (rows <= 0 || cols <= 0) return;
     constexpr Storage kS = decltype(s)::value;
     if (detail::fits_columns8(cols, {dout})) {
       detail::launch_column_sums<1>("kernels::dropout_bias_grad", bias_grad8_kernel<kS>,
                                     detail::column8_shape(rows, cols), rows, cols, {{dbias}},
-                                    cuda_stream, dout, rows, cols, stream, keep_scale(stream));
+                                    scratch, cuda_stream, dout, rows, cols, stream,
+                                    keep_scale(stream));
       return;
     }
     detail::launch_column_sums<1>(
         "kernels::dropout_bias_grad",
         cols % 4 == 0 ? bias_grad_shared_kernel<kS> : bias_grad_kernel<kS>, rows, cols, {{dbias}},
-        cuda_stream, dout, rows, cols, stream, keep_scale(stream));
+        scratch, cuda_stream, dout, rows, cols, stream, keep_scale(stream));
   });
 }
 
 bool bias_dropout_add_backward(void* dx, float* dbias, void* dresidual, const void* dout,
                                tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                                const DropoutStream& stream, bool accumulate,
-                               cudaStream_t cuda_stream) {
+                               ColumnSumScratch& scratch, cudaStream_t cuda_stream) {
   if (!detail::fits_columns8(cols, {dx, dresidual, dout})) return false;
   // The steps' order matters when dresidual shares memory with dx or dout: not fused then.
   if (dresidual != nullptr && (dresidual == dx || dresidual == dout)) return false;
@@ -84,8 +86,8 @@ bool bias_dropout_add_backward(void* dx, float* dbias, void* dresidual, const vo
     constexpr Storage kS = decltype(s)::value;
     detail::launch_column_sums<1>(
         "kernels::bias_dropout_add_backward", bias_dropout_add_backward8_kernel<kS>,
-        detail::column8_shape(rows, cols, kBackwardChunkRows), rows, cols, {{dbias}}, cuda_stream,
-        dx, dresidual, dout, rows, cols, stream, keep_scale(stream), accumulate);
+        detail::column8_shape(rows, cols, kBackwardChunkRows), rows, cols, {{dbias}}, scratch,
+        cuda_stream, dx, dresidual, dout, rows, cols, stream, keep_scale(stream), accumulate);
   });
   return true;
 }
@@ -102,8 +104,9 @@ void dropout_backward(float* dx, const float* dout, std::int64_t n, const Dropou
 }
 
 void dropout_bias_grad(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols,
-                       const DropoutStream& stream, cudaStream_t cuda_stream) {
-  dropout_bias_grad(dbias, dout, tensor::DType::kFloat32, rows, cols, stream, cuda_stream);
+                       const DropoutStream& stream, ColumnSumScratch& scratch,
+                       cudaStream_t cuda_stream) {
+  dropout_bias_grad(dbias, dout, tensor::DType::kFloat32, rows, cols, stream, scratch, cuda_stream);
 }
 
 }  // namespace mds::kernels

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/column_sum_scratch.h"
 #include "ops/dropout.h"
 #include "tensor/dtype.h"
 
@@ -19,7 +20,8 @@ void dropout_backward(float* dx, const float* dout, std::int64_t n,
                       const ops::DropoutStream& stream, bool accumulate, cudaStream_t cuda_stream);
 // dbias[c] += Σ_rows dout ⊙ mask · scale, rows in a fixed order (deterministic).
 void dropout_bias_grad(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols,
-                       const ops::DropoutStream& stream, cudaStream_t cuda_stream);
+                       const ops::DropoutStream& stream, ColumnSumScratch& scratch,
+                       cudaStream_t cuda_stream);
 
 // The same with activations (out, x, residual, dx, dout) of `dtype` (kFloat32, kBFloat16 or
 // kFloat16): loads widened exactly, the fp32 arithmetic above, each output rounded once on
@@ -31,7 +33,7 @@ void dropout_backward(void* dx, const void* dout, tensor::DType dtype, std::int6
                       const ops::DropoutStream& stream, bool accumulate, cudaStream_t cuda_stream);
 void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std::int64_t rows,
                        std::int64_t cols, const ops::DropoutStream& stream,
-                       cudaStream_t cuda_stream);
+                       ColumnSumScratch& scratch, cudaStream_t cuda_stream);
 
 // bias-dropout-add's backward in one pass (dout read once, each mask drawn once) where cols % 8
 // == 0 and dx, dresidual and dout are 16-byte aligned: dbias[c] += Σ_rows dout ⊙ mask · scale
@@ -41,7 +43,7 @@ void dropout_bias_grad(float* dbias, const void* dout, tensor::DType dtype, std:
 bool bias_dropout_add_backward(void* dx, float* dbias, void* dresidual, const void* dout,
                                tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                                const ops::DropoutStream& stream, bool accumulate,
-                               cudaStream_t cuda_stream);
+                               ColumnSumScratch& scratch, cudaStream_t cuda_stream);
 
 // dropout_forward with a bias of `bias_dtype`: kFloat32, or the activations' `dtype` (a 16-bit
 // model's parameter, widened exactly on load: the results are those of its fp32 widening).

@@ -134,7 +134,7 @@ __global__ void backward8_kernel(void* dx, const void* dout, std::int64_t n, Dro
 
 template <Storage kS>
 __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
-                                 DropoutStream stream, float scale, float* partials) {
+                                 DropoutStream stream, float scale, detail::ColumnSink<1> sink) {
   detail::sum_columns<1>(
       rows, cols,
       [&](std::int64_t, std::int64_t, std::int64_t i, float* sums) {
@@ -144,7 +144,7 @@ __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64
         if (detail::philox_uniform(words.w[index % 4]) >= stream.p)
           sums[0] += load<kS>(dout, i) * scale;
       },
-      partials);
+      sink);
 }
 
 // bias_grad_kernel with each Philox block drawn once instead of four times (cols a multiple of
@@ -156,7 +156,8 @@ __global__ void bias_grad_kernel(const void* dout, std::int64_t rows, std::int64
 // add nothing.
 template <Storage kS>
 __global__ void bias_grad_shared_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
-                                        DropoutStream stream, float scale, float* partials) {
+                                        DropoutStream stream, float scale,
+                                        detail::ColumnSink<1> sink) {
   constexpr int kGroup = 4;
   const auto [c, first, end] = detail::column_block(rows);
   const int j = static_cast<int>(threadIdx.x) % kGroup;
@@ -175,7 +176,7 @@ __global__ void bias_grad_shared_kernel(const void* dout, std::int64_t rows, std
       if (c < cols && r < end && factor[t] != 0.0f) sums[0] += load<kS>(dout, r * cols + c) * scale;
     }
   }
-  detail::store_column_partials<1>(sums, c, cols, partials);
+  detail::store_column_partials<1>(sums, c, cols, sink);
 }
 
 // bias_grad_kernel eight columns a thread (sum_columns8, cols a multiple of 8 and dout 16-byte
@@ -183,7 +184,7 @@ __global__ void bias_grad_shared_kernel(const void* dout, std::int64_t rows, std
 // loaded 16 bytes at a time; the same kept terms added in the same order: the same bits.
 template <Storage kS, std::int64_t kChunkRows = detail::kRowChunk>
 __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int64_t cols,
-                                  DropoutStream stream, float scale, float* partials) {
+                                  DropoutStream stream, float scale, detail::ColumnSink<1> sink) {
   detail::sum_columns8<1, 8, kChunkRows>(
       rows, cols, [&](std::int64_t, std::int64_t i) { return detail::load_raw8<kS>(dout, i); },
       [&](std::int64_t, std::int64_t i, const detail::Raw8<kS>& loaded, float(&sums)[1][8]) {
@@ -192,7 +193,7 @@ __global__ void bias_grad8_kernel(const void* dout, std::int64_t rows, std::int6
         detail::widen8<kS>(loaded, g);
         add_kept_terms(sums[0], factor, g, scale);
       },
-      partials);
+      sink);
 }
 
 // Rows a block of bias_dropout_add_backward8_kernel takes: each row costs two Philox blocks a
@@ -208,7 +209,7 @@ template <Storage kS>
 __global__ void bias_dropout_add_backward8_kernel(void* dx, void* dresidual, const void* dout,
                                                   std::int64_t rows, std::int64_t cols,
                                                   DropoutStream stream, float scale,
-                                                  bool accumulate, float* partials) {
+                                                  bool accumulate, detail::ColumnSink<1> sink) {
   struct Row {
     detail::Raw8<kS> dout, dx, dresidual;
   };
@@ -237,7 +238,7 @@ __global__ void bias_dropout_add_backward8_kernel(void* dx, void* dresidual, con
         masked_gradient(out, g, factor, accumulate);
         store8<kS>(dx, i, out);
       },
-      partials);
+      sink);
 }
 
 // The factor of a kept element, as the CPU: 1/(1 − p) in double, rounded once.

@@ -68,7 +68,8 @@ void bias_gelu_forward(void* out, const void* x, const void* bias, tensor::DType
 
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const void* bias,
                         tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
-                        std::int64_t cols, GeluKind kind, cudaStream_t stream, bool accumulate) {
+                        std::int64_t cols, GeluKind kind, ColumnSumScratch& scratch,
+                        cudaStream_t stream, bool accumulate) {
   detail::with_storages(dtype, bias_dtype, "bias_gelu_backward", [&](auto s, auto p) {
     const std::int64_t n = rows * cols;
     if (n <= 0) return;
@@ -83,8 +84,8 @@ void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x,
         with_backward_bias_kernel<kS, kP, kKind>(
             rows, cols, {dx, dout, x, bias}, [&](auto kernel, const detail::LaunchShape& shape) {
               detail::launch_column_sums<1>("kernels::bias_gelu_backward", kernel, shape, rows,
-                                            cols, {{dbias}}, stream, dx, dout, x, bias, rows, cols,
-                                            accumulate);
+                                            cols, {{dbias}}, scratch, stream, dx, dout, x, bias,
+                                            rows, cols, accumulate);
             });
       }
     });
@@ -98,9 +99,9 @@ void bias_gelu_forward(void* out, const void* x, const float* bias, tensor::DTyp
 
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const float* bias,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols, GeluKind kind,
-                        cudaStream_t stream) {
+                        ColumnSumScratch& scratch, cudaStream_t stream) {
   bias_gelu_backward(dx, dbias, dout, x, bias, dtype, tensor::DType::kFloat32, rows, cols, kind,
-                     stream);
+                     scratch, stream);
 }
 
 void gelu_forward(float* out, const float* x, std::int64_t n, GeluKind kind, cudaStream_t stream) {
@@ -119,8 +120,9 @@ void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64
 
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, GeluKind kind,
-                        cudaStream_t stream) {
-  bias_gelu_backward(dx, dbias, dout, x, bias, tensor::DType::kFloat32, rows, cols, kind, stream);
+                        ColumnSumScratch& scratch, cudaStream_t stream) {
+  bias_gelu_backward(dx, dbias, dout, x, bias, tensor::DType::kFloat32, rows, cols, kind, scratch,
+                     stream);
 }
 
 }  // namespace mds::kernels

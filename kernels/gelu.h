@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/column_sum_scratch.h"
 #include "ops/gelu.h"
 #include "tensor/dtype.h"
 
@@ -23,7 +24,7 @@ void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64
 // dbias may be null. dx must not alias dout.
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, ops::GeluKind kind,
-                        cudaStream_t stream);
+                        ColumnSumScratch& scratch, cudaStream_t stream);
 
 // The same with activations (out, x, dx, dout) of `dtype` (kFloat32, kBFloat16 or kFloat16):
 // loads widened exactly, the fp32 expressions above, each output rounded once on store. bias and
@@ -37,7 +38,7 @@ void bias_gelu_forward(void* out, const void* x, const float* bias, tensor::DTyp
                        cudaStream_t stream);
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const float* bias,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols,
-                        ops::GeluKind kind, cudaStream_t stream);
+                        ops::GeluKind kind, ColumnSumScratch& scratch, cudaStream_t stream);
 
 // The same with a bias of `bias_dtype`: kFloat32, or the activations' `dtype` (a 16-bit model's
 // parameter, widened exactly on load: the results are those of its fp32 widening, bit for bit).
@@ -48,7 +49,7 @@ void bias_gelu_forward(void* out, const void* x, const void* bias, tensor::DType
 // With accumulate false, dx = g (dx not read) instead of dx += g.
 void bias_gelu_backward(void* dx, float* dbias, const void* dout, const void* x, const void* bias,
                         tensor::DType dtype, tensor::DType bias_dtype, std::int64_t rows,
-                        std::int64_t cols, ops::GeluKind kind, cudaStream_t stream,
-                        bool accumulate = true);
+                        std::int64_t cols, ops::GeluKind kind, ColumnSumScratch& scratch,
+                        cudaStream_t stream, bool accumulate = true);
 
 }  // namespace mds::kernels

@@ -102,7 +102,7 @@ __global__ void backward_kernel(void* dx, const void* dout, const void* x, const
 template <Storage kS, Storage kP, GeluKind kKind>
 __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, const void* bias,
                                      std::int64_t rows, std::int64_t cols, bool accumulate,
-                                     float* partials) {
+                                     detail::ColumnSink<1> sink) {
   constexpr int kGroup = 4;
   constexpr std::int64_t kStep = detail::kRowLanes;
   const auto [c, first, end] = detail::column_block(rows);
@@ -128,7 +128,7 @@ __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, 
       }
     }
   }
-  detail::store_column_partials<1>(sums, c, cols, partials);
+  detail::store_column_partials<1>(sums, c, cols, sink);
 }
 
 // backward_bias_kernel eight columns a thread (sum_columns8): 16-byte loads of x, dout (and dx),
@@ -140,7 +140,7 @@ __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, 
 template <Storage kS, Storage kP, GeluKind kKind>
 __global__ void backward_bias8_kernel(void* dx, const void* dout, const void* x, const void* bias,
                                       std::int64_t rows, std::int64_t cols, bool accumulate,
-                                      float* partials) {
+                                      detail::ColumnSink<1> sink) {
   struct Row {
     detail::Raw8<kS> x, dout, dx;
   };
@@ -166,7 +166,7 @@ __global__ void backward_bias8_kernel(void* dx, const void* dout, const void* x,
         }
         store8<kS>(dx, i, old);
       },
-      partials);
+      sink);
 }
 
 // launch(kernel, shape) with the backward-with-bias kernel for these cols and arrays.

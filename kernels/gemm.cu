@@ -124,7 +124,8 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
-                     std::int64_t n, std::int64_t k, cudaStream_t stream, bool accumulate_dx) {
+                     std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
+                     bool accumulate_dx) {
   if (dx != nullptr && m > 0 && k > 0) {
     if (n > 0) {
       // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
@@ -148,7 +149,7 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
       bias_grad_detail::with_bias_grad_kernel<decltype(s)::value>(
           m, n, dout, [&](auto kernel, const detail::LaunchShape& shape) {
             detail::launch_column_sums<1>("kernels::linear_backward (dbias)", kernel, shape, m, n,
-                                          {{dbias}}, stream, dout, m, n);
+                                          {{dbias}}, scratch, stream, dout, m, n);
           });
     });
   }

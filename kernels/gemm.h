@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/column_sum_scratch.h"
 #include "tensor/dtype.h"
 
 struct cublasLtContext;  // cublasLt.h's handle type, kept out of this header
@@ -100,7 +101,7 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 // algorithms round the product to 16 bits before adding).
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
-                     std::int64_t n, std::int64_t k, cudaStream_t stream,
+                     std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
                      bool accumulate_dx = true);
 // out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i < batch, packed [batch, ·, ·].
 void batched_matmul(GemmContext& context, void* out, const void* a, const void* b,
@@ -116,10 +117,10 @@ inline void linear_forward(GemmContext& context, float* out, const float* x, con
 }
 inline void linear_backward(GemmContext& context, float* dx, float* dweight, float* dbias,
                             const float* dout, const float* x, const float* weight, std::int64_t m,
-                            std::int64_t n, std::int64_t k, cudaStream_t stream,
-                            bool accumulate_dx = true) {
+                            std::int64_t n, std::int64_t k, ColumnSumScratch& scratch,
+                            cudaStream_t stream, bool accumulate_dx = true) {
   linear_backward(context, dx, dweight, dbias, dout, x, weight, tensor::DType::kFloat32, m, n, k,
-                  stream, accumulate_dx);
+                  scratch, stream, accumulate_dx);
 }
 inline void batched_matmul(GemmContext& context, float* out, const float* a, const float* b,
                            std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/check.h"
+#include "kernels/column_sum_scratch.h"
 #include "kernels/device_portable.cuh"
 #include "kernels/reduce_columns.cuh"
 
@@ -25,34 +26,29 @@ void launch(const char* name, void (*kernel)(Params...), const LaunchShape& shap
   check_launch(name);
 }
 
-// The two launches of a column sum (reduce_columns.cuh): `kernel`, whose last parameter is the
-// partials buffer its sum_columns<kSums> writes, over [rows, cols], then
-// finish_column_sums_kernel adding the sums onto `outputs`. The partials are stream-ordered
-// scratch (cudaMallocAsync, as the embedding's sort), freed once the second launch has run.
-// `shape` is column_shape(rows, cols) for a kernel calling sum_columns, column8_shape for one
-// calling sum_columns8.
+// A column sum (reduce_columns.cuh): `kernel`, whose last parameter is the ColumnSink<kSums> its
+// sum_columns (or sum_columns8) writes, over [rows, cols], its tiles' last blocks adding the sums
+// onto `outputs`; partials and counters from `scratch` (this stream's). `shape` is
+// column_shape(rows, cols) for a kernel calling sum_columns, column8_shape for one calling
+// sum_columns8.
 template <int kSums, typename... Params, typename... Args>
 void launch_column_sums(const char* name, void (*kernel)(Params...), const LaunchShape& shape,
                         std::int64_t rows, std::int64_t cols, ColumnOutputs<kSums> outputs,
-                        cudaStream_t stream, Args... args) {
+                        ColumnSumScratch& scratch, cudaStream_t stream, Args... args) {
   if (rows <= 0 || cols <= 0) return;
-  void* scratch = nullptr;
   const std::int64_t chunks = shape.grid.y;  // the row chunks, one partial sum each
-  const auto bytes = static_cast<std::size_t>(kSums * chunks * cols) * sizeof(float);
-  check_cuda(cudaMallocAsync(&scratch, bytes, stream), name);
-  auto* partials = static_cast<float*>(scratch);
-  launch(name, kernel, shape, stream, args..., partials);
-  launch(name, finish_column_sums_kernel<kSums>, column_finish_shape(cols), stream,
-         static_cast<const float*>(partials), chunks, cols, outputs);
-  check_cuda(cudaFreeAsync(scratch, stream), name);
+  const ColumnSink<kSums> sink{
+      scratch.partials(static_cast<std::size_t>(kSums * chunks * cols), stream),
+      scratch.counters(shape.grid.x, stream), outputs};
+  launch(name, kernel, shape, stream, args..., sink);
 }
 
 template <int kSums, typename... Params, typename... Args>
 void launch_column_sums(const char* name, void (*kernel)(Params...), std::int64_t rows,
-                        std::int64_t cols, ColumnOutputs<kSums> outputs, cudaStream_t stream,
-                        Args... args) {
-  launch_column_sums<kSums>(name, kernel, column_shape(rows, cols), rows, cols, outputs, stream,
-                            args...);
+                        std::int64_t cols, ColumnOutputs<kSums> outputs, ColumnSumScratch& scratch,
+                        cudaStream_t stream, Args... args) {
+  launch_column_sums<kSums>(name, kernel, column_shape(rows, cols), rows, cols, outputs, scratch,
+                            stream, args...);
 }
 
 }  // namespace mds::kernels::detail

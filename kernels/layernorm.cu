@@ -55,7 +55,8 @@ void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rs
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const void* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
-                        std::int64_t cols, cudaStream_t stream, LayerNormKernel kernel_family) {
+                        std::int64_t cols, ColumnSumScratch& scratch, cudaStream_t stream,
+                        LayerNormKernel kernel_family) {
   detail::with_storages(dtype, param_dtype, "layernorm_backward", [&](auto s, auto p) {
     constexpr Storage kS = decltype(s)::value;
     if (rows <= 0 || cols <= 0) return;
@@ -69,8 +70,8 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
     with_backward_params_kernel<kS>(
         rows, cols, {dout, x}, [&](auto kernel, const detail::LaunchShape& shape) {
           detail::launch_column_sums<2>("kernels::layernorm_backward (dweight, dbias)", kernel,
-                                        shape, rows, cols, {{dweight, dbias}}, stream, dout, x,
-                                        mean, rstd, rows, cols);
+                                        shape, rows, cols, {{dweight, dbias}}, scratch, stream,
+                                        dout, x, mean, rstd, rows, cols);
         });
   });
 }
@@ -93,9 +94,9 @@ void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rs
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const float* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols,
-                        cudaStream_t stream) {
+                        ColumnSumScratch& scratch, cudaStream_t stream) {
   layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, dtype,
-                     tensor::DType::kFloat32, rows, cols, stream);
+                     tensor::DType::kFloat32, rows, cols, scratch, stream);
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,
@@ -115,9 +116,10 @@ void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* 
 
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                         const float* weight, const float* mean, const float* rstd,
-                        std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+                        std::int64_t rows, std::int64_t cols, ColumnSumScratch& scratch,
+                        cudaStream_t stream) {
   layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, tensor::DType::kFloat32, rows,
-                     cols, stream);
+                     cols, scratch, stream);
 }
 
 }  // namespace mds::kernels

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/column_sum_scratch.h"
 #include "tensor/dtype.h"
 
 namespace mds::kernels {
@@ -31,7 +32,8 @@ void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* 
 // dweight += Σ_rows dout·x̂, dbias += Σ_rows dout (deterministic). dweight and dbias may be null.
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                         const float* weight, const float* mean, const float* rstd,
-                        std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+                        std::int64_t rows, std::int64_t cols, ColumnSumScratch& scratch,
+                        cudaStream_t stream);
 
 // The same with activations (out, x, residual, sum_out, dx, dout) of `dtype` (kFloat32, kBFloat16
 // or kFloat16): loads widened exactly, the fp32 statistics and arithmetic above, each output
@@ -47,7 +49,7 @@ void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rs
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const float* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, std::int64_t rows, std::int64_t cols,
-                        cudaStream_t stream);
+                        ColumnSumScratch& scratch, cudaStream_t stream);
 
 // The same with weight and bias of `param_dtype`: kFloat32, or the activations' `dtype` (a 16-bit
 // model's parameters, widened exactly on load: the results are those of their fp32 widening, bit
@@ -64,7 +66,7 @@ void residual_layernorm_forward(void* sum_out, void* out, float* mean, float* rs
 void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout, const void* x,
                         const void* weight, const float* mean, const float* rstd,
                         tensor::DType dtype, tensor::DType param_dtype, std::int64_t rows,
-                        std::int64_t cols, cudaStream_t stream,
+                        std::int64_t cols, ColumnSumScratch& scratch, cudaStream_t stream,
                         LayerNormKernel kernel_family = LayerNormKernel::kAuto);
 
 }  // namespace mds::kernels

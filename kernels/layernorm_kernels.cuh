@@ -89,7 +89,7 @@ __global__ void backward_dx_kernel(void* dx, const void* dout, const void* x, co
 template <Storage kS, bool kBy8>
 __global__ void backward_params_kernel(const void* dout, const void* x, const float* mean,
                                        const float* rstd, std::int64_t rows, std::int64_t cols,
-                                       float* partials) {
+                                       detail::ColumnSink<2> sink) {
   if constexpr (kBy8) {
     struct Row {
       detail::Raw8<kS> dout, x;
@@ -110,7 +110,7 @@ __global__ void backward_params_kernel(const void* dout, const void* x, const fl
             sums[1][j] += g[j];
           }
         },
-        partials);
+        sink);
   } else {
     detail::sum_columns<2>(
         rows, cols,
@@ -119,7 +119,7 @@ __global__ void backward_params_kernel(const void* dout, const void* x, const fl
           sums[0] += g * ((load<kS>(x, i) - mean[r]) * rstd[r]);
           sums[1] += g;
         },
-        partials);
+        sink);
   }
 }
 

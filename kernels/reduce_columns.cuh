@@ -1,14 +1,16 @@
 // Column sums over the rows of a [rows, cols] matrix for bias and LayerNorm parameter gradients,
-// in a fixed order so that results are deterministic, in two launches:
-//  1. sum_columns in a kernel launched with column_shape(rows, cols): block (x, y) takes the 32
-//     columns of tile x and the kRowChunk rows of chunk y; its 8 warps' lanes each own one column
-//     and sum rows warp, warp + 8, … of the chunk in order; the 8 partial sums are added in warp
-//     order and stored, one per chunk and column, into `partials` ([kSums][chunks][cols]).
-//  2. finish_column_sums_kernel (column_finish_shape(cols)) adds each column's chunk partials in
-//     a fixed order onto the outputs.
+// in a fixed order so that results are deterministic, in one launch:
+//  - a kernel launched with column_shape(rows, cols) calls sum_columns: block (x, y) takes the 32
+//    columns of tile x and the kRowChunk rows of chunk y; its 8 warps' lanes each own one column
+//    and sum rows warp, warp + 8, … of the chunk in order; the 8 partial sums are added in warp
+//    order and stored, one per chunk and column, into the sink's partials ([kSums][chunks][cols]);
+//  - the block that finishes last among a column tile's chunks (an arrival counter per tile)
+//    adds the tile's chunk partials in a fixed order onto the outputs, and sets the counter back
+//    to zero for the next launch on the stream.
 // The row chunks spread a [8192, 768] gradient over 768 blocks: one block per column tile alone
 // (24 blocks, 1024 dependent loads per thread) took 0.3 to 0.7 ms on an H100, 45% of a GPT-2
-// 124M bf16 step.
+// 124M bf16 step. The sums of the chunks were a second launch until session 12: 73 launches of
+// about 3.6 µs a 124M micro-batch on an H100, besides the gaps between launches.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -44,17 +46,74 @@ inline LaunchShape column_shape(std::int64_t rows, std::int64_t cols) {
   return {{column_blocks(cols), row_chunks(rows)}, {kColumnTile, kRowLanes}};
 }
 
-// The launch of finish_column_sums_kernel: blocks of kColumnTile columns × kRowLanes chunk lanes.
-inline LaunchShape column_finish_shape(std::int64_t cols) {
-  return {{column_blocks(cols)}, {kColumnTile, kRowLanes}};
+// The outputs of a column sum: out[k][c] += the column's k-th sum; a null out[k] is skipped.
+template <int kSums>
+struct ColumnOutputs {
+  float* out[kSums];
+};
+
+// Where the blocks of a column sum leave their work: the chunks' partials ([kSums][chunks][cols],
+// partials[(k·chunks + chunk)·cols + c]), one arrival counter per column tile (gridDim.x of
+// them, zero before the launch and after it) and the outputs.
+template <int kSums>
+struct ColumnSink {
+  float* partials;
+  unsigned* counters;
+  ColumnOutputs<kSums> outputs;
+};
+
+// After a block has stored its partials of the `tile_cols` columns from c0: counts its arrival in
+// its tile's counter, and if it is the tile's last chunk to arrive, adds every chunk's partials
+// of those columns onto the outputs, lane y of a column the chunks y, y + kRowLanes, … in order
+// and the lanes in lane order (a fixed order, whichever block is last), then zeroes the counter.
+// The fences order the partials before the arrival that publishes them and after the arrival
+// that finds them all; the partials are read past L1, which other SMs' stores do not update.
+// Every thread of the block calls it.
+template <int kSums>
+__device__ void finish_tile_if_last(const ColumnSink<kSums>& sink, std::int64_t c0,
+                                    std::int64_t tile_cols, std::int64_t cols) {
+  __shared__ unsigned arrived;
+  __shared__ float lanes[kSums][kRowLanes][kColumnTile];
+  const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
+  __threadfence();
+  __syncthreads();
+  if (leader) arrived = atomicAdd(sink.counters + blockIdx.x, 1u);
+  __syncthreads();
+  if (arrived != gridDim.y - 1) return;  // the same for every thread of the block
+  __threadfence();
+  const std::int64_t chunks = gridDim.y;
+  for (std::int64_t t0 = c0; t0 < c0 + tile_cols && t0 < cols; t0 += kColumnTile) {
+    const std::int64_t c = t0 + threadIdx.x;
+    for (int k = 0; k < kSums; ++k) {
+      float sum = 0.0f;
+      if (c < cols) {
+        const float* column = sink.partials + k * chunks * cols + c;
+        for (std::int64_t j = threadIdx.y; j < chunks; j += kRowLanes)
+          sum += __ldcg(column + j * cols);
+      }
+      lanes[k][threadIdx.y][threadIdx.x] = sum;
+    }
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+      for (int k = 0; k < kSums; ++k) {
+        if (sink.outputs.out[k] == nullptr) continue;
+        float total = lanes[k][0][threadIdx.x];
+        for (int y = 1; y < kRowLanes; ++y) total += lanes[k][y][threadIdx.x];
+        sink.outputs.out[k][c] += total;
+      }
+    }
+    __syncthreads();  // lanes is refilled by the next 32 columns
+  }
+  if (leader) sink.counters[blockIdx.x] = 0;
 }
 
 // The end of a block of column sums: each thread's `sums` of column c (rows threadIdx.y, + 8, …
-// of the block's chunk) added in row-lane order and stored, one per chunk and column, into
-// partials[(k·chunks + chunk)·cols + c]. Every thread of the block calls it.
+// of the block's chunk) added in row-lane order and stored, one per chunk and column, into the
+// sink's partials; then finish_tile_if_last over the block's 32 columns. Every thread of the
+// block calls it.
 template <int kSums>
 __device__ void store_column_partials(const float (&sums)[kSums], std::int64_t c, std::int64_t cols,
-                                      float* partials) {
+                                      const ColumnSink<kSums>& sink) {
   __shared__ float partial[kSums][kRowLanes][kColumnTile];
   const std::int64_t chunk = blockIdx.y, chunks = gridDim.y;
   for (int k = 0; k < kSums; ++k) partial[k][threadIdx.y][threadIdx.x] = sums[k];
@@ -63,9 +122,11 @@ __device__ void store_column_partials(const float (&sums)[kSums], std::int64_t c
     for (int k = 0; k < kSums; ++k) {
       float total = partial[k][0][threadIdx.x];
       for (int y = 1; y < kRowLanes; ++y) total += partial[k][y][threadIdx.x];
-      partials[(k * chunks + chunk) * cols + c] = total;
+      sink.partials[(k * chunks + chunk) * cols + c] = total;
     }
   }
+  finish_tile_if_last<kSums>(sink, static_cast<std::int64_t>(blockIdx.x) * kColumnTile, kColumnTile,
+                             cols);
 }
 
 // Under column_shape: the calling thread's column c and its block's chunk of rows [first, end);
@@ -82,9 +143,11 @@ __device__ inline ColumnBlock column_block(std::int64_t rows) {
 
 // Launched with column_shape(rows, cols). For each column c of the block's tile, `term(r, c, i,
 // sums)` (i = r·cols + c) adds row r's kSums terms into `sums`, over the rows of the block's chunk;
-// one thread stores the chunk's sums into partials[(k·chunks + chunk)·cols + c].
+// one thread stores the chunk's sums into the sink's partials, and the tile's last block adds
+// them up onto the outputs.
 template <int kSums, typename Term>
-__device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, float* partials) {
+__device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term,
+                            const ColumnSink<kSums>& sink) {
   const auto [c, first, end] = column_block(rows);
   float sums[kSums] = {};
   if (c < cols) {
@@ -92,7 +155,7 @@ __device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term, flo
       term(r, c, r * cols + c, sums);
     }
   }
-  store_column_partials<kSums>(sums, c, cols, partials);
+  store_column_partials<kSums>(sums, c, cols, sink);
 }
 
 // ---- eight columns a thread ------------------------------------------------------------------
@@ -124,7 +187,7 @@ inline LaunchShape column8_shape(std::int64_t rows, std::int64_t cols,
 template <int kSums, int kRowGroup, std::int64_t kChunkRows = kRowChunk, typename Load,
           typename Add>
 __device__ void sum_columns8(std::int64_t rows, std::int64_t cols, Load load, Add add,
-                             float* partials) {
+                             const ColumnSink<kSums>& sink) {
   __shared__ float partial[kSums][kRowLanes][8][kColumnTile];  // [sum][row lane][column][x]
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
   const std::int64_t end = first + kChunkRows < rows ? first + kChunkRows : rows;
@@ -150,53 +213,23 @@ __device__ void sum_columns8(std::int64_t rows, std::int64_t cols, Load load, Ad
     for (int j = 0; j < 8; ++j) partial[k][threadIdx.y][j][threadIdx.x] = sums[k][j];
   }
   __syncthreads();
-  if (threadIdx.y != 0 || c0 >= cols) return;
-  const std::int64_t chunk = blockIdx.y, chunks = gridDim.y;
-  for (int k = 0; k < kSums; ++k) {
-    for (int j = 0; j < 8; ++j) {
-      float total = partial[k][0][j][threadIdx.x];
-      for (int y = 1; y < kRowLanes; ++y) total += partial[k][y][j][threadIdx.x];
-      partials[(k * chunks + chunk) * cols + c0 + j] = total;
+  if (threadIdx.y == 0 && c0 < cols) {
+    const std::int64_t chunk = blockIdx.y, chunks = gridDim.y;
+    for (int k = 0; k < kSums; ++k) {
+      for (int j = 0; j < 8; ++j) {
+        float total = partial[k][0][j][threadIdx.x];
+        for (int y = 1; y < kRowLanes; ++y) total += partial[k][y][j][threadIdx.x];
+        sink.partials[(k * chunks + chunk) * cols + c0 + j] = total;
+      }
     }
   }
+  finish_tile_if_last<kSums>(sink, static_cast<std::int64_t>(blockIdx.x) * kColumnTile8,
+                             kColumnTile8, cols);
 }
 
 // Whether sum_columns8 may serve a [rows, cols] sum over these arrays.
 inline bool fits_columns8(std::int64_t cols, std::initializer_list<const void*> arrays) {
   return fits_chunks_of_8(cols, cols, nullptr, arrays);
-}
-
-// The outputs of a column sum: out[k][c] += the column's k-th sum; a null out[k] is skipped.
-template <int kSums>
-struct ColumnOutputs {
-  float* out[kSums];
-};
-
-// Launched with column_finish_shape(cols) after the sum_columns kernel: lane y of column c adds
-// the chunks y, y + kRowLanes, … in order, and the lanes' sums are added in lane order onto
-// out[k][c]; a fixed order, so deterministic. (One thread per column took about 6 µs a call on an
-// H100, 0.44 ms of a GPT-2 124M micro-batch: three blocks for 768 columns, 32 loads a thread.)
-template <int kSums>
-__global__ void finish_column_sums_kernel(const float* partials, std::int64_t chunks,
-                                          std::int64_t cols, ColumnOutputs<kSums> outputs) {
-  __shared__ float lanes[kSums][kRowLanes][kColumnTile];
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
-  for (int k = 0; k < kSums; ++k) {
-    float sum = 0.0f;
-    if (c < cols) {
-      const float* column = partials + k * chunks * cols + c;
-      for (std::int64_t j = threadIdx.y; j < chunks; j += kRowLanes) sum += column[j * cols];
-    }
-    lanes[k][threadIdx.y][threadIdx.x] = sum;
-  }
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= cols) return;
-  for (int k = 0; k < kSums; ++k) {
-    if (outputs.out[k] == nullptr) continue;
-    float total = lanes[k][0][threadIdx.x];
-    for (int y = 1; y < kRowLanes; ++y) total += lanes[k][y][threadIdx.x];
-    outputs.out[k][c] += total;
-  }
 }
 
 }  // namespace mds::kernels::detail

@@ -471,10 +471,11 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
       },
       o.iters);
   report_flops("linear fc1 fwd bf16 (+bias)", fwd_ms, flops, peak.tensor_flops);
+  mds::kernels::ColumnSumScratch scratch;
   const double bwd_ms = time_ms(
       [&] {
         mds::kernels::linear_backward(context, dx.get(), dw.get(), db.get(), out.get(), x.get(),
-                                      w.get(), DType::kBFloat16, m, n, k, nullptr);
+                                      w.get(), DType::kBFloat16, m, n, k, scratch, nullptr);
       },
       o.iters);
   // dx and dweight: two products of the forward's size (the dbias column sum is not counted).
@@ -728,6 +729,7 @@ bool bench_activations16(const Options& o, const Peak& peak) {
   // Both LayerNorm families (kernels/layernorm.h) at the same shape: the block kernels forced,
   // then kAuto's warp kernels; the backward's dx too (reads dout, x, dx; writes dx).
   Buffer<std::uint16_t> dgrad(x.download());
+  mds::kernels::ColumnSumScratch scratch;
   for (const auto family :
        {mds::kernels::LayerNormKernel::kBlock, mds::kernels::LayerNormKernel::kAuto}) {
     const bool block = family == mds::kernels::LayerNormKernel::kBlock;
@@ -744,9 +746,9 @@ bool bench_activations16(const Options& o, const Peak& peak) {
         block ? "layernorm_backward dx bf16 (block per row)" : "layernorm_backward dx bf16 (auto)",
         time_ms(
             [&] {
-              mds::kernels::layernorm_backward(dgrad.get(), nullptr, nullptr, res.get(), x.get(),
-                                               w.get(), mean.get(), rstd.get(), bf16,
-                                               DType::kFloat32, rows, cols, nullptr, family);
+              mds::kernels::layernorm_backward(
+                  dgrad.get(), nullptr, nullptr, res.get(), x.get(), w.get(), mean.get(),
+                  rstd.get(), bf16, DType::kFloat32, rows, cols, scratch, nullptr, family);
             },
             o.iters),
         4.0 * kH * dn, peak);

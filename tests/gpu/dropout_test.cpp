@@ -58,7 +58,8 @@ TEST(GpuDropout, ForwardBackwardAndBiasGradMatchCpu) {
                                nullptr);
       kernels::dropout_backward(ddx.get(), ddout.get(), n, stream, false, nullptr);
       kernels::dropout_backward(dacc.get(), ddout.get(), n, stream, true, nullptr);
-      kernels::dropout_bias_grad(ddbias.get(), ddout.get(), rows, cols, stream, nullptr);
+      kernels::ColumnSumScratch scratch;
+      kernels::dropout_bias_grad(ddbias.get(), ddout.get(), rows, cols, stream, scratch, nullptr);
       // Elementwise results: the same operations on the same mask, bit for bit.
       EXPECT_EQ(plain.download(), ref_plain);
       EXPECT_EQ(bda.download(), ref_bda);

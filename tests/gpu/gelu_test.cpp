@@ -51,10 +51,11 @@ TEST(GpuGelu, BiasBackwardMatchesCpu) {
       ops::cpu::bias_gelu_backward(ref_dx_nobias.data(), nullptr, dout.data(), x.data(),
                                    bias.data(), rows, cols, kind);
       ops::cpu::gelu_backward(ref_dx_plain.data(), dout.data(), x.data(), rows * cols, kind);
+      kernels::ColumnSumScratch scratch;
       kernels::bias_gelu_backward(dx.get(), dbias.get(), ddout.get(), dx_in.get(), dbias_in.get(),
-                                  rows, cols, kind, nullptr);
+                                  rows, cols, kind, scratch, nullptr);
       kernels::bias_gelu_backward(dx_nobias.get(), nullptr, ddout.get(), dx_in.get(),
-                                  dbias_in.get(), rows, cols, kind, nullptr);
+                                  dbias_in.get(), rows, cols, kind, scratch, nullptr);
       kernels::gelu_backward(dx_plain.get(), ddout.get(), dx_in.get(), rows * cols, kind, nullptr);
       MDS_EXPECT_CLOSE(dx.download(), ref_dx, kBound);
       MDS_EXPECT_CLOSE(dbias.download(), ref_dbias, 1e-5);
@@ -72,8 +73,9 @@ TEST(GpuGelu, BiasBackwardIsDeterministic) {
   std::vector<float> first;
   for (int run = 0; run < 3; ++run) {
     DeviceArray<float> dx(std::vector<float>(n, 0.0f)), dbias(std::vector<float>(cols, 0.0f));
+    kernels::ColumnSumScratch scratch;
     kernels::bias_gelu_backward(dx.get(), dbias.get(), ddout.get(), dx_in.get(), dbias_in.get(),
-                                rows, cols, GeluKind::kTanhFused, nullptr);
+                                rows, cols, GeluKind::kTanhFused, scratch, nullptr);
     const auto got = dbias.download();
     if (run == 0) first = got;
     EXPECT_EQ(got, first);

@@ -217,8 +217,9 @@ TEST(GpuGemm, LinearForwardAndBackwardMatchCpu) {
     DeviceArray<float> gdx(ref_dx), gdw(ref_dw), gdb(ref_db);
     ops::cpu::linear_backward(ref_dx.data(), ref_dw.data(), ref_db.data(), dout.data(), x.data(),
                               weight.data(), s.m, s.n, s.k);
+    kernels::ColumnSumScratch scratch;
     kernels::linear_backward(context, gdx.get(), gdw.get(), gdb.get(), ddout.get(), dx_in.get(),
-                             dw.get(), s.m, s.n, s.k, nullptr);
+                             dw.get(), s.m, s.n, s.k, scratch, nullptr);
     MDS_EXPECT_CLOSE(gdx.download(), ref_dx, 1e-5);
     MDS_EXPECT_CLOSE(gdw.download(), ref_dw, 1e-5);
     MDS_EXPECT_CLOSE(gdb.download(), ref_db, 1e-5);

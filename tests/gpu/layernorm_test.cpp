@@ -56,10 +56,13 @@ TEST(GpuLayerNorm, BackwardMatchesCpu) {
     ops::cpu::layernorm_backward(ref_dx_only.data(), nullptr, nullptr, dout.data(), x.data(),
                                  weight.data(), mean.data(), rstd.data(), rows, cols);
     DeviceArray<float> dx_in(x), ddout(dout), dweight(weight), dmean(mean), drstd(rstd);
+    kernels::ColumnSumScratch scratch;
     kernels::layernorm_backward(ddx.get(), ddw.get(), ddb.get(), ddout.get(), dx_in.get(),
-                                dweight.get(), dmean.get(), drstd.get(), rows, cols, nullptr);
+                                dweight.get(), dmean.get(), drstd.get(), rows, cols, scratch,
+                                nullptr);
     kernels::layernorm_backward(ddx_only.get(), nullptr, nullptr, ddout.get(), dx_in.get(),
-                                dweight.get(), dmean.get(), drstd.get(), rows, cols, nullptr);
+                                dweight.get(), dmean.get(), drstd.get(), rows, cols, scratch,
+                                nullptr);
     MDS_EXPECT_CLOSE(ddx.download(), ref_dx, 1e-5);
     MDS_EXPECT_CLOSE(ddw.download(), ref_dw, 1e-5);
     MDS_EXPECT_CLOSE(ddb.download(), ref_db, 1e-5);
@@ -126,9 +129,10 @@ TEST(GpuLayerNorm, WarpAndBlockKernelsBothMatchCpu) {
       MDS_EXPECT_CLOSE(out.download(), ref, 1e-5);
       MDS_EXPECT_CLOSE(mean.download(), ref_mean, 1e-6);
       MDS_EXPECT_CLOSE(rstd.download(), ref_rstd, 1e-5);
+      kernels::ColumnSumScratch scratch;
       kernels::layernorm_backward(dgrad.get(), nullptr, nullptr, ddout.get(), dx.get(), dw.get(),
-                                  ref_dmean.get(), ref_drstd.get(), kF32, kF32, rows, cols, nullptr,
-                                  family);
+                                  ref_dmean.get(), ref_drstd.get(), kF32, kF32, rows, cols, scratch,
+                                  nullptr, family);
       MDS_EXPECT_CLOSE(dgrad.download(), ref_dx, 1e-5);
     }
   }

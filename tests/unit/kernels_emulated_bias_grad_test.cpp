@@ -49,7 +49,7 @@ void check_bias_grad(Size size) {
     emulated::GuardedBuffer<float> dbias(dbias0);
     emulated::launch_column_sums<1>(
         shape, size.rows, size.cols, {{dbias.data()}},
-        [&](float* partials) { kernel(dout.data(), size.rows, size.cols, partials); });
+        [&](const auto& sink) { kernel(dout.data(), size.rows, size.cols, sink); });
     EXPECT_EQ(dbias.guard_bytes_written(), 0u) << what;
     return dbias.values();
   };

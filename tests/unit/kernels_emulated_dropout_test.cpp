@@ -85,9 +85,8 @@ void check_one_pass_backward(const DropoutStream& stream, std::int64_t rows, std
   const std::vector<float> dbias0 = emulated::random_floats(uc, 73);
 
   GuardedBuffer<float> want_dbias(dbias0);
-  emulated::launch_column_sums<1>(shape, rows, cols, {{want_dbias.data()}}, [&](float* partials) {
-    dk::bias_grad8_kernel<kS, dk::kBackwardChunkRows>(dout.data(), rows, cols, stream, scale,
-                                                      partials);
+  emulated::launch_column_sums<1>(shape, rows, cols, {{want_dbias.data()}}, [&](const auto& sink) {
+    dk::bias_grad8_kernel<kS, dk::kBackwardChunkRows>(dout.data(), rows, cols, stream, scale, sink);
   });
   std::vector<float> sum = to_fp32<kS>(residual0);
   const std::vector<float> wdout = to_fp32<kS>(dout.values());
@@ -114,11 +113,11 @@ void check_one_pass_backward(const DropoutStream& stream, std::int64_t rows, std
     }
     dresidual.assign(residual0);
     dbias.assign(dbias0);
-    emulated::launch_column_sums<1>(shape, rows, cols, {{dbias.data()}}, [&](float* partials) {
+    emulated::launch_column_sums<1>(shape, rows, cols, {{dbias.data()}}, [&](const auto& sink) {
       dk::bias_dropout_add_backward8_kernel<kS>(dx_memory,
                                                 with_residual ? dresidual.data() : nullptr,
                                                 dx_memory == dx.data() ? dout.data() : dx_memory,
-                                                rows, cols, stream, scale, accumulate, partials);
+                                                rows, cols, stream, scale, accumulate, sink);
     });
     EXPECT_EQ(bits_of(dbias.values()), bits_of(want_dbias.values())) << what << " dbias";
     EXPECT_EQ(bits_of(dresidual.values()), bits_of(with_residual ? want_residual : residual0))
@@ -188,8 +187,8 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   GuardedBuffer<float> got_dbias(dbias0);
   const auto bias_grad = [&] {
     got_dbias.assign(dbias0);
-    emulated::launch_column_sums<1>(rows, cols, {{got_dbias.data()}}, [&](float* partials) {
-      dk::bias_grad_kernel<kS>(dout.data(), rows, cols, stream, scale, partials);
+    emulated::launch_column_sums<1>(rows, cols, {{got_dbias.data()}}, [&](const auto& sink) {
+      dk::bias_grad_kernel<kS>(dout.data(), rows, cols, stream, scale, sink);
     });
     EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
     return got_dbias.values();
@@ -206,8 +205,8 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   EXPECT_EQ(bits_of(bias_grad()), bits_of(got_db)) << what << " rerun";
   if (cols % 4 == 0) {  // each Philox block drawn once (shuffles): the same bits
     got_dbias.assign(dbias0);
-    emulated::launch_column_sums<1>(rows, cols, {{got_dbias.data()}}, [&](float* partials) {
-      dk::bias_grad_shared_kernel<kS>(dout.data(), rows, cols, stream, scale, partials);
+    emulated::launch_column_sums<1>(rows, cols, {{got_dbias.data()}}, [&](const auto& sink) {
+      dk::bias_grad_shared_kernel<kS>(dout.data(), rows, cols, stream, scale, sink);
     });
     EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
     EXPECT_EQ(bits_of(got_dbias.values()), bits_of(got_db)) << what << " shared draws";
@@ -215,9 +214,9 @@ void check_storage(const DropoutStream& stream, std::int64_t rows, std::int64_t 
   if (kernels::detail::fits_columns8(cols, {dout.data()})) {  // eight columns a thread: likewise
     got_dbias.assign(dbias0);
     emulated::launch_column_sums<1>(kernels::detail::column8_shape(rows, cols), rows, cols,
-                                    {{got_dbias.data()}}, [&](float* partials) {
+                                    {{got_dbias.data()}}, [&](const auto& sink) {
                                       dk::bias_grad8_kernel<kS>(dout.data(), rows, cols, stream,
-                                                                scale, partials);
+                                                                scale, sink);
                                     });
     EXPECT_EQ(got_dbias.guard_bytes_written(), 0u) << what;
     EXPECT_EQ(bits_of(got_dbias.values()), bits_of(got_db)) << what << " eight columns a thread";

@@ -148,9 +148,9 @@ void check_backward(Size size, const std::string& what) {
   const auto with_dbias_by = [&](bool by_8, bool accumulate) {
     const auto stage = [&](auto kernel, const kernels::detail::LaunchShape& shape) {
       emulated::launch_column_sums<1>(shape, size.rows, size.cols, {{got_dbias.data()}},
-                                      [&](float* partials) {
+                                      [&](const auto& sink) {
                                         kernel(dx.data(), dout.data(), x.data(), bias.data(),
-                                               size.rows, size.cols, accumulate, partials);
+                                               size.rows, size.cols, accumulate, sink);
                                       });
     };
     if (by_8) {
@@ -255,11 +255,10 @@ void check_16bit_bias(Size size, const std::string& what) {
     gk::with_backward_bias_kernel<kS, kP, kKind>(
         size.rows, size.cols, {dx.data(), dout.data(), x.data(), bias},
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
-          emulated::launch_column_sums<1>(shape, size.rows, size.cols, {{dbias.data()}},
-                                          [&](float* partials) {
-                                            kernel(dx.data(), dout.data(), x.data(), bias,
-                                                   size.rows, size.cols, true, partials);
-                                          });
+          emulated::launch_column_sums<1>(
+              shape, size.rows, size.cols, {{dbias.data()}}, [&](const auto& sink) {
+                kernel(dx.data(), dout.data(), x.data(), bias, size.rows, size.cols, true, sink);
+              });
         });
     results.push_back(bits_of(dx.values()));
     results.push_back(bits_of(dbias.values()));

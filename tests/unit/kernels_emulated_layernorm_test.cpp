@@ -180,8 +180,8 @@ void check_backward(Size size, const std::string& what) {
     const kernels::detail::ColumnOutputs<2> outputs{
         {with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}};
     const auto params = [&](auto kernel, const kernels::detail::LaunchShape& shape) {
-      emulated::launch_column_sums<2>(shape, size.rows, size.cols, outputs, [&](float* partials) {
-        kernel(dout.data(), x.data(), mean.data(), rstd.data(), size.rows, size.cols, partials);
+      emulated::launch_column_sums<2>(shape, size.rows, size.cols, outputs, [&](const auto& sink) {
+        kernel(dout.data(), x.data(), mean.data(), rstd.data(), size.rows, size.cols, sink);
       });
     };
     if (by_8) {

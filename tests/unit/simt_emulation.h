@@ -43,7 +43,8 @@
 // between two threads inside one barrier interval shows only through the shuffled order); lanes
 // of a warp diverging between shuffles; the device's transcendentals (expf, tanhf, erff, logf:
 // host glibc; fast intrinsics such as __expf or rsqrtf are not defined here, so a kernel using
-// them does not compile); atomics (none defined); shuffles with partial masks; bank conflicts;
+// them does not compile); atomics other than atomicAdd (exact here, as blocks never run at once,
+// so the fences of a last-block pattern go unchecked); shuffles with partial masks; bank conflicts;
 // reads of global memory out of bounds (the tests surround their buffers with poisoned guards
 // instead, tests/unit/guarded_buffer.h).
 #pragma once
@@ -599,6 +600,15 @@ inline void launch(unsigned grid_x, unsigned grid_y, const std::function<void()>
   launch(grid_x, grid_y, kBlockThreads, body, before_block);
 }
 
+// atomicAdd: blocks run one after another and a block's threads only yield at barriers and
+// shuffles, so a plain read-modify-write is atomic here.
+template <typename T>
+T atomic_add(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
+
 inline unsigned float_as_uint(float x) {
   return std::bit_cast<unsigned>(x);
 }
@@ -647,3 +657,6 @@ inline double longlong_as_double(long long x) {
 #define __fmul_rn(a, b) ((a) * (b))
 #define __fdiv_rn(a, b) ((a) / (b))
 #define __ldg(pointer) (*(pointer))
+#define __ldcg(pointer) (*(pointer))
+#define __threadfence() ((void)0)
+#define atomicAdd(address, value) ::mds::simt::atomic_add(address, value)

@@ -20,14 +20,15 @@ void dropout_backward(const DeviceContext& ctx, void* dx, const void* dout, tens
 void dropout_bias_grad(const DeviceContext& ctx, float* dbias, const void* dout,
                        tensor::DType dtype, std::int64_t rows, std::int64_t cols,
                        const DropoutStream& stream) {
-  kernels::dropout_bias_grad(dbias, dout, dtype, rows, cols, stream, stream_of(ctx));
+  kernels::dropout_bias_grad(dbias, dout, dtype, rows, cols, stream, ctx.cuda().column_sums,
+                             stream_of(ctx));
 }
 
 bool bias_dropout_add_backward(const DeviceContext& ctx, void* dx, float* dbias, void* dresidual,
                                const void* dout, tensor::DType dtype, std::int64_t rows,
                                std::int64_t cols, const DropoutStream& stream, bool accumulate) {
   return kernels::bias_dropout_add_backward(dx, dbias, dresidual, dout, dtype, rows, cols, stream,
-                                            accumulate, stream_of(ctx));
+                                            accumulate, ctx.cuda().column_sums, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda

@@ -26,7 +26,7 @@ void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const 
                         tensor::DType bias_dtype, std::int64_t rows, std::int64_t cols,
                         GeluKind kind, bool accumulate) {
   kernels::bias_gelu_backward(dx, dbias, dout, x, bias, dtype, bias_dtype, rows, cols, kind,
-                              stream_of(ctx), accumulate);
+                              ctx.cuda().column_sums, stream_of(ctx), accumulate);
 }
 
 }  // namespace mds::ops::cuda

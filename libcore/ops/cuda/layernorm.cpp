@@ -17,7 +17,7 @@ void layernorm_backward(const DeviceContext& ctx, void* dx, float* dweight, floa
                         const float* rstd, tensor::DType dtype, tensor::DType param_dtype,
                         std::int64_t rows, std::int64_t cols) {
   kernels::layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, dtype, param_dtype,
-                              rows, cols, stream_of(ctx));
+                              rows, cols, ctx.cuda().column_sums, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda

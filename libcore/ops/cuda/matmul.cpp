@@ -15,8 +15,8 @@ void linear_backward(const DeviceContext& ctx, void* dx, float* dweight, float* 
                      const void* dout, const void* x, const void* weight, tensor::DType dtype,
                      std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate_dx) {
   Resources& r = ctx.cuda();
-  kernels::linear_backward(r.gemm, dx, dweight, dbias, dout, x, weight, dtype, m, n, k, r.stream,
-                           accumulate_dx);
+  kernels::linear_backward(r.gemm, dx, dweight, dbias, dout, x, weight, dtype, m, n, k,
+                           r.column_sums, r.stream, accumulate_dx);
 }
 
 void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const void* b,

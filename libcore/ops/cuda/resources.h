@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "kernels/column_sum_scratch.h"
 #include "kernels/gemm.h"
 #include "ops/device_context.h"
 
@@ -46,6 +47,8 @@ struct Resources {
   // Host copies of per-token values that the loss hands to the host.
   std::vector<float> staging;
   Scratch scratch;
+  // The column sums' partials and arrival counters (bias and LayerNorm parameter gradients).
+  kernels::ColumnSumScratch column_sums;
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) {
