@@ -4,6 +4,23 @@
 
 namespace mds::kernels {
 
+namespace {
+
+// `data` with room for at least `bytes`: replaced (freed, then allocated, in stream order) when
+// smaller. Returns whether it was replaced.
+bool reserve(void*& data, std::size_t& capacity, std::size_t bytes, cudaStream_t stream,
+             const char* what) {
+  if (bytes <= capacity) return false;
+  if (data != nullptr) check_cuda(cudaFreeAsync(data, stream), what);
+  data = nullptr;
+  capacity = 0;
+  check_cuda(cudaMallocAsync(&data, bytes, stream), what);
+  capacity = bytes;
+  return true;
+}
+
+}  // namespace
+
 ColumnSumScratch::~ColumnSumScratch() {
   // cudaFree waits for the device, so no launch still uses them; failures have no one to tell.
   (void)cudaFree(partials_);
@@ -11,34 +28,16 @@ ColumnSumScratch::~ColumnSumScratch() {
 }
 
 float* ColumnSumScratch::partials(std::size_t floats, cudaStream_t stream) {
-  if (floats <= partial_capacity_) return partials_;
-  if (partials_ != nullptr) {
-    check_cuda(cudaFreeAsync(partials_, stream), "column sums (free the partials)");
-  }
-  partials_ = nullptr;
-  partial_capacity_ = 0;
-  void* memory = nullptr;
-  check_cuda(cudaMallocAsync(&memory, floats * sizeof(float), stream),
-             "column sums (allocate the partials)");
-  partials_ = static_cast<float*>(memory);
-  partial_capacity_ = floats;
-  return partials_;
+  reserve(partials_, partial_bytes_, floats * sizeof(float), stream, "column sums (partials)");
+  return static_cast<float*>(partials_);
 }
 
 unsigned* ColumnSumScratch::counters(std::int64_t tiles, cudaStream_t stream) {
-  if (tiles <= counter_capacity_) return counters_;
-  if (counters_ != nullptr) {
-    check_cuda(cudaFreeAsync(counters_, stream), "column sums (free the counters)");
-  }
-  counters_ = nullptr;
-  counter_capacity_ = 0;
   const auto bytes = static_cast<std::size_t>(tiles) * sizeof(unsigned);
-  void* memory = nullptr;
-  check_cuda(cudaMallocAsync(&memory, bytes, stream), "column sums (allocate the counters)");
-  counters_ = static_cast<unsigned*>(memory);
-  check_cuda(cudaMemsetAsync(counters_, 0, bytes, stream), "column sums (zero the counters)");
-  counter_capacity_ = tiles;
-  return counters_;
+  if (reserve(counters_, counter_bytes_, bytes, stream, "column sums (counters)")) {
+    check_cuda(cudaMemsetAsync(counters_, 0, bytes, stream), "column sums (zero the counters)");
+  }
+  return static_cast<unsigned*>(counters_);
 }
 
 }  // namespace mds::kernels

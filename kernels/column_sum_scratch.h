@@ -26,10 +26,10 @@ class ColumnSumScratch {
   unsigned* counters(std::int64_t tiles, cudaStream_t stream);
 
  private:
-  float* partials_ = nullptr;
-  std::size_t partial_capacity_ = 0;
-  unsigned* counters_ = nullptr;
-  std::int64_t counter_capacity_ = 0;
+  void* partials_ = nullptr;
+  std::size_t partial_bytes_ = 0;
+  void* counters_ = nullptr;
+  std::size_t counter_bytes_ = 0;
 };
 
 }  // namespace mds::kernels
