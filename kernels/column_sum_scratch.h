@@ -11,25 +11,19 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/scratch.h"
+
 namespace mds::kernels {
 
 class ColumnSumScratch {
  public:
-  ColumnSumScratch() = default;
-  ~ColumnSumScratch();
-  ColumnSumScratch(const ColumnSumScratch&) = delete;
-  ColumnSumScratch& operator=(const ColumnSumScratch&) = delete;
-
-  // At least `floats` partials and `tiles` zeroed counters, on `stream` (grown there when short:
-  // the old memory is freed in stream order, the new counters zeroed in stream order).
+  // At least `floats` partials and `tiles` zeroed counters, on `stream` (grown there when short,
+  // the new counters zeroed in stream order).
   float* partials(std::size_t floats, cudaStream_t stream);
   unsigned* counters(std::int64_t tiles, cudaStream_t stream);
 
  private:
-  void* partials_ = nullptr;
-  std::size_t partial_bytes_ = 0;
-  void* counters_ = nullptr;
-  std::size_t counter_bytes_ = 0;
+  Scratch partials_, counters_;
 };
 
 }  // namespace mds::kernels

@@ -23,21 +23,6 @@ int select_device(int index) {
 
 }  // namespace
 
-Scratch::~Scratch() {
-  (void)cudaFree(data_);  // Resources synchronized its stream first
-}
-
-void* Scratch::reserve(std::size_t bytes, cudaStream_t stream) {
-  if (bytes <= capacity_) return data_;
-  if (data_ != nullptr)
-    kernels::check_cuda(cudaFreeAsync(data_, stream), "Scratch (cudaFreeAsync)");
-  data_ = nullptr;
-  capacity_ = 0;
-  kernels::check_cuda(cudaMallocAsync(&data_, bytes, stream), "Scratch (cudaMallocAsync)");
-  capacity_ = bytes;
-  return data_;
-}
-
 Resources::Resources(int device_index) : device(select_device(device_index)) {
   kernels::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
   // The kernels take small stream-ordered scratch per call (cudaMallocAsync: the column sums'

@@ -8,29 +8,10 @@
 
 #include "kernels/column_sum_scratch.h"
 #include "kernels/gemm.h"
+#include "kernels/scratch.h"
 #include "ops/device_context.h"
 
 namespace mds::ops::cuda {
-
-// Device memory that ops borrow for the duration of their queued work (sort keys, reduction
-// partials): grows to the largest request and is kept, so that steady-state steps allocate
-// nothing. Requests are stream-ordered: a grown buffer replaces the old one after the work already
-// queued on the stream.
-class Scratch {
- public:
-  Scratch() = default;
-  ~Scratch();
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-
-  // At least `bytes` bytes, valid for work queued on `stream` until the next request.
-  void* reserve(std::size_t bytes, cudaStream_t stream);
-  std::size_t capacity() const { return capacity_; }
-
- private:
-  void* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
 
 struct Resources {
   // Makes the device current, then creates the handle, its workspace and the stream there.
@@ -46,7 +27,8 @@ struct Resources {
   cudaStream_t stream = nullptr;
   // Host copies of per-token values that the loss hands to the host.
   std::vector<float> staging;
-  Scratch scratch;
+  // Device memory ops borrow for their queued work (the embedding's sort).
+  kernels::Scratch scratch;
   // The column sums' partials and arrival counters (bias and LayerNorm parameter gradients).
   kernels::ColumnSumScratch column_sums;
 };
