@@ -90,13 +90,16 @@ void cast_pieces(const DeviceContext& ctx, Tensor out, Tensor x, std::span<const
   const bool on_device = detail::on_cuda(kOp, ctx, {{"out", out}, {"x", x}});
   expect_half_or_float(kOp, {"out", out});
   expect_half_or_float(kOp, {"x", x});
-  for (const CastPiece& piece : pieces) {
-    if (piece.numel < 0 || piece.out < 0 || piece.in < 0 || piece.out + piece.numel > out.numel() ||
-        piece.in + piece.numel > x.numel()) {
-      base::fail("ops::", kOp, ": piece [", piece.in, ", +", piece.numel, ") -> [", piece.out,
-                 ", +", piece.numel, ") is outside x (", x.numel(), " elements) or out (",
-                 out.numel(), ")");
-    }
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    const CastPiece& p = pieces[k];
+    const auto check = [&](const char* side, std::int64_t first, std::int64_t numel) {
+      if (p.numel < 0 || first < 0 || first + p.numel > numel) {
+        base::fail("ops::", kOp, ": piece ", k, " reads or writes [", first, ", ", first + p.numel,
+                   ") of ", side, ", which has ", numel, " elements");
+      }
+    };
+    check("x", p.in, x.numel());
+    check("out", p.out, out.numel());
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
