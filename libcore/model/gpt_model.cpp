@@ -8,6 +8,7 @@
 #include "model/embedding_layer.h"
 #include "model/lm_head.h"
 #include "ops/attention.h"
+#include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "tensor/device_memory.h"
 
@@ -194,7 +195,7 @@ int GptModel::checked_pipe_buffer(int buffer) const {
   return buffer;
 }
 
-void GptModel::load_batch(int buffer, const MicroBatch& batch) {
+double GptModel::load_batch(int buffer, const MicroBatch& batch) {
   const InputActivations& in = activations_->inputs(buffer);
   // The ids are checked here on the host: the device ops do not read them back.
   const InputActivations& host = staging_ ? staging_->inputs : in;
@@ -204,16 +205,20 @@ void GptModel::load_batch(int buffer, const MicroBatch& batch) {
     transpose_in<std::int64_t>(host.positions, batch.position_ids, "position_ids",
                                c.max_position_embeddings);
   }
+  double loss_mask_sum = 0.0;
   if (owns_head_) {
     transpose_in<std::int64_t>(host.labels, batch.labels, "labels", c.padded_vocab_size);
     transpose_in<float>(host.loss_mask, batch.loss_mask, "loss_mask", 0);
+    // Summed here, in the model's token order, so the device's loss backward need not read it.
+    loss_mask_sum = ops::loss_mask_sum(host.loss_mask);
   }
-  if (!staging_) return;
+  if (!staging_) return loss_mask_sum;
   for (const auto& [device_side, host_side] :
        {std::pair{in.tokens, host.tokens}, std::pair{in.positions, host.positions},
         std::pair{in.labels, host.labels}, std::pair{in.loss_mask, host.loss_mask}}) {
     if (device_side.raw() != nullptr) tensor::copy(device_side, host_side);
   }
+  return loss_mask_sum;
 }
 
 LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropout) const {
@@ -277,7 +282,9 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
     lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
                      params.other->view(index_.final_ln_weight), params.linear->view(index_.word),
                      grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
-                     grads.view(index_.word), loss_scale, tp_, options_.config.vocab_start());
+                     grads.view(index_.word), loss_scale,
+                     buffers_[static_cast<std::size_t>(buffer)].loss_mask_sum, tp_,
+                     options_.config.vocab_start());
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient
   }
   const std::vector<LayerChunk>& chunks = a.chunks();
@@ -312,8 +319,8 @@ float GptModel::forward_stage(int buffer, const ModelParams& params, const Micro
   check_params(params);
   check_hidden(input_hidden, !owns_embedding_, "input_hidden");
   check_hidden(output_hidden, !owns_head_, "output_hidden");
-  load_batch(buffer, batch);
-  state = BufferState{dropout, false};
+  const double loss_mask_sum = load_batch(buffer, batch);
+  state = BufferState{dropout, false, loss_mask_sum};
   if (head_buffer_ == buffer) head_buffer_ = -1;
   const Tensor& own_input = activations_->stage_input(buffer);
   if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {

@@ -118,6 +118,7 @@ class GptModel {
   struct BufferState {
     DropoutContext dropout;
     bool forward_done = false;
+    double loss_mask_sum = 0.0;  // of the micro-batch's mask, on the last stage
   };
 
   // The micro-batch's host side on a device: transposed here, then copied over; and the
@@ -135,7 +136,8 @@ class GptModel {
   void check_whole_model(const char* call) const;
   void check_hidden(const tensor::Tensor& hidden, bool wanted, const char* role) const;
   int checked_pipe_buffer(int buffer) const;
-  void load_batch(int buffer, const MicroBatch& batch);
+  // Returns Σ loss_mask on the last stage (0 elsewhere).
+  double load_batch(int buffer, const MicroBatch& batch);
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
   const LayerParamIndex& layer_index(std::int64_t layer) const;
   float forward(int buffer, const ModelParams& params);

@@ -224,7 +224,23 @@ float masked_mean_loss(const DeviceContext& ctx, Tensor loss, Tensor mask) {
   return cpu::masked_mean_loss(loss.data<float>(), mask.data<float>(), loss.numel());
 }
 
+double loss_mask_sum(const DeviceContext& ctx, Tensor mask) {
+  constexpr const char* kOp = "loss_mask_sum";
+  const bool on_device = detail::on_cuda(kOp, ctx, {{"mask", mask}});
+  detail::expect_dtype(kOp, {"mask", mask}, DType::kFloat32);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt)
+      return cuda::loss_mask_sum(ctx, mask.data<float>(), mask.numel());
+  }
+  return cpu::loss_mask_sum(mask.data<float>(), mask.numel());
+}
+
 void masked_mean_loss_backward(const DeviceContext& ctx, Tensor dloss, Tensor mask, float grad) {
+  masked_mean_loss_backward(ctx, dloss, mask, grad, loss_mask_sum(ctx, mask));
+}
+
+void masked_mean_loss_backward(const DeviceContext& ctx, Tensor dloss, Tensor mask, float grad,
+                               double mask_sum) {
   constexpr const char* kOp = "masked_mean_loss_backward";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"dloss", dloss}, {"mask", mask}});
   per_token(kOp, {"dloss", dloss}, dloss.numel());
@@ -232,11 +248,16 @@ void masked_mean_loss_backward(const DeviceContext& ctx, Tensor dloss, Tensor ma
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::masked_mean_loss_backward(ctx, dloss.data<float>(), mask.data<float>(), dloss.numel(),
-                                      grad);
+                                      grad, mask_sum);
     }
     return;
   }
-  cpu::masked_mean_loss_backward(dloss.data<float>(), mask.data<float>(), dloss.numel(), grad);
+  cpu::masked_mean_loss_backward(dloss.data<float>(), mask.data<float>(), dloss.numel(), grad,
+                                 mask_sum);
+}
+
+double loss_mask_sum(Tensor mask) {
+  return loss_mask_sum(DeviceContext{}, mask);
 }
 
 void cross_entropy_row_max(Tensor max, Tensor logits) {

@@ -64,9 +64,17 @@ void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits, te
 // double (closer to exact than upstream's fp32 tree sum, and thread-independent). On a device the
 // per-token values are copied to the host for that sum (it waits for the context's stream).
 float masked_mean_loss(const DeviceContext& ctx, tensor::Tensor loss, tensor::Tensor mask);
-// dloss[n] = grad · mask[n] / Σ mask (overwrites dloss).
+// Σ mask in token order in double, the divisor of the two below (on a device: copied to the
+// host and summed there, a wait).
+double loss_mask_sum(const DeviceContext& ctx, tensor::Tensor mask);
+// dloss[n] = grad · mask[n] / Σ mask (overwrites dloss): the quotient rounded to fp32 once, the
+// products in fp32.
 void masked_mean_loss_backward(const DeviceContext& ctx, tensor::Tensor dloss, tensor::Tensor mask,
                                float grad);
+// The same with Σ mask given (loss_mask_sum of the host copy of the mask): on a device one
+// kernel and no wait.
+void masked_mean_loss_backward(const DeviceContext& ctx, tensor::Tensor dloss, tensor::Tensor mask,
+                               float grad, double mask_sum);
 
 // The same on host tensors.
 void cross_entropy_row_max(tensor::Tensor max, tensor::Tensor logits);
@@ -81,6 +89,7 @@ void cross_entropy_backward(tensor::Tensor dlogits, tensor::Tensor logits, tenso
                             tensor::Tensor max, tensor::Tensor sum_exp, tensor::Tensor dloss,
                             std::int64_t vocab_start = 0);
 float masked_mean_loss(tensor::Tensor loss, tensor::Tensor mask);
+double loss_mask_sum(tensor::Tensor mask);
 void masked_mean_loss_backward(tensor::Tensor dloss, tensor::Tensor mask, float grad);
 
 }  // namespace mds::ops

@@ -200,6 +200,10 @@ TEST(OpsOnDevice, CrossEntropyAndTheMaskedMean) {
   ops::masked_mean_loss_backward(dloss.h, loss_mask.h, 0.25f);
   ops::masked_mean_loss_backward(ctx, dloss.d, loss_mask.d, 0.25f);
   EXPECT_BOTH_EQUAL(ctx, dloss);
+  EXPECT_EQ(ops::loss_mask_sum(ctx, loss_mask.d), ops::loss_mask_sum(loss_mask.h));
+  ops::fill(ctx, dloss.d, 5.0f);  // the given-sum path (the model's) writes every element too
+  ops::masked_mean_loss_backward(ctx, dloss.d, loss_mask.d, 0.25f, ops::loss_mask_sum(loss_mask.h));
+  EXPECT_BOTH_EQUAL(ctx, dloss);
   ops::cross_entropy_backward(logits.h, logits.h, labels.h, max.h, sum_exp.h, dloss.h);
   ops::cross_entropy_backward(ctx, logits.d, logits.d, labels.d, max.d, sum_exp.d, dloss.d);
   EXPECT_BOTH_CLOSE(ctx, logits, 1e-5);

@@ -209,8 +209,8 @@ TYPED_TEST(LmHead16Bit, MatchesTheFp32LogitsPathBitForBit) {
                             view(word, {local, kH}), 1e-5f, tp, vocab_start);
         lm_head_backward({}, head, inputs, now->workspace(), view(ln_weight, {kH}),
                          view(word, {local, kH}), view(now->dln_weight, {kH}),
-                         view(now->dln_bias, {kH}), view(now->dword, {local, kH}), 4.0f, tp,
-                         vocab_start);
+                         view(now->dln_bias, {kH}), view(now->dword, {local, kH}), 4.0f,
+                         ops::loss_mask_sum(inputs.loss_mask), tp, vocab_start);
 
         std::vector<float> logits32(static_cast<std::size_t>(kS * kB * local));
         const HeadActivations old_head = old->head();

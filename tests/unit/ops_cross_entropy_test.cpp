@@ -118,6 +118,21 @@ TEST(OpsCrossEntropy, MaskedMeanAndItsGradient) {
   EXPECT_FLOAT_EQ(dloss[3], 1.0f);
 }
 
+// The backward given Σ mask (the model sums the host mask it staged) is the one that sums it.
+TEST(OpsCrossEntropy, MaskedMeanGradientFromAGivenMaskSum) {
+  std::vector<float> mask(1000), summed(1000, 7.0f), given(1000, 9.0f);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 == 0 ? 0.0f : 0.1f * (i % 7);
+  const double sum = loss_mask_sum(view(mask, {1000}));
+  double expected = 0.0;
+  for (const float m : mask) expected += m;
+  EXPECT_EQ(sum, expected);
+  masked_mean_loss_backward(view(summed, {1000}), view(mask, {1000}), 0.75f);
+  masked_mean_loss_backward({}, view(given, {1000}), view(mask, {1000}), 0.75f, sum);
+  EXPECT_EQ(given, summed);
+  masked_mean_loss_backward({}, view(given, {1000}), view(mask, {1000}), 0.75f, 2 * sum);
+  EXPECT_FLOAT_EQ(given[1], 0.5f * summed[1]);
+}
+
 TEST(OpsCrossEntropy, RejectsOutOfRangeTargets) {
   std::vector<float> logits(kN * kV), loss(kN), max(kN), sum(kN);
   std::vector<std::int64_t> targets{0, 1, 2, 3, 4, kV};

@@ -140,10 +140,19 @@ float masked_mean_loss(const float* loss, const float* mask, std::int64_t n) {
   return static_cast<float>(weighted / count);
 }
 
-void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad) {
+double loss_mask_sum(const float* mask, std::int64_t n) {
   double count = 0.0;
   for (std::int64_t i = 0; i < n; ++i) count += mask[i];
-  const float scale = static_cast<float>(grad / count);
+  return count;
+}
+
+void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad) {
+  masked_mean_loss_backward(dloss, mask, n, grad, loss_mask_sum(mask, n));
+}
+
+void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad,
+                               double mask_sum) {
+  const float scale = static_cast<float>(grad / mask_sum);
   for (std::int64_t i = 0; i < n; ++i) dloss[i] = scale * mask[i];
 }
 

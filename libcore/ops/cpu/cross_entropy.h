@@ -18,7 +18,12 @@ void cross_entropy_backward(float* dlogits, const float* exp_logits, const std::
                             const float* sum_exp, const float* dloss, std::int64_t n,
                             std::int64_t v, std::int64_t vocab_start);
 float masked_mean_loss(const float* loss, const float* mask, std::int64_t n);
+// Σ mask in token order in double: the divisor of both passes.
+double loss_mask_sum(const float* mask, std::int64_t n);
 void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad);
+// dloss = mask · (grad / mask_sum) in fp32, with the sum given.
+void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad,
+                               double mask_sum);
 
 // The same steps on 16-bit logits (`dtype` bfloat16 or float16). Each row is widened exactly into
 // a per-thread fp32 row and the fp32 functions above run on it, so max, target logit, sum_exp and

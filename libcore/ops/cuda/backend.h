@@ -135,9 +135,12 @@ void cross_entropy_backward(const DeviceContext& ctx, void* dlogits, const void*
 // where ops/cpu sums them in the same order as for host tensors.
 float masked_mean_loss(const DeviceContext& ctx, const float* loss, const float* mask,
                        std::int64_t n);
-// dloss = mask · (grad / Σ mask): Σ mask on the host as the CPU's, the product on the device.
+// Σ mask of a device mask, summed on the host as the CPU's (a sync).
+double loss_mask_sum(const DeviceContext& ctx, const float* mask, std::int64_t n);
+// dloss = mask · (grad / mask_sum), the quotient as the CPU rounds it, the product on the device:
+// no wait.
 void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const float* mask,
-                               std::int64_t n, float grad);
+                               std::int64_t n, float grad, double mask_sum);
 
 // kernels/attention.h
 bool attention_head_dim_supported(std::int64_t hn);

@@ -1,4 +1,5 @@
 #include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
 
 #include "kernels/check.h"
 #include "ops/cpu/cross_entropy.h"
@@ -69,20 +70,18 @@ float masked_mean_loss(const DeviceContext& ctx, const float* loss, const float*
   return cpu::masked_mean_loss(host_loss, host_mask, n);
 }
 
-void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const float* mask,
-                               std::int64_t n, float grad) {
+double loss_mask_sum(const DeviceContext& ctx, const float* mask, std::int64_t n) {
   Resources& r = ctx.cuda();
-  r.staging.resize(2 * static_cast<std::size_t>(n));
+  r.staging.resize(static_cast<std::size_t>(n));
   const float* host_mask = stage(r, mask, n, 0);
-  kernels::check_cuda(cudaStreamSynchronize(r.stream), "masked_mean_loss_backward (synchronize)");
-  float* host_dloss = r.staging.data() + n;
-  cpu::masked_mean_loss_backward(host_dloss, host_mask, n, grad);
-  kernels::check_cuda(
-      cudaMemcpyAsync(dloss, host_dloss, static_cast<std::size_t>(n) * sizeof(float),
-                      cudaMemcpyHostToDevice, r.stream),
-      "masked_mean_loss_backward (copy to the device)");
-  // The staging area is reused by the next call: the copy must have read it.
-  kernels::check_cuda(cudaStreamSynchronize(r.stream), "masked_mean_loss_backward (synchronize)");
+  kernels::check_cuda(cudaStreamSynchronize(r.stream), "loss_mask_sum (synchronize)");
+  return cpu::loss_mask_sum(host_mask, n);
+}
+
+void masked_mean_loss_backward(const DeviceContext& ctx, float* dloss, const float* mask,
+                               std::int64_t n, float grad, double mask_sum) {
+  const auto factor = static_cast<float>(grad / mask_sum);  // cpu::masked_mean_loss_backward's
+  kernels::scale(dloss, mask, factor, n, stream_of(ctx));
 }
 
 }  // namespace mds::ops::cuda
