@@ -42,16 +42,13 @@ void sum_of_squares(double* result, double* partials, const float* x, std::int64
          partials);
 }
 
-double sum_of_squares(const float* x, std::int64_t n, cudaStream_t stream) {
-  void* workspace = nullptr;
-  check_cuda(cudaMallocAsync(&workspace, (kSumOfSquaresPartials + 1) * sizeof(double), stream),
-             "kernels::sum_of_squares (cudaMallocAsync)");
-  double* result = static_cast<double*>(workspace);
+double sum_of_squares(const float* x, std::int64_t n, cudaStream_t stream, Scratch* scratch) {
+  const CallScratch workspace(scratch, (kSumOfSquaresPartials + 1) * sizeof(double), stream);
+  auto* result = static_cast<double*>(workspace.data());
   sum_of_squares(result, result + 1, x, n, stream);
   double host = 0.0;
   check_cuda(cudaMemcpyAsync(&host, result, sizeof host, cudaMemcpyDeviceToHost, stream),
              "kernels::sum_of_squares (copy result)");
-  check_cuda(cudaFreeAsync(workspace, stream), "kernels::sum_of_squares (cudaFreeAsync)");
   check_cuda(cudaStreamSynchronize(stream), "kernels::sum_of_squares (synchronize)");
   return host;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/scratch.h"
 #include "kernels/sum_of_squares_partials.h"
 #include "ops/adam.h"
 #include "tensor/dtype.h"
@@ -29,7 +30,9 @@ void adamw_step_and_cast(float* params, const float* grads, float* exp_avg, floa
 // result: one device double; partials: kSumOfSquaresPartials device doubles of workspace.
 void sum_of_squares(double* result, double* partials, const float* x, std::int64_t n,
                     cudaStream_t stream);
-// The same, returned to the host: allocates its workspace on the stream and waits for it.
-double sum_of_squares(const float* x, std::int64_t n, cudaStream_t stream);
+// The same, returned to the host: the workspace in `scratch` (or a stream-ordered allocation when
+// null), then a wait.
+double sum_of_squares(const float* x, std::int64_t n, cudaStream_t stream,
+                      Scratch* scratch = nullptr);
 
 }  // namespace mds::kernels

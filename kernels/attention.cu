@@ -144,13 +144,14 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
-                        AttentionKernel kernel, bool accumulate, const std::uint32_t* keep_bits) {
+                        AttentionKernel kernel, bool accumulate, const std::uint32_t* keep_bits,
+                        Scratch* scratch) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_backward");
   if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
     attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
                            at.geometry, d.b * d.np, at.alpha, coeff, accumulate,
-                           kernel != AttentionKernel::kTensorCoreRecomputingDq, stream);
+                           kernel != AttentionKernel::kTensorCoreRecomputingDq, stream, scratch);
     return;
   }
   if (!accumulate) {  // the SIMT kernels only add: onto zeros (dqkv is s rows of qkv_ld elements)

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "kernels/scratch.h"
 #include "ops/cpu/attention.h"
 #include "ops/dropout.h"
 #include "tensor/dtype.h"
@@ -71,12 +72,13 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
 // dropout, with keep_bits as the forward wrote them or null). Each element of dqkv is read and
 // written by one thread once. dqkv must not alias the inputs. With accumulate false,
 // dqkv = ∂L/∂qkv: the tensor-core kernels write every element without reading it; the SIMT
-// kernels add onto a zero fill.
+// kernels add onto a zero fill. The tensor-core kernels' row deltas and stored dSᵀ go in
+// `scratch` (or a stream-ordered allocation when null).
 void attention_backward(void* dqkv, const void* dctx, const void* ctx, const float* lse,
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
                         AttentionKernel kernel = AttentionKernel::kAuto, bool accumulate = true,
-                        const std::uint32_t* keep_bits = nullptr);
+                        const std::uint32_t* keep_bits = nullptr, Scratch* scratch = nullptr);
 
 // The fp32 instances, for callers holding float pointers.
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,

@@ -92,27 +92,25 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
               float alpha, float coeff, bool accumulate, bool dq_from_stored_ds,
-              cudaStream_t stream) {
+              cudaStream_t stream, Scratch* scratch) {
   const dim3 grid = grid_of(slices, g.s, "attention_backward");
   auto* dqkv_h = static_cast<std::uint16_t*>(dqkv);
   const auto* dctx_h = static_cast<const std::uint16_t*>(dctx);
   const auto* ctx_h = static_cast<const std::uint16_t*>(ctx);
   const auto* qkv_h = static_cast<const std::uint16_t*>(qkv);
-  // Each row's delta = dctx·ctx, stored for dkdv_kernel: stream-ordered scratch; so is dSᵀ where
-  // dq comes from it (up to kMaxStoredDsBytes: 201 MB for a GPT-2 124M layer at micro-batch 8).
+  // Each row's delta = dctx·ctx, stored for dkdv_kernel, then dSᵀ where dq comes from it (up to
+  // kMaxStoredDsBytes: 201 MB for a GPT-2 124M layer at micro-batch 8), in one piece of scratch.
   const std::int64_t ds_ld = stored_ds_ld(g.s);
   const auto ds_bytes = static_cast<std::size_t>(slices * g.s * ds_ld) * sizeof(std::uint16_t);
   const bool dq_from_ds = dq_from_stored_ds && ds_bytes <= kMaxStoredDsBytes;
-  void* delta_scratch = nullptr;
-  void* ds_scratch = nullptr;
-  check_cuda(cudaMallocAsync(&delta_scratch, static_cast<std::size_t>(slices * g.s) * sizeof(float),
-                             stream),
-             "kernels::attention_backward (row deltas)");
-  if (dq_from_ds) {
-    check_cuda(cudaMallocAsync(&ds_scratch, ds_bytes, stream), "kernels::attention_backward (dS)");
-  }
-  auto* delta = static_cast<float*>(delta_scratch);
-  auto* ds = static_cast<std::uint16_t*>(ds_scratch);
+  constexpr std::size_t kAlign = 256;
+  const std::size_t delta_bytes =
+      (static_cast<std::size_t>(slices * g.s) * sizeof(float) + kAlign - 1) / kAlign * kAlign;
+  const CallScratch memory(scratch, delta_bytes + (dq_from_ds ? ds_bytes : 0), stream);
+  auto* delta = static_cast<float*>(memory.data());
+  auto* ds = dq_from_ds
+                 ? reinterpret_cast<std::uint16_t*>(static_cast<char*>(memory.data()) + delta_bytes)
+                 : nullptr;
   with_instance(bf16, hn, "attention_backward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
@@ -143,9 +141,6 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
         dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff, accumulate, nullptr, 0);
     check_launch("kernels::attention_backward (tensor cores, dk, dv)");
   });
-  if (ds_scratch != nullptr)
-    check_cuda(cudaFreeAsync(ds_scratch, stream), "kernels::attention_backward (dS)");
-  check_cuda(cudaFreeAsync(delta_scratch, stream), "kernels::attention_backward (row deltas)");
 }
 
 }  // namespace mds::kernels::attention_tc

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention_kernels.cuh"
+#include "kernels/scratch.h"
 
 namespace mds::kernels::attention_tc {
 
@@ -18,10 +19,11 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              cudaStream_t stream);
 // dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read). With
 // dq_from_stored_ds, dq comes from the dSᵀ the dk/dv kernel stores where that takes at most 2 GiB;
-// otherwise the dq kernel computes dS again.
+// otherwise the dq kernel computes dS again. Row deltas and dSᵀ live in `scratch` (a
+// stream-ordered allocation when null).
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
               float alpha, float coeff, bool accumulate, bool dq_from_stored_ds,
-              cudaStream_t stream);
+              cudaStream_t stream, Scratch* scratch);
 
 }  // namespace mds::kernels::attention_tc

@@ -112,7 +112,8 @@ void cast(void* out, DType out_dtype, const void* x, DType x_dtype, std::int64_t
 }
 
 void cast_pieces(void* out, DType out_dtype, const void* x, DType x_dtype,
-                 std::span<const ops::CastPiece> pieces, float factor, cudaStream_t stream) {
+                 std::span<const ops::CastPiece> pieces, float factor, cudaStream_t stream,
+                 Scratch* scratch) {
   const Storage out_storage = storage_of(out_dtype, "cast_pieces");
   const Storage in_storage = storage_of(x_dtype, "cast_pieces");
   std::vector<PieceStart> starts;
@@ -127,9 +128,8 @@ void cast_pieces(void* out, DType out_dtype, const void* x, DType x_dtype,
   const auto count = static_cast<std::int64_t>(starts.size());
   starts.push_back({total, 0, 0});
   const std::size_t bytes = starts.size() * sizeof(PieceStart);
-  void* scratch = nullptr;
-  check_cuda(cudaMallocAsync(&scratch, bytes, stream), "kernels::cast_pieces (cudaMallocAsync)");
-  auto* device_starts = static_cast<PieceStart*>(scratch);
+  const CallScratch table(scratch, bytes, stream);
+  auto* device_starts = static_cast<PieceStart*>(table.data());
   // From pageable memory: staged before the call returns, so `starts` may go.
   check_cuda(cudaMemcpyAsync(device_starts, starts.data(), bytes, cudaMemcpyHostToDevice, stream),
              "kernels::cast_pieces (copy the pieces)");
@@ -157,7 +157,6 @@ void cast_pieces(void* out, DType out_dtype, const void* x, DType x_dtype,
       with_input.template operator()<Storage::kF16>();
       break;
   }
-  check_cuda(cudaFreeAsync(scratch, stream), "kernels::cast_pieces (cudaFreeAsync)");
 }
 
 }  // namespace mds::kernels

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/scratch.h"
 #include "ops/elementwise.h"
 #include "tensor/dtype.h"
 
@@ -26,9 +27,10 @@ void fill(void* out, tensor::DType dtype, float value, std::int64_t n, cudaStrea
 void cast(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype, std::int64_t n,
           cudaStream_t stream);
 // ops::cast_pieces: every piece cast as `cast` casts (times `factor` unless it is 1, the fp32
-// product rounded once), in one launch (the pieces go to the device through stream-ordered
-// scratch; no wait).
+// product rounded once), in one launch (the pieces go to the device through `scratch`, or a
+// stream-ordered allocation when null; no wait).
 void cast_pieces(void* out, tensor::DType out_dtype, const void* x, tensor::DType x_dtype,
-                 std::span<const ops::CastPiece> pieces, float factor, cudaStream_t stream);
+                 std::span<const ops::CastPiece> pieces, float factor, cudaStream_t stream,
+                 Scratch* scratch = nullptr);
 
 }  // namespace mds::kernels

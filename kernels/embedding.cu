@@ -7,6 +7,7 @@
 #include "kernels/embedding.h"
 #include "kernels/embedding_kernels.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/scratch.h"
 
 namespace mds::kernels {
 
@@ -165,11 +166,8 @@ void embedding_backward(float* dtable, const float* dout, const std::int64_t* id
                         cudaStream_t stream) {
   if (n <= 0 || h <= 0 || rows <= 0) return;
   const std::size_t bytes = embedding_backward_workspace_bytes(n, rows);
-  void* workspace = nullptr;
-  check_cuda(cudaMallocAsync(&workspace, bytes, stream),
-             "kernels::embedding_backward (cudaMallocAsync)");
-  embedding_backward(dtable, dout, ids, n, h, rows, vocab_start, workspace, bytes, stream);
-  check_cuda(cudaFreeAsync(workspace, stream), "kernels::embedding_backward (cudaFreeAsync)");
+  const CallScratch workspace(nullptr, bytes, stream);
+  embedding_backward(dtable, dout, ids, n, h, rows, vocab_start, workspace.data(), bytes, stream);
 }
 
 }  // namespace mds::kernels

@@ -61,17 +61,15 @@ void flag_inf_or_nan(int* flag, const void* x, DType dtype, std::int64_t n, cuda
          half_of(dtype), n);
 }
 
-bool has_inf_or_nan(const void* x, DType dtype, std::int64_t n, cudaStream_t stream) {
-  void* workspace = nullptr;
-  check_cuda(cudaMallocAsync(&workspace, sizeof(int), stream),
-             "kernels::has_inf_or_nan (cudaMallocAsync)");
-  int* flag = static_cast<int*>(workspace);
+bool has_inf_or_nan(const void* x, DType dtype, std::int64_t n, cudaStream_t stream,
+                    Scratch* scratch) {
+  const CallScratch workspace(scratch, sizeof(int), stream);
+  int* flag = static_cast<int*>(workspace.data());
   check_cuda(cudaMemsetAsync(flag, 0, sizeof(int), stream), "kernels::has_inf_or_nan (memset)");
   flag_inf_or_nan(flag, x, dtype, n, stream);
   int host = 0;
   check_cuda(cudaMemcpyAsync(&host, flag, sizeof host, cudaMemcpyDeviceToHost, stream),
              "kernels::has_inf_or_nan (copy flag)");
-  check_cuda(cudaFreeAsync(workspace, stream), "kernels::has_inf_or_nan (cudaFreeAsync)");
   check_cuda(cudaStreamSynchronize(stream), "kernels::has_inf_or_nan (synchronize)");
   return host != 0;
 }
@@ -92,17 +90,15 @@ void sums_of_squares(double* out, double* partials, const void* x, DType dtype,
 
 void sums_of_squares_to_host(double* out, const void* x, DType dtype,
                              const ops::SquaresSegment* segments, std::int64_t count,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, Scratch* scratch) {
   detail::storage_of(dtype, "sums_of_squares");  // refuses other dtypes before any work
   if (count <= 0) return;
   const auto entries = static_cast<std::size_t>(count);
   const std::size_t segment_bytes = entries * sizeof(ops::SquaresSegment);
   const std::size_t out_bytes = entries * sizeof(double);
   const std::size_t partial_bytes = out_bytes * kSumOfSquaresPartials;
-  void* workspace = nullptr;
-  check_cuda(cudaMallocAsync(&workspace, out_bytes + partial_bytes + segment_bytes, stream),
-             "kernels::sums_of_squares (cudaMallocAsync)");
-  auto* device_out = static_cast<double*>(workspace);
+  const CallScratch workspace(scratch, out_bytes + partial_bytes + segment_bytes, stream);
+  auto* device_out = static_cast<double*>(workspace.data());
   double* partials = device_out + count;
   auto* device_segments =
       reinterpret_cast<ops::SquaresSegment*>(partials + count * kSumOfSquaresPartials);
@@ -112,7 +108,6 @@ void sums_of_squares_to_host(double* out, const void* x, DType dtype,
   sums_of_squares(device_out, partials, x, dtype, device_segments, count, stream);
   check_cuda(cudaMemcpyAsync(out, device_out, out_bytes, cudaMemcpyDeviceToHost, stream),
              "kernels::sums_of_squares (copy results)");
-  check_cuda(cudaFreeAsync(workspace, stream), "kernels::sums_of_squares (cudaFreeAsync)");
   check_cuda(cudaStreamSynchronize(stream), "kernels::sums_of_squares (synchronize)");
 }
 
@@ -122,8 +117,8 @@ void sums_of_squares(double* out, double* partials, const float* x,
 }
 
 void sums_of_squares_to_host(double* out, const float* x, const ops::SquaresSegment* segments,
-                             std::int64_t count, cudaStream_t stream) {
-  sums_of_squares_to_host(out, x, DType::kFloat32, segments, count, stream);
+                             std::int64_t count, cudaStream_t stream, Scratch* scratch) {
+  sums_of_squares_to_host(out, x, DType::kFloat32, segments, count, stream, scratch);
 }
 
 }  // namespace mds::kernels

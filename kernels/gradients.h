@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/scratch.h"
 #include "ops/gradients.h"
 #include "tensor/dtype.h"
 
@@ -29,8 +30,10 @@ void scale_in_dtype(void* x, tensor::DType x_dtype, std::int64_t n, float operan
 // inf or NaN; leaves it otherwise. Every writer stores the same value: no atomics needed.
 void flag_inf_or_nan(int* flag, const void* x, tensor::DType dtype, std::int64_t n,
                      cudaStream_t stream);
-// The same, returned to the host: one small allocation on the stream and one wait.
-bool has_inf_or_nan(const void* x, tensor::DType dtype, std::int64_t n, cudaStream_t stream);
+// The same, returned to the host: the flag in `scratch` (or a stream-ordered allocation when
+// null) and one wait.
+bool has_inf_or_nan(const void* x, tensor::DType dtype, std::int64_t n, cudaStream_t stream,
+                    Scratch* scratch = nullptr);
 
 // out[k] = Σ x² over segments[k] in double, each segment summed exactly as
 // kernels::sum_of_squares sums a buffer of its length (the same 512-block split and block sums),
@@ -38,9 +41,10 @@ bool has_inf_or_nan(const void* x, tensor::DType dtype, std::int64_t n, cudaStre
 // partials: count · kSumOfSquaresPartials device doubles of workspace.
 void sums_of_squares(double* out, double* partials, const float* x,
                      const ops::SquaresSegment* segments, std::int64_t count, cudaStream_t stream);
-// The same from host segments into host `out`: one copy in, the kernels, one copy back, one wait.
+// The same from host segments into host `out`: one copy in, the kernels, one copy back, one wait;
+// the device side in `scratch` (or a stream-ordered allocation when null).
 void sums_of_squares_to_host(double* out, const float* x, const ops::SquaresSegment* segments,
-                             std::int64_t count, cudaStream_t stream);
+                             std::int64_t count, cudaStream_t stream, Scratch* scratch = nullptr);
 // Both with x of `dtype` (kFloat32, kBFloat16 or kFloat16): each element widened exactly, so the
 // sums of 16-bit weights are bit-identical to those of their fp32 widening (the same squares in
 // double, added in the same order).
@@ -48,6 +52,6 @@ void sums_of_squares(double* out, double* partials, const void* x, tensor::DType
                      const ops::SquaresSegment* segments, std::int64_t count, cudaStream_t stream);
 void sums_of_squares_to_host(double* out, const void* x, tensor::DType dtype,
                              const ops::SquaresSegment* segments, std::int64_t count,
-                             cudaStream_t stream);
+                             cudaStream_t stream, Scratch* scratch = nullptr);
 
 }  // namespace mds::kernels

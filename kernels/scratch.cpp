@@ -20,4 +20,19 @@ void* Scratch::reserve(std::size_t bytes, cudaStream_t stream) {
   return data_;
 }
 
+CallScratch::CallScratch(Scratch* shared, std::size_t bytes, cudaStream_t stream)
+    : stream_(stream) {
+  if (shared != nullptr) {
+    data_ = shared->reserve(bytes, stream);
+    return;
+  }
+  check_cuda(cudaMallocAsync(&owned_, bytes, stream), "CallScratch (cudaMallocAsync)");
+  data_ = owned_;
+}
+
+CallScratch::~CallScratch() {
+  // An error here also fails the next checked call on the stream.
+  if (owned_ != nullptr) (void)cudaFreeAsync(owned_, stream_);
+}
+
 }  // namespace mds::kernels

@@ -25,4 +25,22 @@ class Scratch {
   std::size_t capacity_ = 0;
 };
 
+// Memory for one call's queued work: from `shared` when the caller has one (an op's context),
+// else allocated for the call and handed back in stream order when it ends (tests and
+// benchmarks that call the kernels directly).
+class CallScratch {
+ public:
+  CallScratch(Scratch* shared, std::size_t bytes, cudaStream_t stream);
+  ~CallScratch();
+  CallScratch(const CallScratch&) = delete;
+  CallScratch& operator=(const CallScratch&) = delete;
+
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  void* owned_ = nullptr;
+  cudaStream_t stream_;
+};
+
 }  // namespace mds::kernels

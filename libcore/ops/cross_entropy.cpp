@@ -236,6 +236,9 @@ double loss_mask_sum(const DeviceContext& ctx, Tensor mask) {
 }
 
 void masked_mean_loss_backward(const DeviceContext& ctx, Tensor dloss, Tensor mask, float grad) {
+  constexpr const char* kOp = "masked_mean_loss_backward";
+  detail::on_cuda(kOp, ctx, {{"dloss", dloss}, {"mask", mask}});
+  per_token(kOp, {"mask", mask}, dloss.numel());
   masked_mean_loss_backward(ctx, dloss, mask, grad, loss_mask_sum(ctx, mask));
 }
 

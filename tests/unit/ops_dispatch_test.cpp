@@ -109,6 +109,8 @@ std::vector<OpCase> every_op() {
        [](const DeviceContext& c, Tensor f, Tensor r) {
          ops::masked_mean_loss_backward(c, f, r, 1.0f);
        }},
+      {"loss_mask_sum", [](const DeviceContext& c, Tensor f, Tensor) { ops::loss_mask_sum(c, f); },
+       true},
       {"flash_attention_forward", [](const DeviceContext& c, Tensor f,
                                      Tensor r) { ops::flash_attention_forward(c, f, r, r, 1.0f); }},
       {"flash_attention_backward",

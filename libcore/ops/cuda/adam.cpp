@@ -21,7 +21,7 @@ void adamw_step_and_cast(const DeviceContext& ctx, float* params, const float* g
 }
 
 double sum_of_squares(const DeviceContext& ctx, const float* x, std::int64_t n) {
-  return kernels::sum_of_squares(x, n, stream_of(ctx));
+  return kernels::sum_of_squares(x, n, stream_of(ctx), &ctx.cuda().scratch);
 }
 
 }  // namespace mds::ops::cuda

@@ -27,7 +27,7 @@ void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dconte
                         bool accumulate, const std::uint32_t* keep_bits) {
   kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
                               stream_of(ctx), kernels::AttentionKernel::kAuto, accumulate,
-                              keep_bits);
+                              keep_bits, &ctx.cuda().scratch);
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {

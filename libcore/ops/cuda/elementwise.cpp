@@ -26,7 +26,8 @@ void cast(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const vo
 
 void cast_pieces(const DeviceContext& ctx, void* out, tensor::DType out_dtype, const void* x,
                  tensor::DType x_dtype, std::span<const CastPiece> pieces, float factor) {
-  kernels::cast_pieces(out, out_dtype, x, x_dtype, pieces, factor, stream_of(ctx));
+  kernels::cast_pieces(out, out_dtype, x, x_dtype, pieces, factor, stream_of(ctx),
+                       &ctx.cuda().scratch);
 }
 
 }  // namespace mds::ops::cuda

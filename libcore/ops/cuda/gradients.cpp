@@ -22,12 +22,13 @@ void scale_in_dtype(const DeviceContext& ctx, void* x, tensor::DType x_dtype, st
 }
 
 bool has_inf_or_nan(const DeviceContext& ctx, const void* x, tensor::DType dtype, std::int64_t n) {
-  return kernels::has_inf_or_nan(x, dtype, n, stream_of(ctx));
+  return kernels::has_inf_or_nan(x, dtype, n, stream_of(ctx), &ctx.cuda().scratch);
 }
 
 void sums_of_squares(const DeviceContext& ctx, double* out, const void* x, tensor::DType dtype,
                      const SquaresSegment* segments, std::int64_t count) {
-  kernels::sums_of_squares_to_host(out, x, dtype, segments, count, stream_of(ctx));
+  kernels::sums_of_squares_to_host(out, x, dtype, segments, count, stream_of(ctx),
+                                   &ctx.cuda().scratch);
 }
 
 }  // namespace mds::ops::cuda

@@ -25,10 +25,11 @@ int select_device(int index) {
 
 Resources::Resources(int device_index) : device(select_device(device_index)) {
   kernels::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-  // The kernels take small stream-ordered scratch per call (cudaMallocAsync: the column sums'
-  // partials, the embedding's sort, the norms). With the default release threshold of 0 the pool
-  // hands that memory back to the driver at every synchronization and maps it again on the next
-  // call; keeping it makes those allocations reuse. The pool then holds at most their peak.
+  // The scratch buffers grow through the stream-ordered pool (cudaMallocAsync), and kernels called
+  // without one (tests, benchmarks) take theirs from it per call. With the default release
+  // threshold of 0 the pool hands freed memory back to the driver at every synchronization and
+  // maps it again on the next allocation; keeping it makes those allocations reuse. The pool then
+  // holds at most their peak.
   cudaMemPool_t pool = nullptr;
   kernels::check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
   std::uint64_t keep_all = UINT64_MAX;

@@ -27,7 +27,8 @@ struct Resources {
   cudaStream_t stream = nullptr;
   // Host copies of per-token values that the loss hands to the host.
   std::vector<float> staging;
-  // Device memory ops borrow for their queued work (the embedding's sort).
+  // Device memory ops borrow for their queued work (the embedding's sort, the attention
+  // backward's row deltas and dSᵀ, the norms' partials, cast_pieces' table).
   kernels::Scratch scratch;
   // The column sums' partials and arrival counters (bias and LayerNorm parameter gradients).
   kernels::ColumnSumScratch column_sums;
