@@ -125,7 +125,7 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
-                     bool accumulate_dx) {
+                     bool accumulate_dx, bool accumulate_dweight) {
   if (dx != nullptr && m > 0 && k > 0) {
     if (n > 0) {
       // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
@@ -139,10 +139,16 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
     }
   }
   if (dweight != nullptr && n > 0 && k > 0) {
-    GemmOptions fp32_out = options_for(dtype);
-    fp32_out.output = tensor::DType::kFloat32;
-    gemm(context, n, k, m, 1.0f, {dout, n, true}, {x, k, false}, 1.0f, dweight, k, fp32_out,
-         stream);
+    if (m > 0) {
+      GemmOptions fp32_out = options_for(dtype);
+      fp32_out.output = tensor::DType::kFloat32;
+      gemm(context, n, k, m, 1.0f, {dout, n, true}, {x, k, false}, accumulate_dweight ? 1.0f : 0.0f,
+           dweight, k, fp32_out, stream);
+    } else if (!accumulate_dweight) {  // an empty sum
+      check_cuda(
+          cudaMemsetAsync(dweight, 0, static_cast<std::size_t>(n * k) * sizeof(float), stream),
+          "kernels::linear_backward (cudaMemsetAsync)");
+    }
   }
   if (dbias != nullptr && n > 0) {
     detail::with_storage(dtype, "linear_backward", [&](auto s) {

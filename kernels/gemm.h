@@ -102,7 +102,7 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
-                     bool accumulate_dx = true);
+                     bool accumulate_dx = true, bool accumulate_dweight = true);
 // out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i < batch, packed [batch, ·, ·].
 void batched_matmul(GemmContext& context, void* out, const void* a, const void* b,
                     tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,

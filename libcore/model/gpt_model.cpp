@@ -1,5 +1,6 @@
 #include "model/gpt_model.h"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -96,6 +97,17 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
   }
   if (!index_.layers.empty())
     expect_shape(index_.layers[0].fc1_weight, {c.local_ffn(), c.hidden_size});
+  // The GEMMs that write their weight's whole gradient (the head's first, before the embedding
+  // adds the lookups into the tied replica).
+  std::vector<std::size_t> overwritten;
+  if (owns_head_) overwritten.push_back(index_.word);
+  for (const LayerParamIndex& layer : index_.layers) {
+    for (const std::size_t p :
+         {layer.qkv_weight, layer.dense_weight, layer.fc1_weight, layer.fc2_weight}) {
+      overwritten.push_back(p);
+    }
+  }
+  zeroed_before_overwrite_ = ranges_not_overwritten(table, overwritten);
   check_device_support();
   activations_ = std::make_unique<Activations>(options_, num_buffers, this->device());
   if (context().is_cuda()) {
@@ -274,17 +286,43 @@ float GptModel::forward(int buffer, const ModelParams& params) {
                          options_.layernorm_epsilon, tp_, options_.config.vocab_start());
 }
 
+std::vector<GptModel::FlatRange> GptModel::ranges_not_overwritten(
+    const ParamTable& table, const std::vector<std::size_t>& overwritten) {
+  std::vector<FlatRange> written;
+  for (const std::size_t p : overwritten) {
+    written.push_back({table[p].offset, table[p].local_numel()});
+  }
+  std::sort(written.begin(), written.end(),
+            [](const FlatRange& a, const FlatRange& b) { return a.offset < b.offset; });
+  std::vector<FlatRange> rest;
+  std::int64_t next = 0;
+  for (const FlatRange& range : written) {
+    if (range.offset > next) rest.push_back({next, range.offset - next});
+    next = std::max(next, range.offset + range.numel);
+  }
+  if (table.buffer_numel() > next) rest.push_back({next, table.buffer_numel() - next});
+  return rest;
+}
+
 void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer& grads,
-                        float loss_scale) {
+                        float loss_scale, GradientWrite write) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
+  const bool overwrite = write == GradientWrite::kOverwrite;
+  if (overwrite) {
+    const Tensor flat = grads.flat();
+    for (const FlatRange& range : zeroed_before_overwrite_) {
+      ops::fill(context(), flat.narrow(range.offset, range.numel), 0.0f);
+    }
+  }
+  const ops::Dx gemm_weight_grads = overwrite ? ops::Dx::kOverwrite : ops::Dx::kAccumulate;
   if (owns_head_) {
     lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
                      params.other->view(index_.final_ln_weight), params.linear->view(index_.word),
                      grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
                      grads.view(index_.word), loss_scale,
                      buffers_[static_cast<std::size_t>(buffer)].loss_mask_sum, tp_,
-                     options_.config.vocab_start());
+                     options_.config.vocab_start(), gemm_weight_grads);
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient
   }
   const std::vector<LayerChunk>& chunks = a.chunks();
@@ -301,7 +339,7 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
       transformer_layer_backward(context(), layer_setup(layer, dropout),
                                  LayerWeights::view(params, index),
                                  LayerWeights::view(grads, index), a.layer(buffer, layer),
-                                 a.workspace(), a.layer_input(buffer, layer));
+                                 a.workspace(), a.layer_input(buffer, layer), gemm_weight_grads);
     }
   }
   if (owns_embedding_) {
@@ -336,7 +374,8 @@ float GptModel::forward_stage(int buffer, const ModelParams& params, const Micro
 }
 
 void GptModel::backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
-                              Tensor output_grad, Tensor input_grad, float loss_scale) {
+                              Tensor output_grad, Tensor input_grad, float loss_scale,
+                              GradientWrite write) {
   BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
   check_params(params);
   check_buffer(grads, "grads", DType::kFloat32);
@@ -352,18 +391,18 @@ void GptModel::backward_stage(int buffer, const ModelParams& params, const Param
   }
   const Tensor& grad = activations_->workspace().grad;
   if (!owns_head_) ops::cast(context(), grad, output_grad);
-  backward(buffer, params, grads, loss_scale);
+  backward(buffer, params, grads, loss_scale, write);
   if (!owns_embedding_) ops::cast(context(), input_grad, grad);
   state.forward_done = false;
 }
 
 float GptModel::forward_backward(const ModelParams& params, const ParamBuffer& grads,
                                  const MicroBatch& batch, const DropoutContext& dropout,
-                                 float loss_scale) {
+                                 float loss_scale, GradientWrite write) {
   check_whole_model("forward_backward");
   check_buffer(grads, "grads", DType::kFloat32);
   const float loss = forward_stage(0, params, batch, dropout, {}, {});
-  backward_stage(0, params, grads, {}, {}, loss_scale);
+  backward_stage(0, params, grads, {}, {}, loss_scale, write);
   return loss;
 }
 

@@ -18,6 +18,15 @@
 
 namespace mds::model {
 
+// How a backward treats the parameter gradient buffer it is given.
+enum class GradientWrite {
+  // The buffer receives the micro-batch's gradient whatever it held: every element is written
+  // (the GEMM weights' straight from their GEMMs, with no fill and no read beforehand; the rest,
+  // alignment padding included, onto zeros filled first).
+  kOverwrite,
+  kAdd,  // the gradient is added into the buffer's values (micro-batches accumulate)
+};
+
 struct MicroBatch {             // host tensors
   tensor::Tensor tokens;        // int64 [b, s]
   tensor::Tensor labels;        // int64 [b, s]
@@ -66,10 +75,12 @@ class GptModel {
   // stage). params and grads are ParamBuffers laid out by the table on the model's device: grads
   // fp32; params one fp32 buffer with fp32 activations, or with 16-bit activations the 16-bit
   // weights (alone, or with an fp32 copy of them for the non-GEMM parameters: model_params.h).
-  // The gradient of (loss · loss_scale) is ADDED into grads (micro-batches accumulate). Returns
-  // the unscaled micro-batch loss Σ loss·mask / Σ mask.
+  // The gradient of (loss · loss_scale) is written into grads, or added into it with
+  // GradientWrite::kAdd (micro-batches accumulate). Returns the unscaled micro-batch loss
+  // Σ loss·mask / Σ mask.
   float forward_backward(const ModelParams& params, const ParamBuffer& grads,
-                         const MicroBatch& batch, const DropoutContext& dropout, float loss_scale);
+                         const MicroBatch& batch, const DropoutContext& dropout, float loss_scale,
+                         GradientWrite write = GradientWrite::kOverwrite);
 
   // Forward only through the whole model; returns the micro-batch loss. With `token_losses`
   // (fp32 [b, s]) also writes each token's loss (for evaluate/perplexity later).
@@ -93,7 +104,8 @@ class GptModel {
                       const DropoutContext& dropout, tensor::Tensor input_hidden,
                       tensor::Tensor output_hidden);
 
-  // The backward of the micro-batch in `buffer`, adding its parameter gradients into grads.
+  // The backward of the micro-batch in `buffer`, writing its parameter gradients into grads (or
+  // adding them, with GradientWrite::kAdd).
   // On the last stage it starts from loss · loss_scale (the last forward must have been into
   // this buffer, as 1F1B does, since the buffers share the head); elsewhere from `output_grad`
   // = ∂/∂output_hidden (fp32 [s, b, h]) and loss_scale is unused. `input_grad` receives
@@ -101,7 +113,8 @@ class GptModel {
   // stage (first: lookups, last: logits) lands in that stage's own view; summing the two is the
   // caller's ReduceTiedGrads.
   void backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
-                      tensor::Tensor output_grad, tensor::Tensor input_grad, float loss_scale);
+                      tensor::Tensor output_grad, tensor::Tensor input_grad, float loss_scale,
+                      GradientWrite write = GradientWrite::kOverwrite);
 
   // The buffer's tensors, for receiving or sending without a copy.
   const tensor::Tensor& stage_input(int buffer) const { return activations_->stage_input(buffer); }
@@ -141,7 +154,15 @@ class GptModel {
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
   const LayerParamIndex& layer_index(std::int64_t layer) const;
   float forward(int buffer, const ModelParams& params);
-  void backward(int buffer, const ModelParams& params, const ParamBuffer& grads, float loss_scale);
+  void backward(int buffer, const ModelParams& params, const ParamBuffer& grads, float loss_scale,
+                GradientWrite write);
+  // [offset, offset + numel) ranges of the gradient buffer that no GEMM writes over: filled with
+  // zeros before a GradientWrite::kOverwrite backward adds into them.
+  struct FlatRange {
+    std::int64_t offset, numel;
+  };
+  static std::vector<FlatRange> ranges_not_overwritten(const ParamTable& table,
+                                                       const std::vector<std::size_t>& overwritten);
   void forward_layer(int buffer, const ModelParams& params, std::int64_t layer);
 
   ModelOptions options_;
@@ -157,6 +178,7 @@ class GptModel {
   TensorParallel tp_;
   std::vector<BufferState> buffers_;
   int head_buffer_ = -1;  // the buffer whose forward the shared head activations hold
+  std::vector<FlatRange> zeroed_before_overwrite_;
 };
 
 }  // namespace mds::model

@@ -36,14 +36,15 @@ void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head
                       const InputActivations& inputs, const Workspace& ws, Tensor ln_weight,
                       Tensor word, Tensor dln_weight, Tensor dln_bias, Tensor dword,
                       float loss_scale, double loss_mask_sum, const TensorParallel& tp,
-                      std::int64_t vocab_start) {
+                      std::int64_t vocab_start, ops::Dx dword_mode) {
   ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, loss_scale, loss_mask_sum);
   // The gradient overwrites what the forward left in head.logits (fp32: the exps; 16-bit: the
   // logits, the gradient rounded once as upstream's .float() backward rounds it).
   ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
                               head.dloss, vocab_start);
   const Tensor dln = ws.hidden_a;
-  ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word, ops::Dx::kOverwrite);
+  ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word, ops::Dx::kOverwrite,
+                       dword_mode);
   tp.sum(dln);
   ops::fill(ctx, ws.grad, 0.0f);
   ops::layernorm_backward(ctx, ws.grad, dln_weight, dln_bias, dln, head.input, ln_weight,

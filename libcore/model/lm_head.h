@@ -3,6 +3,7 @@
 #include "model/activation_plan.h"
 #include "model/tensor_parallel.h"
 #include "ops/device_context.h"
+#include "ops/dx_mode.h"
 #include "tensor/tensor.h"
 
 namespace mds::model {
@@ -19,16 +20,18 @@ float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head
 
 // Backward of loss · loss_scale: writes ∂/∂head.input into ws.grad and adds the LayerNorm and
 // word-embedding gradients. `loss_mask_sum` is ops::loss_mask_sum of the micro-batch's mask,
-// taken where the mask was made (on a device the backward then never waits). Overwrites head.logits
-// with the logits' gradient. The gradient of the LayerNorm output is summed over the TP group (`f`
-// of the logits GEMM). With 16-bit activations (head.logits in the activation dtype) `word` is in
-// that dtype too and the logits GEMM runs in it; the cross entropy reads the 16-bit logits and
-// writes their 16-bit gradient in place; LayerNorm parameters, dword and the per-token loss values
-// stay fp32.
+// taken where the mask was made (on a device the backward then never waits). `dword_mode`
+// Dx::kOverwrite writes the word embedding's gradient over dword's values instead. Overwrites
+// head.logits with the logits' gradient. The gradient of the LayerNorm output is summed over the TP
+// group (`f` of the logits GEMM). With 16-bit activations (head.logits in the activation dtype)
+// `word` is in that dtype too and the logits GEMM runs in it; the cross entropy reads the 16-bit
+// logits and writes their 16-bit gradient in place; LayerNorm parameters, dword and the per-token
+// loss values stay fp32.
 void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head,
                       const InputActivations& inputs, const Workspace& ws, tensor::Tensor ln_weight,
                       tensor::Tensor word, tensor::Tensor dln_weight, tensor::Tensor dln_bias,
                       tensor::Tensor dword, float loss_scale, double loss_mask_sum,
-                      const TensorParallel& tp = {}, std::int64_t vocab_start = 0);
+                      const TensorParallel& tp = {}, std::int64_t vocab_start = 0,
+                      ops::Dx dword_mode = ops::Dx::kAccumulate);
 
 }  // namespace mds::model

@@ -140,7 +140,8 @@ void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& 
 
 void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                                 const LayerWeights& w, const LayerWeights& g,
-                                const LayerActivations& act, const Workspace& ws, Tensor input) {
+                                const LayerActivations& act, const Workspace& ws, Tensor input,
+                                ops::Dx gemm_weight_grads) {
   // The ops add into every gradient they produce; each scratch gradient here is written whole by
   // the op producing it (Dx::kOverwrite: no zero fill beforehand, on a device no read of it).
   // MLP block: ws.grad = ∂L/∂out.
@@ -148,11 +149,11 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
   ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual,
                                  ops::Dx::kOverwrite);
   ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
-                       ops::Dx::kOverwrite);
+                       ops::Dx::kOverwrite, gemm_weight_grads);
   ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu,
                           ops::Dx::kOverwrite);
-  ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight,
-                       ops::Dx::kOverwrite);
+  ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight, ops::Dx::kOverwrite,
+                       gemm_weight_grads);
   setup.tp.sum(dln2);
   layernorm_input_backward(ctx, setup, ws.grad, g.ln2_weight, g.ln2_bias, dln2, act.attention_out,
                            w.ln2_weight, act.ln2_mean, act.ln2_rstd);
@@ -162,11 +163,11 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
   ops::bias_dropout_add_backward(ctx, ddense, g.dense_bias, {}, ws.grad, setup.attention_residual,
                                  ops::Dx::kOverwrite);
   ops::linear_backward(ctx, dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight,
-                       ops::Dx::kOverwrite);
+                       ops::Dx::kOverwrite, gemm_weight_grads);
   attention_backward(ctx, setup, act, ws, dqkv, dcontext);
   const Tensor dln1 = ws.hidden_a;
   ops::linear_backward(ctx, dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight,
-                       ops::Dx::kOverwrite);
+                       ops::Dx::kOverwrite, gemm_weight_grads);
   setup.tp.sum(dln1);
   layernorm_input_backward(ctx, setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
                            act.ln1_mean, act.ln1_rstd);

@@ -10,6 +10,7 @@
 #include "ops/attention.h"
 #include "ops/device_context.h"
 #include "ops/dropout.h"
+#include "ops/dx_mode.h"
 #include "ops/gelu.h"
 #include "tensor/tensor.h"
 
@@ -58,10 +59,12 @@ void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& 
                                const Workspace& ws, tensor::Tensor input, tensor::Tensor output);
 
 // On entry ws.grad holds ∂L/∂output, on return ∂L/∂input; parameter gradients are added to
-// `grads`. Reads the activations of the forward that ran with the same setup and input.
+// `grads`, except that the four GEMM weights' are written over theirs with `gemm_weight_grads`
+// Dx::kOverwrite. Reads the activations of the forward that ran with the same setup and input.
 void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                                 const LayerWeights& w, const LayerWeights& grads,
                                 const LayerActivations& act, const Workspace& ws,
-                                tensor::Tensor input);
+                                tensor::Tensor input,
+                                ops::Dx gemm_weight_grads = ops::Dx::kAccumulate);
 
 }  // namespace mds::model

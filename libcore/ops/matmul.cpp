@@ -45,7 +45,7 @@ void linear_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weigh
 }
 
 void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor dbias, Tensor dout,
-                     Tensor x, Tensor weight, Dx dx_mode) {
+                     Tensor x, Tensor weight, Dx dx_mode, Dx dweight_mode) {
   constexpr const char* kOp = "linear_backward";
   const bool on_device = detail::on_cuda(kOp, ctx,
                                          {{"dx", dx},
@@ -82,13 +82,16 @@ void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor
     if constexpr (detail::kCudaBuilt) {
       cuda::linear_backward(ctx, detail::given(dx) ? dx.raw() : nullptr, dweight_ptr, dbias_ptr,
                             dout.raw(), x.raw(), weight.raw(), dtype, m, n, k,
-                            dx_mode == Dx::kAccumulate);
+                            dx_mode == Dx::kAccumulate, dweight_mode == Dx::kAccumulate);
     }
     return;
   }
+  // The host overwrites as it adds: onto zeros.
   const bool overwrite = dx_mode == Dx::kOverwrite;
   const Fp32View dx32(dx, /*read=*/!overwrite), dout32(dout), x32(x), weight32(weight);
   if (overwrite && detail::given(dx)) std::fill_n(dx32.data(), dx.numel(), 0.0f);
+  if (dweight_mode == Dx::kOverwrite && dweight_ptr != nullptr)
+    std::fill_n(dweight_ptr, dweight.numel(), 0.0f);
   cpu::linear_backward(dx32.data(), dweight_ptr, dbias_ptr, dout32.data(), x32.data(),
                        weight32.data(), m, n, k);
   dx32.store();
@@ -130,8 +133,8 @@ void linear_forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
 }
 
 void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor weight,
-                     Dx dx_mode) {
-  linear_backward(DeviceContext{}, dx, dweight, dbias, dout, x, weight, dx_mode);
+                     Dx dx_mode, Dx dweight_mode) {
+  linear_backward(DeviceContext{}, dx, dweight, dbias, dout, x, weight, dx_mode, dweight_mode);
 }
 
 void batched_matmul(Tensor out, Tensor a, Tensor b, bool transpose_a, bool transpose_b, float alpha,

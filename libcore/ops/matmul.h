@@ -30,11 +30,13 @@ namespace mds::ops {
 void linear_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                     tensor::Tensor weight, tensor::Tensor bias = {});
 
-// dx[..., K] += dout[..., N] · weight[N, K] (= with Dx::kOverwrite);  dweight[N, K] += doutᵀ · x;
-// dbias[N] += Σ_rows dout. Any of dx, dweight, dbias may be tensor::Tensor{} to skip that product.
+// dx[..., K] += dout[..., N] · weight[N, K] (= with dx_mode Dx::kOverwrite);
+// dweight[N, K] += doutᵀ · x (= with dweight_mode Dx::kOverwrite); dbias[N] += Σ_rows dout. Any of
+// dx, dweight, dbias may be tensor::Tensor{} to skip that product.
 void linear_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dweight,
                      tensor::Tensor dbias, tensor::Tensor dout, tensor::Tensor x,
-                     tensor::Tensor weight, Dx dx_mode = Dx::kAccumulate);
+                     tensor::Tensor weight, Dx dx_mode = Dx::kAccumulate,
+                     Dx dweight_mode = Dx::kAccumulate);
 
 // out[B, M, N] = alpha · op(a)[B, M, K] · op(b)[B, K, N] + beta · out, where op transposes the
 // last two dims when asked (a stored [B, K, M] if transpose_a, b stored [B, N, K] if transpose_b).
@@ -47,7 +49,7 @@ void linear_forward(tensor::Tensor out, tensor::Tensor x, tensor::Tensor weight,
                     tensor::Tensor bias = {});
 void linear_backward(tensor::Tensor dx, tensor::Tensor dweight, tensor::Tensor dbias,
                      tensor::Tensor dout, tensor::Tensor x, tensor::Tensor weight,
-                     Dx dx_mode = Dx::kAccumulate);
+                     Dx dx_mode = Dx::kAccumulate, Dx dweight_mode = Dx::kAccumulate);
 void batched_matmul(tensor::Tensor out, tensor::Tensor a, tensor::Tensor b, bool transpose_a,
                     bool transpose_b, float alpha = 1.0f, float beta = 0.0f);
 

@@ -339,7 +339,11 @@ void MixedPrecisionOptimizer::accumulate_micro_batch() {
   } else {
     accumulate_gradient(context(), grad_accumulator_->flat(), micro_grads_.flat(), params_.dtype());
   }
-  ops::fill(context(), micro_grads_.flat(), 0.0f);
+  zero_micro_grads(micro_grads_.flat());
+}
+
+void MixedPrecisionOptimizer::zero_micro_grads(tensor::Tensor memory) const {
+  if (!options_.micro_grads_written_whole) ops::fill(context(), memory, 0.0f);
 }
 
 void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
@@ -450,7 +454,7 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
   ++adam_step_;
   shard_->adam_step_and_publish(partitions, shard_adam_step(lr), params_.flat());
   refresh_compute();
-  ops::fill(context(), partitions, 0.0f);
+  zero_micro_grads(partitions);
   result.grad_norm = norm;
   result.adam_step = adam_step_;
   return result;
@@ -487,7 +491,7 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   // The master step and the master → params copy in one pass.
   adam_update(*master_, grads, lr, params_.flat());
   refresh_compute();
-  ops::fill(context(), grads, 0.0f);
+  zero_micro_grads(grads);
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;
@@ -551,7 +555,7 @@ StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   ++adam_step_;
   shard_->adam_step_and_publish(grads, shard_adam_step(lr), params_.flat());
   refresh_compute();
-  ops::fill(context(), grads, 0.0f);
+  zero_micro_grads(grads);
   result.grad_norm = last_grad_norm_;
   result.adam_step = adam_step_;
   return result;

@@ -85,6 +85,12 @@ struct OptimizerOptions {
   // model with 16-bit activations reads the 16-bit weights() alone and needs none. No effect on
   // fp32, whose weights are fp32.
   bool fp32_compute_copy = true;
+  // Whether each micro-batch's gradient is written whole into micro_grads(), every element
+  // including the alignment padding (GptModel's GradientWrite::kOverwrite, as the trainer runs
+  // it): then micro_grads() is not zeroed between micro-batches or after a step that borrowed it,
+  // a full pass over it each time. Off, it is zero whenever a micro-batch's gradient is to be
+  // added into it.
+  bool micro_grads_written_whole = false;
 };
 
 // The options DeepSpeed derives from its JSON (precision, ZeRO stage, clipping, communication
@@ -150,12 +156,14 @@ class MixedPrecisionOptimizer {
   // The weights in the precision's dtype on device() (compute() is them widened): all a model
   // with 16-bit activations reads.
   const model::ParamBuffer& weights() const { return params_; }
-  // Where the model adds one micro-batch's (loss-scaled) fp32 gradient. Zero between micro-batches.
+  // Where the model puts one micro-batch's (loss-scaled) fp32 gradient: zero between micro-batches
+  // for a model that adds it, unspecified with OptimizerOptions::micro_grads_written_whole.
   const model::ParamBuffer& micro_grads() const { return micro_grads_; }
   // The factor the micro-batch loss is multiplied by before backward (1 unless fp16).
   double loss_scale() const { return options_.loss_scaler.scale(); }
 
-  // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it. At
+  // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it (unless
+  // micro_grads_written_whole). At
   // ZeRO stage 2 this reduce-scatters the micro-batch's gradient (a collective: every
   // data-parallel rank calls it together).
   void accumulate_micro_batch();
@@ -246,6 +254,9 @@ class MixedPrecisionOptimizer {
   void publish_master();
   // compute = params widened (16-bit with a compute copy only).
   void refresh_compute();
+  // Zeroes memory of micro_grads_ for the next micro-batch's gradient to be added into, where
+  // the model does not write it whole.
+  void zero_micro_grads(tensor::Tensor memory) const;
   // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D, chunk by chunk.
   void all_reduce_gradients();
   // Whether any rank of the model-parallel group (and of the DP group, for partitioned

@@ -71,11 +71,14 @@ int pipe_buffers(const TrainerOptions& options) {
 }
 
 // options.model with the activation dtype that options.activations picks; the optimizer keeps an
-// fp32 compute copy of 16-bit weights only for a model that computes in fp32 from it.
-TrainerOptions with_activation_dtype(TrainerOptions options) {
+// fp32 compute copy of 16-bit weights only for a model that computes in fp32 from it, and knows
+// how the model writes its gradients.
+TrainerOptions resolved(TrainerOptions options) {
   options.model.activation_dtype =
       activation_dtype(options.activations, options.optimizer.precision, options.device);
   options.optimizer.fp32_compute_copy = options.model.activation_dtype == tensor::DType::kFloat32;
+  // The model writes every micro-batch's gradient whole (GptModel's default GradientWrite).
+  options.optimizer.micro_grads_written_whole = true;
   return options;
 }
 
@@ -100,7 +103,7 @@ tensor::DType activation_dtype(ActivationPrecision choice, Precision precision,
 
 Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
                  data::TrainValidTestDatasets data, TrainingOutputs outputs)
-    : options_(with_activation_dtype(std::move(options))),
+    : options_(resolved(std::move(options))),
       table_(table),
       data_(std::move(data)),
       outputs_(std::move(outputs)),

@@ -17,10 +17,12 @@
 // parts of it, to 16 bits before they add.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "tests/gpu/device_tensors.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -110,6 +112,13 @@ TYPED_TEST(Linear16OnDevice, BackwardAccumulatesIntoEveryGradientOrOverwritesDx)
                          ops::Dx::kOverwrite);
     expect_one_ulp(ctx, overwritten, "overwritten dx " + name(s));
     EXPECT_FP32_CLOSE(ctx, dweight, 1e-5);
+    // The weight's gradient with beta = 0 over NaNs (the model's GradientWrite::kOverwrite).
+    Mirrored<float> written(ctx, std::vector<float>(count(n, k), std::nanf("")), {n, k});
+    ops::fill(written.h, 0.0f);  // the host adds into zeros
+    ops::linear_backward({}, written.h, {}, dout.h, x.h, weight.h);
+    ops::linear_backward(ctx, {}, written.d, {}, dout.d, x.d, weight.d, ops::Dx::kAccumulate,
+                         ops::Dx::kOverwrite);
+    EXPECT_FP32_CLOSE(ctx, written, 1e-5);
   }
 }
 

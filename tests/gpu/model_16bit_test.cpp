@@ -67,23 +67,26 @@ struct StepResult {
 };
 
 // One forward and backward on `ctx`'s device from host buffers `half` and `compute`; without
-// `compute_copy` every parameter is read from `half`.
+// `compute_copy` every parameter is read from `half`. The gradients go into a buffer of
+// `prefill` values, written over or added into as `write` says.
 StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::DeviceContext& ctx,
-                    const ParamBuffer& half, const ParamBuffer& compute, bool compute_copy) {
+                    const ParamBuffer& half, const ParamBuffer& compute, bool compute_copy,
+                    model::GradientWrite write = model::GradientWrite::kOverwrite,
+                    float prefill = 0.0f) {
   const tensor::Device where = ctx.device();
   ParamBuffer half_there(table, half.dtype(), where);
   ParamBuffer compute_there(table, DType::kFloat32, where);
   ParamBuffer grads(table, DType::kFloat32, where);
   tensor::copy(half_there.flat(), half.flat());
   tensor::copy(compute_there.flat(), compute.flat());
-  ops::fill(ctx, grads.flat(), 0.0f);
+  ops::fill(ctx, grads.flat(), prefill);
   model::GptModel model(o, table, nullptr, 1, ctx.is_cuda() ? &ctx : nullptr);
   gpu_test::Batch batch(o, 3, 1);
   const model::DropoutContext dropout{77, 3, 1, true};
   StepResult r;
   const model::ModelParams params =
       compute_copy ? model::ModelParams(compute_there, half_there) : model::ModelParams(half_there);
-  r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f);
+  r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f, write);
   r.grads = host_values(grads.flat());
   return r;
 }
@@ -131,6 +134,25 @@ TEST_P(Model16BitOnDevice, OneStepWithoutComputeCopyIsBitIdentical) {
   ASSERT_TRUE(std::isfinite(alone.loss));
   EXPECT_EQ(alone.loss, with_copy.loss);
   EXPECT_EQ(alone.grads, with_copy.grads);
+}
+
+// The GEMMs' weight gradients written with beta = 0 over NaNs, the rest filled and added into:
+// the values of adding everything into zeros (== also equates a zero's sign), padding included.
+TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
+  const Bounds bounds = GetParam();
+  const ModelOptions o = options_with(bounds.dtype);
+  const Weights w(o, bounds.dtype);
+  const ops::DeviceContext device(kCuda0);
+  const StepResult added =
+      one_step(o, w.table, device, w.half, w.compute, false, model::GradientWrite::kAdd, 0.0f);
+  const StepResult written = one_step(o, w.table, device, w.half, w.compute, false,
+                                      model::GradientWrite::kOverwrite, std::nanf(""));
+  EXPECT_EQ(written.loss, added.loss);
+  ASSERT_EQ(written.grads.size(), added.grads.size());
+  std::size_t different = 0;
+  for (std::size_t i = 0; i < added.grads.size(); ++i)
+    different += written.grads[i] != added.grads[i];
+  EXPECT_EQ(different, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Model16BitOnDevice,

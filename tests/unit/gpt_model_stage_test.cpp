@@ -76,16 +76,19 @@ struct Reference {
     GptModel model(o, *table);
     for (std::size_t m = 0; m < batches.size(); ++m) {
       loss += model.forward_backward(*params, *grads, batches[m].view(true, true),
-                                     dropout_for(static_cast<std::int64_t>(m)), loss_scale);
+                                     dropout_for(static_cast<std::int64_t>(m)), loss_scale,
+                                     GradientWrite::kAdd);
     }
   }
 };
 
-// One stage: its model, its parameters copied from the reference, its gradients.
+// One stage: its model, its parameters copied from the reference, its gradients. Each backward
+// writes a micro-batch's gradient over `micro` (NaNs at first), which is then added into `grads`,
+// as the trainer's optimizer does.
 struct Stage {
   ModelOptions options;
   std::unique_ptr<ParamTable> table;
-  std::unique_ptr<ParamBuffer> params, grads;
+  std::unique_ptr<ParamBuffer> params, grads, micro;
   std::unique_ptr<GptModel> model;
   std::vector<std::vector<float>> outputs;  // per buffer: what SendActivation sends
   std::vector<float> recv_grad, send_grad;
@@ -97,6 +100,8 @@ struct Stage {
     table = std::make_unique<ParamTable>(ParamTable::build(options.config));
     params = std::make_unique<ParamBuffer>(*table, DType::kFloat32);
     grads = std::make_unique<ParamBuffer>(*table, DType::kFloat32);
+    micro = std::make_unique<ParamBuffer>(*table, DType::kFloat32);
+    for (float& g : micro->flat().host_span<float>()) g = std::nanf("");
     for (std::size_t p = 0; p < table->size(); ++p) {
       const ParamSpec& spec = (*table)[p];
       const auto from = reference.params->view(reference.table->index_of(spec.layer, spec.name));
@@ -194,12 +199,16 @@ bool run_pipeline(const ModelOptions& whole, const std::vector<std::int64_t>& pa
                                             dropout_for(in.micro_batch), input, output);
             break;
           }
-          case InstructionKind::kBackwardPass:
-            model.backward_stage(buffer, *stage.params, *stage.grads,
+          case InstructionKind::kBackwardPass: {
+            model.backward_stage(buffer, *stage.params, *stage.micro,
                                  model.owns_head() ? Tensor{} : stage.hidden(stage.recv_grad),
                                  model.owns_embedding() ? Tensor{} : stage.hidden(stage.send_grad),
-                                 loss_scale);
+                                 loss_scale, GradientWrite::kOverwrite);
+            const auto micro = stage.micro->flat().host_span<float>();
+            const auto sum = stage.grads->flat().host_span<float>();
+            for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += micro[i];
             break;
+          }
           default:
             break;  // sends went first; the reductions are the executor's
         }

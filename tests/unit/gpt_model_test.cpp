@@ -98,8 +98,9 @@ class Harness {
   void zero_grads() {
     for (float& g : grads.flat().host_span<float>()) g = 0.0f;
   }
-  float step(const DropoutContext& dropout, float loss_scale = 1.0f) {
-    return model.forward_backward(params, grads, batch(), dropout, loss_scale);
+  float step(const DropoutContext& dropout, float loss_scale = 1.0f,
+             GradientWrite write = GradientWrite::kAdd) {
+    return model.forward_backward(params, grads, batch(), dropout, loss_scale, write);
   }
 
  private:
@@ -210,6 +211,30 @@ TEST(GptModel, CheckpointingIsBitIdentical) {
       EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << interval << ": " << a << " vs " << b;
       EXPECT_TRUE(bit_equal(plain.grad_values(), checkpointed.grad_values())) << interval;
     }
+  }
+}
+
+// GradientWrite::kOverwrite over a buffer of NaNs gives, bit for bit and padding included, what
+// adding into zeros gives: every element is written, the GEMM weights' without the zeros.
+TEST(GptModel, OverwritingWritesWhatAddingIntoZerosWrites) {
+  for (const bool checkpointed : {false, true}) {
+    ModelOptions o = tiny_options(3);
+    o.hidden_dropout = 0.25f;
+    o.attention_dropout = 0.25f;
+    o.checkpoint_activations = checkpointed;
+    Harness added(o), overwritten(o);
+    const DropoutContext dropout{11, 2, 1, true};
+    added.zero_grads();
+    const float loss = added.step(dropout, 4.0f, GradientWrite::kAdd);
+    for (int call = 0; call < 2; ++call) {  // over NaNs, then over the first call's gradient
+      if (call == 0) {
+        for (float& g : overwritten.grads.flat().host_span<float>()) g = std::nanf("");
+      }
+      EXPECT_EQ(overwritten.step(dropout, 4.0f, GradientWrite::kOverwrite), loss);
+      EXPECT_TRUE(bit_equal(overwritten.grad_values(), added.grad_values()))
+          << "checkpointed " << checkpointed << ", call " << call;
+    }
+    EXPECT_GT(overwritten.table().buffer_numel(), overwritten.table().local_numel());  // padding
   }
 }
 

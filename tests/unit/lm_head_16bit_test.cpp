@@ -336,8 +336,9 @@ TYPED_TEST(LmHead16Bit, WholeModelMatchesTheFp32LogitsPathBitForBit) {
                        half.view(word), view(head_buffers.dln_weight, {h}),
                        view(head_buffers.dln_bias, {h}), body_grads.view(body_word), kLossScale, {},
                        0);
+  // Added onto the legacy head's share of the tied embedding's gradient.
   body.backward_stage(0, body_params, body_grads, view(head_buffers.grad, {s, b, h}), {},
-                      kLossScale);
+                      kLossScale, GradientWrite::kAdd);
 
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_EQ(bits_of(std::vector<float>{loss}), bits_of(std::vector<float>{legacy_loss}));

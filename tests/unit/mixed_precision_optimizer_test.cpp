@@ -517,7 +517,8 @@ StepResult train_iteration(MixedPrecisionOptimizer& opt, int it) {
   return opt.step(1e-3 * (1.0 + 0.1 * it), it);
 }
 
-TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
+// Every wrapper and stage, with a dynamic fp16 scaler that moves within train_iteration's 8 steps.
+std::vector<OptimizerOptions> every_optimizer() {
   std::vector<OptimizerOptions> all = {
       options(Precision::kFp32, 0, 0.05), options(Precision::kFp32, 1, 0.05),
       options(Precision::kFp32, 2, 0.05), options(Precision::kBf16, 0, 0.05)};
@@ -535,10 +536,56 @@ TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
     all.push_back(all[k]);
     all.back().fp32_compute_copy = false;
   }
-  for (const OptimizerOptions& o : all) {
-    const std::string name = std::string(to_string(o.precision)) + " stage " +
-                             std::to_string(o.zero_stage) +
-                             (o.fp32_compute_copy ? "" : " without compute copy");
+  return all;
+}
+
+std::string name_of(const OptimizerOptions& o) {
+  return std::string(to_string(o.precision)) + " stage " + std::to_string(o.zero_stage) +
+         (o.fp32_compute_copy ? "" : " without compute copy");
+}
+
+// With micro_grads_written_whole the optimizer leaves micro_grads as it is between micro-batches
+// and after a step; a writer that fills every element each time (the model's padding zeros
+// included) over whatever is there, NaNs here, ends every step as the zeroed buffer does.
+TEST(MixedPrecisionOptimizer, MicroGradsWrittenWholeNeedNoZeroing) {
+  for (OptimizerOptions o : every_optimizer()) {
+    const std::string name = name_of(o);
+    MixedPrecisionOptimizer zeroed(tiny_table(), o);
+    o.micro_grads_written_whole = true;
+    MixedPrecisionOptimizer written(tiny_table(), o);
+    initialize(zeroed, 1e-4);
+    initialize(written, 1e-4);
+    const bool fp16 = o.precision == Precision::kFp16;
+    for (int it = 1; it <= 8; ++it) {
+      for (int micro = 0; micro < 2; ++micro) {
+        const model::ParamBuffer& g = written.micro_grads();
+        for (float& x : g.scratch(g.capacity_numel()).host_span<float>()) x = std::nanf("");
+        for (float& x : g.flat().host_span<float>()) x = 0.0f;
+        for (const MixedPrecisionOptimizer* opt : {&zeroed, &written}) {
+          fill_pattern(opt->micro_grads(), 0.01 * opt->loss_scale(), 10 * it + micro);
+          if (fp16 && it == 6 && micro == 1) set_grad(*opt, word(), 1, 1e30f);
+        }
+        zeroed.accumulate_micro_batch();
+        written.accumulate_micro_batch();
+      }
+      const double lr = 1e-3 * (1.0 + 0.1 * it);
+      const StepResult want = zeroed.step(lr, it);
+      const StepResult got = written.step(lr, it);
+      EXPECT_EQ(got.skipped, want.skipped) << name << " it " << it;
+      EXPECT_EQ(got.grad_norm, want.grad_norm) << name << " it " << it;
+      EXPECT_EQ(got.clipped, want.clipped) << name << " it " << it;
+    }
+    EXPECT_EQ(bytes_of(written.params()), bytes_of(zeroed.params())) << name;
+    EXPECT_EQ(bytes_of(written.master()), bytes_of(zeroed.master())) << name;
+    EXPECT_EQ(bytes_of(written.exp_avg()), bytes_of(zeroed.exp_avg())) << name;
+    EXPECT_EQ(bytes_of(written.exp_avg_sq()), bytes_of(zeroed.exp_avg_sq())) << name;
+    EXPECT_EQ(bytes_of(written.grad_accumulator()), bytes_of(zeroed.grad_accumulator())) << name;
+  }
+}
+
+TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {
+  for (const OptimizerOptions& o : every_optimizer()) {
+    const std::string name = name_of(o);
     MixedPrecisionOptimizer uninterrupted(tiny_table(), o);
     MixedPrecisionOptimizer first(tiny_table(), o);
     initialize(uninterrupted, 1e-4);

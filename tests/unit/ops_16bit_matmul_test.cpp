@@ -107,6 +107,12 @@ TYPED_TEST(Matmul16Bit, LinearBackwardOverwritesDxWhenAsked) {
                     weight.t({n, k}), Dx::kOverwrite);
     expect_rounded(dx.low, want, "dx over NaN " + name(s));
     EXPECT_EQ(dweight16, dweight) << name(s);
+    // The weight's gradient written over NaNs: what adding into zeros gives.
+    std::vector<float> added(nk, 0.0f), written(nk, std::nanf(""));
+    linear_backward({}, view(added, {n, k}), {}, dout.t({m, n}), x.t({m, k}), weight.t({n, k}));
+    linear_backward({}, view(written, {n, k}), {}, dout.t({m, n}), x.t({m, k}), weight.t({n, k}),
+                    Dx::kAccumulate, Dx::kOverwrite);
+    EXPECT_EQ(written, added) << name(s);
   }
 }
 
