@@ -23,16 +23,17 @@ void expect_float_or_fp16(const char* what, DType dtype) {
 }  // namespace
 
 void accumulate_rounded(void* accumulator, DType accumulator_dtype, const float* micro,
-                        std::int64_t n, DType grad_dtype, cudaStream_t stream) {
+                        std::int64_t n, DType grad_dtype, cudaStream_t stream, bool fresh,
+                        DType round_through) {
   expect_float_or_fp16("accumulate_rounded", accumulator_dtype);
   if (n <= 0) return;
-  const Half grad = half_of(grad_dtype);
+  const AccumulateHow how{half_of(grad_dtype), fresh, half_of(round_through)};
   if (accumulator_dtype == DType::kFloat32) {
     launch("kernels::accumulate_rounded", accumulate_fp32_kernel, elementwise_shape(n), stream,
-           static_cast<float*>(accumulator), micro, n, grad);
+           static_cast<float*>(accumulator), micro, n, how);
   } else {
     launch("kernels::accumulate_rounded", accumulate_fp16_kernel, elementwise_shape(n), stream,
-           static_cast<std::uint16_t*>(accumulator), micro, n, grad);
+           static_cast<std::uint16_t*>(accumulator), micro, n, how);
   }
 }
 

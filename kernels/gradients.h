@@ -14,8 +14,11 @@ namespace mds::kernels {
 
 // accumulator[i] = A(accumulator[i] + G(micro[i])): G rounds to `grad_dtype`, A to the
 // accumulator's dtype (fp32 or fp16), as ops/cpu/gradients.cpp.
+// With `fresh` the accumulator is written as if it held zeros (never read); each result then goes
+// through `round_through` and back (fp32: as it is).
 void accumulate_rounded(void* accumulator, tensor::DType accumulator_dtype, const float* micro,
-                        std::int64_t n, tensor::DType grad_dtype, cudaStream_t stream);
+                        std::int64_t n, tensor::DType grad_dtype, cudaStream_t stream,
+                        bool fresh = false, tensor::DType round_through = tensor::DType::kFloat32);
 
 // x[i] rounded to `dtype` and back to x's dtype (fp32 or fp16), in place.
 void round_through(void* x, tensor::DType x_dtype, std::int64_t n, tensor::DType dtype,

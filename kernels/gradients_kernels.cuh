@@ -45,18 +45,38 @@ __device__ inline std::int64_t grid_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+// kernels::accumulate_rounded's arguments: the gradient dtype, whether the accumulator is fresh
+// (written as if it held zeros, not read), the dtype each result is rounded through.
+struct AccumulateHow {
+  Half grad;
+  bool fresh;
+  Half through;
+};
+
+// old + G(micro), or for a fresh accumulator 0 + G(micro) (a −0 gives +0; spelled out, so that no
+// compiler may drop the addition).
+__device__ inline float accumulated(float old, float micro, const AccumulateHow& how) {
+  const float g = round_to(how.grad, micro);
+  return how.fresh ? (g == 0.0f ? 0.0f : g) : old + g;
+}
+
 __global__ void accumulate_fp32_kernel(float* accumulator, const float* micro, std::int64_t n,
-                                       Half grad) {
+                                       AccumulateHow how) {
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
-    accumulator[i] += round_to(grad, micro[i]);
+    const float old = how.fresh ? 0.0f : accumulator[i];
+    accumulator[i] = round_to(how.through, accumulated(old, micro[i], how));
   }
 }
 
 __global__ void accumulate_fp16_kernel(std::uint16_t* accumulator, const float* micro,
-                                       std::int64_t n, Half grad) {
+                                       std::int64_t n, AccumulateHow how) {
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
-    const float sum = detail::fp16_bits_to_float(accumulator[i]) + round_to(grad, micro[i]);
-    accumulator[i] = detail::float_to_fp16_bits(sum);
+    const float old = how.fresh ? 0.0f : detail::fp16_bits_to_float(accumulator[i]);
+    const std::uint16_t sum = detail::float_to_fp16_bits(accumulated(old, micro[i], how));
+    accumulator[i] =
+        how.through == Half::kNone
+            ? sum
+            : detail::float_to_fp16_bits(round_to(how.through, detail::fp16_bits_to_float(sum)));
   }
 }
 

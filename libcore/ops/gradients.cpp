@@ -43,7 +43,7 @@ void scale_or_divide(const char* op, const DeviceContext& ctx, Tensor x, float o
 }  // namespace
 
 void accumulate_rounded(const DeviceContext& ctx, Tensor accumulator, Tensor micro,
-                        DType grad_dtype) {
+                        DType grad_dtype, AccumulateSteps steps) {
   constexpr const char* kOp = "accumulate_rounded";
   const bool on_device =
       detail::on_cuda(kOp, ctx, {{"accumulator", accumulator}, {"micro", micro}});
@@ -53,14 +53,16 @@ void accumulate_rounded(const DeviceContext& ctx, Tensor accumulator, Tensor mic
   detail::expect_dtype(kOp, {"micro", micro}, DType::kFloat32);
   detail::expect_numel(kOp, {"micro", micro}, accumulator.numel());
   expect_rounding_dtype(kOp, "the gradient dtype", grad_dtype);
+  expect_rounding_dtype(kOp, "the dtype rounded through", steps.round_through);
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
       cuda::accumulate_rounded(ctx, accumulator.raw(), acc, micro.data<float>(), micro.numel(),
-                               grad_dtype);
+                               grad_dtype, steps.fresh, steps.round_through);
     }
     return;
   }
-  cpu::accumulate_rounded(accumulator.raw(), acc, micro.data<float>(), micro.numel(), grad_dtype);
+  cpu::accumulate_rounded(accumulator.raw(), acc, micro.data<float>(), micro.numel(), grad_dtype,
+                          steps.fresh, steps.round_through);
 }
 
 void round_through(const DeviceContext& ctx, Tensor x, DType dtype) {

@@ -14,11 +14,21 @@
 
 namespace mds::ops {
 
+// What accumulate_rounded does around its sum, so that the passes before and after it need not
+// run on their own.
+struct AccumulateSteps {
+  // The accumulator holds no gradient yet: it is written as if it held zeros (a −0 sum gives +0)
+  // and never read, instead of being zero-filled first.
+  bool fresh = false;
+  // Each result then goes through this dtype and back, as round_through does (fp32: no rounding).
+  tensor::DType round_through = tensor::DType::kFloat32;
+};
+
 // accumulator[i] = A(accumulator[i] + G(micro[i])) where G rounds to `grad_dtype` (fp32, bf16 or
 // fp16: the dtype upstream's backward produces) and A to the accumulator's dtype (fp32 or fp16),
 // both round to nearest even. `micro` is fp32 with the accumulator's element count.
 void accumulate_rounded(const DeviceContext& ctx, tensor::Tensor accumulator, tensor::Tensor micro,
-                        tensor::DType grad_dtype);
+                        tensor::DType grad_dtype, AccumulateSteps steps = {});
 
 // Every element of `x` (fp32 or fp16) rounded to `dtype` (fp32, bf16 or fp16) and back.
 void round_through(const DeviceContext& ctx, tensor::Tensor x, tensor::DType dtype);

@@ -21,8 +21,8 @@ void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro, DType
 }
 
 void accumulate_gradient(const ops::DeviceContext& ctx, tensor::Tensor accumulator,
-                         tensor::Tensor micro, DType grad_dtype) {
-  ops::accumulate_rounded(ctx, accumulator, micro, grad_dtype);
+                         tensor::Tensor micro, DType grad_dtype, ops::AccumulateSteps steps) {
+  ops::accumulate_rounded(ctx, accumulator, micro, grad_dtype, steps);
 }
 
 void round_through(tensor::Tensor grads, DType dtype) {

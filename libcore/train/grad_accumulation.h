@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ops/device_context.h"
+#include "ops/gradients.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -13,12 +14,14 @@ namespace mds::train {
 // accumulator[i] = A(accumulator[i] + G(micro[i])) where G rounds to `grad_dtype` (the dtype the
 // model's backward produces) and A to the accumulator's dtype (fp32 or fp16), both round to
 // nearest even. bf16: `hp_grad += lp.grad.float()` (BF16_Optimizer); fp16: `.grad += g` in fp16;
-// fp32: plain add. `micro` is fp32 with the accumulator's element count.
+// fp32: plain add. `micro` is fp32 with the accumulator's element count. `steps` folds in the
+// zero fill before (a fresh accumulator) and the round trip after (ops::AccumulateSteps).
 void accumulate_gradient(tensor::Tensor accumulator, tensor::Tensor micro,
                          tensor::DType grad_dtype);
 // The same on ctx's device.
 void accumulate_gradient(const ops::DeviceContext& ctx, tensor::Tensor accumulator,
-                         tensor::Tensor micro, tensor::DType grad_dtype);
+                         tensor::Tensor micro, tensor::DType grad_dtype,
+                         ops::AccumulateSteps steps = {});
 
 // Every element of `grads` (fp32 or fp16) rounded to `dtype` and back: what an all-reduce in the
 // communication dtype does to the gradients when the data-parallel group has one rank. Nothing

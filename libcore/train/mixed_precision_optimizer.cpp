@@ -332,14 +332,32 @@ void MixedPrecisionOptimizer::initialize_with(
   initialized_ = true;
 }
 
-void MixedPrecisionOptimizer::accumulate_micro_batch() {
+void MixedPrecisionOptimizer::accumulate_micro_batch(bool last) {
   if (options_.zero_stage == 2) {
     shard_->reduce_scatter_into(micro_grads_.flat(), options_.communication_dtype,
                                 partition_accumulator_, params_.dtype());
   } else {
-    accumulate_gradient(context(), grad_accumulator_->flat(), micro_grads_.flat(), params_.dtype());
+    ops::AccumulateSteps steps;
+    steps.fresh = accumulator_fresh_;
+    if (last && !is_zero() && data_parallel_ == nullptr)
+      steps.round_through = single_rank_rounding();
+    accumulate_gradient(context(), grad_accumulator_->flat(), micro_grads_.flat(), params_.dtype(),
+                        steps);
+    accumulator_fresh_ = false;
+    accumulator_rounded_ = steps.round_through != DType::kFloat32;
   }
   zero_micro_grads(micro_grads_.flat());
+}
+
+DType MixedPrecisionOptimizer::single_rank_rounding() const {
+  // train::round_through's no-ops: fp32, or the gradients' own dtype.
+  const DType comm = options_.communication_dtype;
+  return comm == grad_accumulator_->dtype() ? DType::kFloat32 : comm;
+}
+
+void MixedPrecisionOptimizer::release_accumulator() {
+  accumulator_fresh_ = true;
+  accumulator_rounded_ = false;
 }
 
 void MixedPrecisionOptimizer::zero_micro_grads(tensor::Tensor memory) const {
@@ -360,6 +378,11 @@ StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
   if (!initialized_) {
     base::fail("optimizer: step() before initialize() or restore_from_checkpoint()");
   }
+  // A step before any micro-batch has zero gradients.
+  if (grad_accumulator_ && accumulator_fresh_) {
+    ops::fill(context(), grad_accumulator_->flat(), 0.0f);
+    accumulator_fresh_ = false;
+  }
   if (is_zero()) return step_zero(lr);
   all_reduce_gradients();
   switch (options_.precision) {
@@ -377,8 +400,9 @@ void MixedPrecisionOptimizer::all_reduce_gradients() {
   const tensor::Tensor grads = grad_accumulator_->flat();
   const DType comm = options_.communication_dtype;
   if (data_parallel_ == nullptr) {
-    // A data-parallel group of one rank: only the dtype round trip remains.
-    train::round_through(context(), grads, comm);
+    // A data-parallel group of one rank: only the dtype round trip remains (unless the last
+    // accumulate did it).
+    if (!accumulator_rounded_) train::round_through(context(), grads, comm);
     return;
   }
   const double inverse = 1.0 / static_cast<double>(dp_size());
@@ -422,7 +446,7 @@ StepResult MixedPrecisionOptimizer::step_fp32(double lr) {
     }
   }
   adam_update(params_, grads, lr);
-  ops::fill(context(), grads, 0.0f);
+  release_accumulator();
   result.adam_step = adam_step_;
   return result;
 }
@@ -438,7 +462,7 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
                " (bf16 has no loss scaling to skip the step; BF16_Optimizer asserts norm > 0)");
   }
   // Clipping scales the gradients as they are copied into the partitions (the accumulator is
-  // zeroed next): scale_gradients' products, one pass fewer.
+  // released next): scale_gradients' products, one pass fewer.
   float clip_factor = 1.0f;
   const double clip = options_.gradient_clipping;
   if (clip > 0.0) {
@@ -450,7 +474,7 @@ StepResult MixedPrecisionOptimizer::step_bf16(double lr, std::int64_t iteration)
   }
   const tensor::Tensor partitions = step_gradients();
   shard_->grads_from_full(grads, partitions, clip_factor);
-  ops::fill(context(), grads, 0.0f);
+  release_accumulator();
   ++adam_step_;
   shard_->adam_step_and_publish(partitions, shard_adam_step(lr), params_.flat());
   refresh_compute();
@@ -472,7 +496,7 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   const double scale = scaler.scale();
   result.loss_scale = scale;
   if (skip) {
-    ops::fill(context(), accumulated, 0.0f);
+    release_accumulator();
     result.skipped = true;
     result.grad_norm = last_grad_norm_;
     result.adam_step = adam_step_;
@@ -480,7 +504,7 @@ StepResult MixedPrecisionOptimizer::step_fp16(double lr) {
   }
   const tensor::Tensor grads = micro_grads_.flat();  // fp32 scratch
   ops::cast(context(), grads, accumulated);
-  ops::fill(context(), accumulated, 0.0f);
+  release_accumulator();
   const double norm =
       global_grad_norm(context(), *table_, grads, NormRule::kFp16Optimizer, model_parallel_);
   const double scaled_norm = std::sqrt(norm * norm);  // get_global_norm([norm])
@@ -524,7 +548,7 @@ StepResult MixedPrecisionOptimizer::step_zero(double lr) {
   if (stage1) {
     shard_->reduce_scatter_fresh(grad_accumulator_->flat(), options_.communication_dtype,
                                  grad_accumulator_->dtype(), params_.dtype(), grads);
-    ops::fill(context(), grad_accumulator_->flat(), 0.0f);
+    release_accumulator();
   }
   const tensor::Tensor reduced = stage1 ? grads : partition_accumulator_;
   LossScaler& scaler = options_.loss_scaler;
@@ -626,6 +650,7 @@ void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
   }
   refresh_compute();
   ops::fill(context(), grad_accumulator(), 0.0f);
+  if (grad_accumulator_) release_accumulator();
   ops::fill(context(), micro_grads_.scratch(micro_grads_.capacity_numel()), 0.0f);
   initialized_ = true;
 }

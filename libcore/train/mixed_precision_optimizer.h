@@ -163,10 +163,13 @@ class MixedPrecisionOptimizer {
   double loss_scale() const { return options_.loss_scaler.scale(); }
 
   // Folds micro_grads into the gradient accumulator with upstream's rounding and zeroes it (unless
-  // micro_grads_written_whole). At
-  // ZeRO stage 2 this reduce-scatters the micro-batch's gradient (a collective: every
-  // data-parallel rank calls it together).
-  void accumulate_micro_batch();
+  // micro_grads_written_whole); the first micro-batch of a step writes the accumulator without
+  // reading it (no zero fill between steps). At ZeRO stage 2 this reduce-scatters the micro-batch's
+  // gradient (a collective: every data-parallel rank calls it together). `last`: nothing else joins
+  // the accumulator before step() (no further micro-batch and no reduce_tied_gradient); with one
+  // data-parallel rank the communication dtype's rounding then happens in this pass instead of a
+  // pass of step()'s own.
+  void accumulate_micro_batch(bool last = false);
 
   // Pipeline ReduceTiedGrads (training.md §3.2): sums the accumulated gradient of table
   // parameter `param` (the tied word embedding) over the first and last stage's `embedding`
@@ -196,7 +199,8 @@ class MixedPrecisionOptimizer {
   tensor::Tensor exp_avg() const;
   tensor::Tensor exp_avg_sq() const;
   // The gradients accumulated so far (fp32 for fp32 and bf16, fp16 for fp16): table layout, or
-  // at ZeRO stage 2 this rank's reduced partitions. Zero at every step boundary. On device().
+  // at ZeRO stage 2 this rank's reduced partitions. Its values at a step boundary are stale (the
+  // next micro-batch writes it without reading), zero at stage 2. On device().
   tensor::Tensor grad_accumulator() const;
 
   // On a device: copies weights and Adam moments into the host views above (before a checkpoint
@@ -257,6 +261,10 @@ class MixedPrecisionOptimizer {
   // Zeroes memory of micro_grads_ for the next micro-batch's gradient to be added into, where
   // the model does not write it whole.
   void zero_micro_grads(tensor::Tensor memory) const;
+  // The dtype a single-rank step rounds the accumulated gradients through (fp32: none).
+  tensor::DType single_rank_rounding() const;
+  // The step consumed grad_accumulator_: the next micro-batch starts it afresh.
+  void release_accumulator();
   // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D, chunk by chunk.
   void all_reduce_gradients();
   // Whether any rank of the model-parallel group (and of the DP group, for partitioned
@@ -289,6 +297,10 @@ class MixedPrecisionOptimizer {
   // Also the fp32 gradient scratch of the fp16 step and the gradient partitions of a partitioned
   // step (room for both), which leave it zeroed.
   model::ParamBuffer micro_grads_;
+  // grad_accumulator_ holds no gradient of the coming step yet (the next accumulate writes it).
+  bool accumulator_fresh_ = true;
+  // The last accumulate rounded grad_accumulator_ through the communication dtype already.
+  bool accumulator_rounded_ = false;
   std::optional<HostState> host_;  // on a device only
   std::int64_t adam_step_ = 0;
   double last_grad_norm_ = 0.0;

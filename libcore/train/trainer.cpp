@@ -178,7 +178,8 @@ double Trainer::forward_backward_all(data::BatchLoader& loader, std::int64_t mic
     data::MicroBatchArrays arrays = loader.next();
     loss_sum += model_.forward_backward(model_params(), optimizer_.micro_grads(), view_of(arrays),
                                         training_dropout(mb), loss_scale);
-    optimizer_.accumulate_micro_batch();
+    // One stage: no tied-gradient reduction follows the last micro-batch.
+    optimizer_.accumulate_micro_batch(/*last=*/mb + 1 == micro_batches);
   }
   return loss_sum;
 }

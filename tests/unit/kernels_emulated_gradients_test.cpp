@@ -50,28 +50,38 @@ std::vector<std::uint8_t> as_bytes(const std::vector<float>& values, DType dtype
 TEST(KernelsEmulatedGradients, AccumulateRoundedIsBitIdenticalToCpu) {
   for (const std::int64_t n : kSizes) {
     const auto un = static_cast<std::size_t>(n);
-    const GuardedBuffer<float> micro(emulated::random_floats(un, 60, -70000.0f, 70000.0f));
+    std::vector<float> values = emulated::random_floats(un, 60, -70000.0f, 70000.0f);
+    if (un > 2) values[1] = -0.0f;  // a fresh accumulator turns it into +0
+    const GuardedBuffer<float> micro(values);
     for (const DType accumulator : {DType::kFloat32, DType::kFloat16}) {
       for (const DType grad : kFloatDtypes) {
-        SCOPED_TRACE(testing::Message() << tensor::dtype_name(accumulator)
-                                        << " += " << tensor::dtype_name(grad) << " n=" << n);
-        std::vector<std::uint8_t> cpu =
-            as_bytes(emulated::random_floats(un, 61, -5.0f, 5.0f), accumulator);
-        GuardedBuffer<std::uint8_t> acc(cpu);
-        for (int round = 0; round < 2; ++round) {  // twice: the sum is read back too
-          ops::cpu::accumulate_rounded(cpu.data(), accumulator, micro.data(), n, grad);
-          emulated::launch(gk::elementwise_shape(n), [&] {
-            if (accumulator == DType::kFloat32) {
-              gk::accumulate_fp32_kernel(reinterpret_cast<float*>(acc.data()), micro.data(), n,
-                                         gk::half_of(grad));
-            } else {
-              gk::accumulate_fp16_kernel(reinterpret_cast<std::uint16_t*>(acc.data()), micro.data(),
-                                         n, gk::half_of(grad));
+        for (const DType through : kFloatDtypes) {
+          for (const bool fresh : {false, true}) {
+            SCOPED_TRACE(testing::Message()
+                         << tensor::dtype_name(accumulator) << " += " << tensor::dtype_name(grad)
+                         << " through " << tensor::dtype_name(through) << " fresh " << fresh
+                         << " n=" << n);
+            std::vector<std::uint8_t> cpu =
+                as_bytes(emulated::random_floats(un, 61, -5.0f, 5.0f), accumulator);
+            GuardedBuffer<std::uint8_t> acc(cpu);
+            const gk::AccumulateHow how{gk::half_of(grad), fresh, gk::half_of(through)};
+            for (int round = 0; round < 2; ++round) {  // twice: the sum is read back too
+              ops::cpu::accumulate_rounded(cpu.data(), accumulator, micro.data(), n, grad, fresh,
+                                           through);
+              emulated::launch(gk::elementwise_shape(n), [&] {
+                if (accumulator == DType::kFloat32) {
+                  gk::accumulate_fp32_kernel(reinterpret_cast<float*>(acc.data()), micro.data(), n,
+                                             how);
+                } else {
+                  gk::accumulate_fp16_kernel(reinterpret_cast<std::uint16_t*>(acc.data()),
+                                             micro.data(), n, how);
+                }
+              });
             }
-          });
+            EXPECT_EQ(acc.values(), cpu);
+            EXPECT_EQ(acc.guard_bytes_written(), 0u);
+          }
         }
-        EXPECT_EQ(acc.values(), cpu);
-        EXPECT_EQ(acc.guard_bytes_written(), 0u);
       }
     }
   }

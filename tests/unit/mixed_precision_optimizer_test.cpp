@@ -405,8 +405,10 @@ std::vector<double> run_overflow_sequence(int stage, LossScaleRule rule) {
     EXPECT_EQ(result.loss_scale, opt.loss_scale());
     scales.push_back(result.loss_scale);
   }
+  // Dropped or consumed: a zero micro-batch gradient starts the next step's accumulator alone.
+  opt.accumulate_micro_batch();
   const std::vector<std::byte> acc = bytes_of(accumulator_of(opt));
-  EXPECT_EQ(acc, std::vector<std::byte>(acc.size()));  // dropped or consumed
+  EXPECT_EQ(acc, std::vector<std::byte>(acc.size()));
   return scales;
 }
 
@@ -581,6 +583,63 @@ TEST(MixedPrecisionOptimizer, MicroGradsWrittenWholeNeedNoZeroing) {
     EXPECT_EQ(bytes_of(written.exp_avg_sq()), bytes_of(zeroed.exp_avg_sq())) << name;
     EXPECT_EQ(bytes_of(written.grad_accumulator()), bytes_of(zeroed.grad_accumulator())) << name;
   }
+}
+
+// accumulate_micro_batch(last = true) before a step: with one rank the communication dtype's
+// rounding moves into that pass (bf16 communicating in bf16 here), bit for bit what step() does
+// on its own; elsewhere it changes nothing.
+TEST(MixedPrecisionOptimizer, LastMicroBatchRoundsAsTheStepWould) {
+  std::vector<OptimizerOptions> all = every_optimizer();
+  for (const bool copy : {true, false}) {
+    OptimizerOptions o = options(Precision::kBf16, 0, 0.05);
+    o.communication_dtype = DType::kBFloat16;
+    o.fp32_compute_copy = copy;
+    all.push_back(o);
+  }
+  for (const OptimizerOptions& o : all) {
+    const std::string name =
+        name_of(o) + " communicating in " + std::string(tensor::dtype_name(o.communication_dtype));
+    MixedPrecisionOptimizer plain(tiny_table(), o), told(tiny_table(), o);
+    initialize(plain, 1e-4);
+    initialize(told, 1e-4);
+    const bool fp16 = o.precision == Precision::kFp16;
+    for (int it = 1; it <= 8; ++it) {
+      for (int micro = 0; micro < 2; ++micro) {
+        for (const MixedPrecisionOptimizer* opt : {&plain, &told}) {
+          fill_pattern(opt->micro_grads(), 0.01 * opt->loss_scale(), 10 * it + micro);
+          if (fp16 && it == 6 && micro == 1) set_grad(*opt, word(), 1, 1e30f);
+        }
+        plain.accumulate_micro_batch();
+        told.accumulate_micro_batch(/*last=*/micro == 1);
+      }
+      const double lr = 1e-3 * (1.0 + 0.1 * it);
+      const StepResult want = plain.step(lr, it);
+      const StepResult got = told.step(lr, it);
+      EXPECT_EQ(got.skipped, want.skipped) << name << " it " << it;
+      EXPECT_EQ(got.grad_norm, want.grad_norm) << name << " it " << it;
+    }
+    EXPECT_EQ(bytes_of(told.params()), bytes_of(plain.params())) << name;
+    EXPECT_EQ(bytes_of(told.master()), bytes_of(plain.master())) << name;
+    EXPECT_EQ(bytes_of(told.exp_avg()), bytes_of(plain.exp_avg())) << name;
+    EXPECT_EQ(bytes_of(told.exp_avg_sq()), bytes_of(plain.exp_avg_sq())) << name;
+  }
+}
+
+// A step with no micro-batch since the last one steps on zero gradients, as before.
+TEST(MixedPrecisionOptimizer, AStepWithoutMicroBatchesSeesZeroGradients) {
+  MixedPrecisionOptimizer skipped(tiny_table(), options(Precision::kFp32)),
+      zeros(tiny_table(), options(Precision::kFp32));
+  initialize(skipped, 1e-4);
+  initialize(zeros, 1e-4);
+  for (MixedPrecisionOptimizer* opt : {&skipped, &zeros}) {
+    fill_pattern(opt->micro_grads(), 0.01, 3);
+    opt->accumulate_micro_batch();
+    opt->step(1e-3, 1);
+  }
+  zeros.accumulate_micro_batch();  // zero micro-batch gradients
+  skipped.step(1e-3, 2);
+  zeros.step(1e-3, 2);
+  EXPECT_EQ(bytes_of(skipped.params()), bytes_of(zeros.params()));
 }
 
 TEST(MixedPrecisionOptimizer, RestoreMidRunContinuesBitIdentically) {

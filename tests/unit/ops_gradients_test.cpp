@@ -3,7 +3,9 @@
 // host functions are the CPU twins the GPU tests compare the kernels with.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -65,6 +67,42 @@ TEST(OpsGradients, AccumulateRoundsTheGradientThenTheSum) {
     std::vector<float> again = random_floats(kN, 2, -2.0f, 2.0f);
     train::accumulate_gradient(view(again, {kN}), view(m, {kN}), grad);
     EXPECT_EQ(again, want32);
+  }
+}
+
+// AccumulateSteps: fresh is a zero fill first, round_through the pass of that name after, bit for
+// bit; a fresh accumulator is never read (NaNs there stay out of the result).
+TEST(OpsGradients, AccumulateStepsAreTheSeparatePasses) {
+  for (const DType grad : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (const DType through : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+      for (const bool fresh : {false, true}) {
+        SCOPED_TRACE(testing::Message() << tensor::dtype_name(grad) << " through "
+                                        << tensor::dtype_name(through) << " fresh " << fresh);
+        auto micro = random_floats(kN, 6, -3.0f, 3.0f);
+        micro[3] = -0.0f;
+        auto want32 = random_floats(kN, 7, -2.0f, 2.0f);
+        auto want16 = to_fp16(random_floats(kN, 8, -2.0f, 2.0f));
+        std::vector<float> got32 = want32;
+        std::vector<tensor::Float16> got16 = want16;
+        if (fresh) {
+          std::fill(got32.begin(), got32.end(), std::nanf(""));
+          std::fill(got16.begin(), got16.end(), tensor::Float16{0x7E00});
+          std::fill(want32.begin(), want32.end(), 0.0f);
+          std::fill(want16.begin(), want16.end(), tensor::to_float16(0.0f));
+        }
+        accumulate_rounded(DeviceContext{}, view(want32, {kN}), view(micro, {kN}), grad);
+        accumulate_rounded(DeviceContext{}, view(want16, {kN}), view(micro, {kN}), grad);
+        round_through(DeviceContext{}, view(want32, {kN}), through);
+        round_through(DeviceContext{}, view(want16, {kN}), through);
+        accumulate_rounded(DeviceContext{}, view(got32, {kN}), view(micro, {kN}), grad,
+                           {fresh, through});
+        accumulate_rounded(DeviceContext{}, view(got16, {kN}), view(micro, {kN}), grad,
+                           {fresh, through});
+        EXPECT_EQ(bits(got16), bits(want16));
+        ASSERT_EQ(got32.size(), want32.size());
+        EXPECT_EQ(std::memcmp(got32.data(), want32.data(), got32.size() * sizeof(float)), 0);
+      }
+    }
   }
 }
 

@@ -47,16 +47,27 @@ void map_in_dtype(void* x, DType dtype, std::int64_t n, Op op) {
 }  // namespace
 
 void accumulate_rounded(void* accumulator, DType accumulator_dtype, const float* micro,
-                        std::int64_t n, DType grad_dtype) {
+                        std::int64_t n, DType grad_dtype, bool fresh, DType round_through) {
+  // A fresh accumulator's sum is 0 + g: g, except that −0 gives +0 (spelled out, so that no
+  // compiler may drop the addition).
+  const auto sum = [&](float old, std::int64_t i) {
+    const float g = round_to(grad_dtype, micro[i]);
+    return fresh ? (g == 0.0f ? 0.0f : g) : old + g;
+  };
   if (accumulator_dtype == DType::kFloat32) {
     auto* acc = static_cast<float*>(accumulator);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) acc[i] += round_to(grad_dtype, micro[i]);
+    for (std::int64_t i = 0; i < n; ++i)
+      acc[i] = round_to(round_through, sum(fresh ? 0.0f : acc[i], i));
   } else {
     auto* acc = static_cast<tensor::Float16*>(accumulator);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i)
-      acc[i] = tensor::to_float16(tensor::to_float(acc[i]) + round_to(grad_dtype, micro[i]));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const tensor::Float16 a = tensor::to_float16(sum(fresh ? 0.0f : tensor::to_float(acc[i]), i));
+      acc[i] = round_through == DType::kFloat32
+                   ? a
+                   : tensor::to_float16(round_to(round_through, tensor::to_float(a)));
+    }
   }
 }
 

@@ -8,8 +8,10 @@
 namespace mds::ops::cpu {
 
 // accumulator: fp32 or fp16 (accumulator_dtype); micro: fp32.
+// ops::accumulate_rounded with its AccumulateSteps (`fresh`, `round_through`).
 void accumulate_rounded(void* accumulator, tensor::DType accumulator_dtype, const float* micro,
-                        std::int64_t n, tensor::DType grad_dtype);
+                        std::int64_t n, tensor::DType grad_dtype, bool fresh = false,
+                        tensor::DType round_through = tensor::DType::kFloat32);
 // x: fp32 or fp16 (x_dtype).
 void round_through(void* x, tensor::DType x_dtype, std::int64_t n, tensor::DType dtype);
 // x: fp32, bf16 or fp16 (x_dtype); x[i] · operand, or x[i] / operand when `divide`.

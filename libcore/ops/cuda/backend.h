@@ -42,7 +42,7 @@ void cast_pieces(const DeviceContext& ctx, void* out, tensor::DType out_dtype, c
 // kernels/gradients.h (the last two wait for their results)
 void accumulate_rounded(const DeviceContext& ctx, void* accumulator,
                         tensor::DType accumulator_dtype, const float* micro, std::int64_t n,
-                        tensor::DType grad_dtype);
+                        tensor::DType grad_dtype, bool fresh, tensor::DType round_through);
 void round_through(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
                    tensor::DType dtype);
 void scale_in_dtype(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,

@@ -7,8 +7,9 @@ namespace mds::ops::cuda {
 
 void accumulate_rounded(const DeviceContext& ctx, void* accumulator,
                         tensor::DType accumulator_dtype, const float* micro, std::int64_t n,
-                        tensor::DType grad_dtype) {
-  kernels::accumulate_rounded(accumulator, accumulator_dtype, micro, n, grad_dtype, stream_of(ctx));
+                        tensor::DType grad_dtype, bool fresh, tensor::DType round_through) {
+  kernels::accumulate_rounded(accumulator, accumulator_dtype, micro, n, grad_dtype, stream_of(ctx),
+                              fresh, round_through);
 }
 
 void round_through(const DeviceContext& ctx, void* x, tensor::DType x_dtype, std::int64_t n,
