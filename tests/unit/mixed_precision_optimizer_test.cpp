@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -546,42 +547,54 @@ std::string name_of(const OptimizerOptions& o) {
          (o.fp32_compute_copy ? "" : " without compute copy");
 }
 
+// train_iteration's eight steps on a reference optimizer and on `other` side by side: each
+// micro-batch's gradient is written into both (`before_write` prepares other's buffer first), then
+// `accumulate` folds other's in; the steps' results and the final state must be the same bits.
+void expect_same_training(MixedPrecisionOptimizer& reference, MixedPrecisionOptimizer& other,
+                          const std::string& name,
+                          const std::function<void(const MixedPrecisionOptimizer&)>& before_write,
+                          const std::function<void(MixedPrecisionOptimizer&, int)>& accumulate) {
+  initialize(reference, 1e-4);
+  initialize(other, 1e-4);
+  const bool fp16 = reference.options().precision == Precision::kFp16;
+  for (int it = 1; it <= 8; ++it) {
+    for (int micro = 0; micro < 2; ++micro) {
+      before_write(other);
+      for (const MixedPrecisionOptimizer* opt : {&reference, &other}) {
+        fill_pattern(opt->micro_grads(), 0.01 * opt->loss_scale(), 10 * it + micro);
+        if (fp16 && it == 6 && micro == 1) set_grad(*opt, word(), 1, 1e30f);
+      }
+      reference.accumulate_micro_batch();
+      accumulate(other, micro);
+    }
+    const double lr = 1e-3 * (1.0 + 0.1 * it);
+    const StepResult want = reference.step(lr, it);
+    const StepResult got = other.step(lr, it);
+    EXPECT_EQ(got.skipped, want.skipped) << name << " it " << it;
+    EXPECT_EQ(got.grad_norm, want.grad_norm) << name << " it " << it;
+    EXPECT_EQ(got.clipped, want.clipped) << name << " it " << it;
+  }
+  EXPECT_EQ(bytes_of(other.params()), bytes_of(reference.params())) << name;
+  EXPECT_EQ(bytes_of(other.master()), bytes_of(reference.master())) << name;
+  EXPECT_EQ(bytes_of(other.exp_avg()), bytes_of(reference.exp_avg())) << name;
+  EXPECT_EQ(bytes_of(other.exp_avg_sq()), bytes_of(reference.exp_avg_sq())) << name;
+}
+
 // With micro_grads_written_whole the optimizer leaves micro_grads as it is between micro-batches
 // and after a step; a writer that fills every element each time (the model's padding zeros
-// included) over whatever is there, NaNs here, ends every step as the zeroed buffer does.
+// included) over whatever is there, NaNs here, trains as the zeroed buffer does.
 TEST(MixedPrecisionOptimizer, MicroGradsWrittenWholeNeedNoZeroing) {
   for (OptimizerOptions o : every_optimizer()) {
-    const std::string name = name_of(o);
     MixedPrecisionOptimizer zeroed(tiny_table(), o);
     o.micro_grads_written_whole = true;
     MixedPrecisionOptimizer written(tiny_table(), o);
-    initialize(zeroed, 1e-4);
-    initialize(written, 1e-4);
-    const bool fp16 = o.precision == Precision::kFp16;
-    for (int it = 1; it <= 8; ++it) {
-      for (int micro = 0; micro < 2; ++micro) {
-        const model::ParamBuffer& g = written.micro_grads();
-        for (float& x : g.scratch(g.capacity_numel()).host_span<float>()) x = std::nanf("");
-        for (float& x : g.flat().host_span<float>()) x = 0.0f;
-        for (const MixedPrecisionOptimizer* opt : {&zeroed, &written}) {
-          fill_pattern(opt->micro_grads(), 0.01 * opt->loss_scale(), 10 * it + micro);
-          if (fp16 && it == 6 && micro == 1) set_grad(*opt, word(), 1, 1e30f);
-        }
-        zeroed.accumulate_micro_batch();
-        written.accumulate_micro_batch();
-      }
-      const double lr = 1e-3 * (1.0 + 0.1 * it);
-      const StepResult want = zeroed.step(lr, it);
-      const StepResult got = written.step(lr, it);
-      EXPECT_EQ(got.skipped, want.skipped) << name << " it " << it;
-      EXPECT_EQ(got.grad_norm, want.grad_norm) << name << " it " << it;
-      EXPECT_EQ(got.clipped, want.clipped) << name << " it " << it;
-    }
-    EXPECT_EQ(bytes_of(written.params()), bytes_of(zeroed.params())) << name;
-    EXPECT_EQ(bytes_of(written.master()), bytes_of(zeroed.master())) << name;
-    EXPECT_EQ(bytes_of(written.exp_avg()), bytes_of(zeroed.exp_avg())) << name;
-    EXPECT_EQ(bytes_of(written.exp_avg_sq()), bytes_of(zeroed.exp_avg_sq())) << name;
-    EXPECT_EQ(bytes_of(written.grad_accumulator()), bytes_of(zeroed.grad_accumulator())) << name;
+    const auto nans_then_zeros = [](const MixedPrecisionOptimizer& opt) {
+      const model::ParamBuffer& g = opt.micro_grads();
+      for (float& x : g.scratch(g.capacity_numel()).host_span<float>()) x = std::nanf("");
+      for (float& x : g.flat().host_span<float>()) x = 0.0f;
+    };
+    expect_same_training(zeroed, written, name_of(o), nans_then_zeros,
+                         [](MixedPrecisionOptimizer& opt, int) { opt.accumulate_micro_batch(); });
   }
 }
 
@@ -597,31 +610,12 @@ TEST(MixedPrecisionOptimizer, LastMicroBatchRoundsAsTheStepWould) {
     all.push_back(o);
   }
   for (const OptimizerOptions& o : all) {
-    const std::string name =
-        name_of(o) + " communicating in " + std::string(tensor::dtype_name(o.communication_dtype));
     MixedPrecisionOptimizer plain(tiny_table(), o), told(tiny_table(), o);
-    initialize(plain, 1e-4);
-    initialize(told, 1e-4);
-    const bool fp16 = o.precision == Precision::kFp16;
-    for (int it = 1; it <= 8; ++it) {
-      for (int micro = 0; micro < 2; ++micro) {
-        for (const MixedPrecisionOptimizer* opt : {&plain, &told}) {
-          fill_pattern(opt->micro_grads(), 0.01 * opt->loss_scale(), 10 * it + micro);
-          if (fp16 && it == 6 && micro == 1) set_grad(*opt, word(), 1, 1e30f);
-        }
-        plain.accumulate_micro_batch();
-        told.accumulate_micro_batch(/*last=*/micro == 1);
-      }
-      const double lr = 1e-3 * (1.0 + 0.1 * it);
-      const StepResult want = plain.step(lr, it);
-      const StepResult got = told.step(lr, it);
-      EXPECT_EQ(got.skipped, want.skipped) << name << " it " << it;
-      EXPECT_EQ(got.grad_norm, want.grad_norm) << name << " it " << it;
-    }
-    EXPECT_EQ(bytes_of(told.params()), bytes_of(plain.params())) << name;
-    EXPECT_EQ(bytes_of(told.master()), bytes_of(plain.master())) << name;
-    EXPECT_EQ(bytes_of(told.exp_avg()), bytes_of(plain.exp_avg())) << name;
-    EXPECT_EQ(bytes_of(told.exp_avg_sq()), bytes_of(plain.exp_avg_sq())) << name;
+    expect_same_training(
+        plain, told,
+        name_of(o) + " communicating in " + std::string(tensor::dtype_name(o.communication_dtype)),
+        [](const MixedPrecisionOptimizer&) {},
+        [](MixedPrecisionOptimizer& opt, int micro) { opt.accumulate_micro_batch(micro == 1); });
   }
 }
 
