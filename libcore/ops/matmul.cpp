@@ -86,14 +86,12 @@ void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor
     }
     return;
   }
-  // The host overwrites as it adds: onto zeros.
+  // The host overwrites dx as it adds, onto zeros (dweight: beta = 0, the same).
   const bool overwrite = dx_mode == Dx::kOverwrite;
   const Fp32View dx32(dx, /*read=*/!overwrite), dout32(dout), x32(x), weight32(weight);
   if (overwrite && detail::given(dx)) std::fill_n(dx32.data(), dx.numel(), 0.0f);
-  if (dweight_mode == Dx::kOverwrite && dweight_ptr != nullptr)
-    std::fill_n(dweight_ptr, dweight.numel(), 0.0f);
   cpu::linear_backward(dx32.data(), dweight_ptr, dbias_ptr, dout32.data(), x32.data(),
-                       weight32.data(), m, n, k);
+                       weight32.data(), m, n, k, dweight_mode == Dx::kAccumulate);
   dx32.store();
 }
 

@@ -1,6 +1,7 @@
 #include "ops/cpu/gradients.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "ops/cpu/adam.h"
 
@@ -44,31 +45,71 @@ void map_in_dtype(void* x, DType dtype, std::int64_t n, Op op) {
   }
 }
 
-}  // namespace
+// round_to with the dtype known at compile time, for the loops below.
+template <DType kDtype>
+float rounded(float value) {
+  if constexpr (kDtype == DType::kBFloat16) return tensor::to_float(tensor::to_bfloat16(value));
+  if constexpr (kDtype == DType::kFloat16) return tensor::to_float(tensor::to_float16(value));
+  return value;
+}
 
-void accumulate_rounded(void* accumulator, DType accumulator_dtype, const float* micro,
-                        std::int64_t n, DType grad_dtype, bool fresh, DType round_through) {
+// f(std::integral_constant<DType, d>{}) for d = dtype among fp32, bf16 and fp16.
+template <typename F>
+void with_rounding(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return f(std::integral_constant<DType, DType::kBFloat16>{});
+    case DType::kFloat16:
+      return f(std::integral_constant<DType, DType::kFloat16>{});
+    default:
+      return f(std::integral_constant<DType, DType::kFloat32>{});
+  }
+}
+
+// The loop of accumulate_rounded with its choices made outside it.
+template <DType kGrad, DType kThrough, bool kFresh>
+void accumulate_loop(void* accumulator, DType accumulator_dtype, const float* micro,
+                     std::int64_t n) {
   // A fresh accumulator's sum is 0 + g: g, except that −0 gives +0 (spelled out, so that no
   // compiler may drop the addition).
-  const auto sum = [&](float old, std::int64_t i) {
-    const float g = round_to(grad_dtype, micro[i]);
-    return fresh ? (g == 0.0f ? 0.0f : g) : old + g;
+  const auto sum = [micro](float old, std::int64_t i) {
+    const float g = rounded<kGrad>(micro[i]);
+    return kFresh ? (g == 0.0f ? 0.0f : g) : old + g;
   };
   if (accumulator_dtype == DType::kFloat32) {
     auto* acc = static_cast<float*>(accumulator);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i)
-      acc[i] = round_to(round_through, sum(fresh ? 0.0f : acc[i], i));
+    for (std::int64_t i = 0; i < n; ++i) acc[i] = rounded<kThrough>(sum(kFresh ? 0.0f : acc[i], i));
   } else {
     auto* acc = static_cast<tensor::Float16*>(accumulator);
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) {
-      const tensor::Float16 a = tensor::to_float16(sum(fresh ? 0.0f : tensor::to_float(acc[i]), i));
-      acc[i] = round_through == DType::kFloat32
-                   ? a
-                   : tensor::to_float16(round_to(round_through, tensor::to_float(a)));
+      const tensor::Float16 a =
+          tensor::to_float16(sum(kFresh ? 0.0f : tensor::to_float(acc[i]), i));
+      if constexpr (kThrough == DType::kFloat32) {
+        acc[i] = a;
+      } else {
+        acc[i] = tensor::to_float16(rounded<kThrough>(tensor::to_float(a)));
+      }
     }
   }
+}
+
+}  // namespace
+
+void accumulate_rounded(void* accumulator, DType accumulator_dtype, const float* micro,
+                        std::int64_t n, DType grad_dtype, bool fresh, DType round_through) {
+  with_rounding(grad_dtype, [&](auto grad) {
+    with_rounding(round_through, [&](auto through) {
+      if (fresh) {
+        accumulate_loop<decltype(grad)::value, decltype(through)::value, true>(
+            accumulator, accumulator_dtype, micro, n);
+      } else {
+        accumulate_loop<decltype(grad)::value, decltype(through)::value, false>(
+            accumulator, accumulator_dtype, micro, n);
+      }
+    });
+  });
 }
 
 void round_through(void* x, DType x_dtype, std::int64_t n, DType dtype) {

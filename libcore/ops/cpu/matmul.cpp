@@ -24,12 +24,15 @@ void linear_forward(float* out, const float* x, const float* weight, const float
 }
 
 void linear_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
-                     const float* weight, std::int64_t m, std::int64_t n, std::int64_t k) {
+                     const float* weight, std::int64_t m, std::int64_t n, std::int64_t k,
+                     bool accumulate_dweight) {
   if (dx != nullptr && m > 0 && k > 0) {
     gemm(m, k, n, 1.0f, {dout, n, false}, {weight, k, false}, 1.0f, dx, k);
   }
   if (dweight != nullptr && n > 0 && k > 0) {
-    gemm(n, k, m, 1.0f, {dout, n, true}, {x, k, false}, 1.0f, dweight, k);
+    // beta = 0 zeroes dweight and then adds the product as beta = 1 adds it onto zeros.
+    gemm(n, k, m, 1.0f, {dout, n, true}, {x, k, false}, accumulate_dweight ? 1.0f : 0.0f, dweight,
+         k);
   }
   if (dbias != nullptr) {
     // Blocks of columns per thread, rows summed in order inside: every column's sum adds its
