@@ -480,6 +480,33 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
       o.iters);
   // dx and dweight: two products of the forward's size (the dbias column sum is not counted).
   report_flops("linear fc1 bwd bf16 (dx, fp32 dw, db)", bwd_ms, 2.0 * flops, peak.tensor_flops);
+
+  // fc1 and its bias-GeLU as the model runs them (the GEMM, then the kernel), against cuBLASLt's
+  // GELU_BIAS epilogue in the GEMM: a probe for GELU_AUX_BIAS (which also stores the
+  // pre-activation the backward needs), not used in training yet.
+  Buffer<std::uint16_t> gelu(mn);
+  const double split_ms = time_ms(
+      [&] {
+        mds::kernels::linear_forward(context, out.get(), x.get(), w.get(), nullptr,
+                                     DType::kBFloat16, m, n, k, nullptr);
+        mds::kernels::bias_gelu_forward(gelu.get(), out.get(), bias.get(), DType::kBFloat16,
+                                        DType::kBFloat16, m, n, mds::ops::GeluKind::kTanhFused,
+                                        nullptr);
+      },
+      o.iters);
+  report_flops("fc1 fwd bf16: GEMM, then the bias-GeLU kernel", split_ms, flops, peak.tensor_flops);
+  mds::kernels::GemmOptions epilogue;
+  epilogue.input = epilogue.output = DType::kBFloat16;
+  epilogue.epilogue = mds::kernels::GemmEpilogue::kBiasGelu;
+  epilogue.bias = bias.get();
+  const double fused_ms = time_ms(
+      [&] {
+        mds::kernels::gemm(context, m, n, k, 1.0f, {x.get(), k, false}, {w.get(), k, true}, 0.0f,
+                           gelu.get(), n, epilogue, nullptr);
+      },
+      o.iters);
+  report_flops("fc1 fwd bf16: GEMM with the GELU_BIAS epilogue", fused_ms, flops,
+               peak.tensor_flops);
 }
 
 bool bench_gemm(const Options& o, const Peak& peak) {
