@@ -649,8 +649,13 @@ void MixedPrecisionOptimizer::restore_from_checkpoint(RestoreSource source) {
       break;
   }
   refresh_compute();
-  ops::fill(context(), grad_accumulator(), 0.0f);
-  if (grad_accumulator_) release_accumulator();
+  // The table-layout accumulator starts afresh with the next micro-batch; stage 2's partitions
+  // are added into.
+  if (grad_accumulator_) {
+    release_accumulator();
+  } else {
+    ops::fill(context(), partition_accumulator_, 0.0f);
+  }
   ops::fill(context(), micro_grads_.scratch(micro_grads_.capacity_numel()), 0.0f);
   initialized_ = true;
 }

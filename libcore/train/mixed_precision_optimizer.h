@@ -295,7 +295,7 @@ class MixedPrecisionOptimizer {
   tensor::Buffer partition_accumulator_buffer_;
   tensor::Tensor partition_accumulator_;
   // Also the fp32 gradient scratch of the fp16 step and the gradient partitions of a partitioned
-  // step (room for both), which leave it zeroed.
+  // step (room for both), which leave it zeroed (unless micro_grads_written_whole).
   model::ParamBuffer micro_grads_;
   // grad_accumulator_ holds no gradient of the coming step yet (the next accumulate writes it).
   bool accumulator_fresh_ = true;

@@ -219,6 +219,12 @@ TEST(OpsGradients, ArgumentChecksNameTheOp) {
               accumulate_rounded(DeviceContext{}, view(x, {4}), view(x, {4}), DType::kInt64);
             }),
             "ops::accumulate_rounded: the gradient dtype must be fp32, bf16 or fp16, got int64");
+  EXPECT_EQ(testing_support::one_line_error([&] {
+              accumulate_rounded(DeviceContext{}, view(x, {4}), view(x, {4}), DType::kBFloat16,
+                                 {true, DType::kInt64});
+            }),
+            "ops::accumulate_rounded: the dtype rounded through must be fp32, bf16 or fp16, got "
+            "int64");
   EXPECT_EQ(testing_support::one_line_error(
                 [&] { round_through(DeviceContext{}, view(b, {4}), DType::kFloat16); }),
             "ops::round_through: x must be fp32 or fp16, got bfloat16");

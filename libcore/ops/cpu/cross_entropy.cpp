@@ -146,10 +146,6 @@ double loss_mask_sum(const float* mask, std::int64_t n) {
   return count;
 }
 
-void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad) {
-  masked_mean_loss_backward(dloss, mask, n, grad, loss_mask_sum(mask, n));
-}
-
 void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad,
                                double mask_sum) {
   const float scale = static_cast<float>(grad / mask_sum);

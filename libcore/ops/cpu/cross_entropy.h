@@ -20,8 +20,7 @@ void cross_entropy_backward(float* dlogits, const float* exp_logits, const std::
 float masked_mean_loss(const float* loss, const float* mask, std::int64_t n);
 // Σ mask in token order in double: the divisor of both passes.
 double loss_mask_sum(const float* mask, std::int64_t n);
-void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad);
-// dloss = mask · (grad / mask_sum) in fp32, with the sum given.
+// dloss = mask · (grad / mask_sum) in fp32.
 void masked_mean_loss_backward(float* dloss, const float* mask, std::int64_t n, float grad,
                                double mask_sum);
 

@@ -10,15 +10,32 @@ namespace {
 
 using tensor::DType;
 
-float round_to(DType dtype, float value) {
+// `value` rounded to kDtype (fp32: as it is) and widened back.
+template <DType kDtype>
+float rounded(float value) {
+  if constexpr (kDtype == DType::kBFloat16) return tensor::to_float(tensor::to_bfloat16(value));
+  if constexpr (kDtype == DType::kFloat16) return tensor::to_float(tensor::to_float16(value));
+  return value;
+}
+
+// f(std::integral_constant<DType, d>{}) for d = dtype among fp32, bf16 and fp16.
+template <typename F>
+void with_rounding(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kBFloat16:
-      return tensor::to_float(tensor::to_bfloat16(value));
+      return f(std::integral_constant<DType, DType::kBFloat16>{});
     case DType::kFloat16:
-      return tensor::to_float(tensor::to_float16(value));
+      return f(std::integral_constant<DType, DType::kFloat16>{});
     default:
-      return value;
+      return f(std::integral_constant<DType, DType::kFloat32>{});
   }
+}
+
+// rounded with the dtype known at run time.
+float round_to(DType dtype, float value) {
+  float out = value;
+  with_rounding(dtype, [&](auto d) { out = rounded<decltype(d)::value>(value); });
+  return out;
 }
 
 template <typename T, typename Op>
@@ -42,27 +59,6 @@ void map_in_dtype(void* x, DType dtype, std::int64_t n, Op op) {
     default:
       map_elements(static_cast<float*>(x), n, op);
       break;
-  }
-}
-
-// round_to with the dtype known at compile time, for the loops below.
-template <DType kDtype>
-float rounded(float value) {
-  if constexpr (kDtype == DType::kBFloat16) return tensor::to_float(tensor::to_bfloat16(value));
-  if constexpr (kDtype == DType::kFloat16) return tensor::to_float(tensor::to_float16(value));
-  return value;
-}
-
-// f(std::integral_constant<DType, d>{}) for d = dtype among fp32, bf16 and fp16.
-template <typename F>
-void with_rounding(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kBFloat16:
-      return f(std::integral_constant<DType, DType::kBFloat16>{});
-    case DType::kFloat16:
-      return f(std::integral_constant<DType, DType::kFloat16>{});
-    default:
-      return f(std::integral_constant<DType, DType::kFloat32>{});
   }
 }
 

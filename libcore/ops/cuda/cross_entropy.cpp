@@ -1,7 +1,7 @@
 #include "kernels/cross_entropy.h"
-#include "kernels/elementwise.h"
 
 #include "kernels/check.h"
+#include "kernels/elementwise.h"
 #include "ops/cpu/cross_entropy.h"
 #include "ops/cuda/backend.h"
 #include "ops/cuda/resources.h"
