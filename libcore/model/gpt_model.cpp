@@ -1,6 +1,7 @@
 #include "model/gpt_model.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -305,7 +306,10 @@ std::vector<GptModel::FlatRange> GptModel::ranges_not_overwritten(
 }
 
 void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer& grads,
-                        float loss_scale, GradientWrite write) {
+                        float loss_scale, GradientWrite write, const GradientsReady& ready) {
+  const auto report = [&ready](std::initializer_list<std::size_t> finished) {
+    if (ready) ready(std::span<const std::size_t>(finished.begin(), finished.size()));
+  };
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   const bool overwrite = write == GradientWrite::kOverwrite;
@@ -324,6 +328,9 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
                      buffers_[static_cast<std::size_t>(buffer)].loss_mask_sum, tp_,
                      options_.config.vocab_start(), gemm_weight_grads);
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient
+    report({index_.final_ln_weight, index_.final_ln_bias});
+    // The first stage's embedding backward adds its lookups' gradient to the word embedding's.
+    if (!owns_embedding_) report({index_.word});
   }
   const std::vector<LayerChunk>& chunks = a.chunks();
   for (auto chunk = chunks.rbegin(); chunk != chunks.rend(); ++chunk) {
@@ -340,6 +347,9 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
                                  LayerWeights::view(params, index),
                                  LayerWeights::view(grads, index), a.layer(buffer, layer),
                                  a.workspace(), a.layer_input(buffer, layer), gemm_weight_grads);
+      report({index.ln1_weight, index.ln1_bias, index.qkv_weight, index.qkv_bias,
+              index.dense_weight, index.dense_bias, index.ln2_weight, index.ln2_bias,
+              index.fc1_weight, index.fc1_bias, index.fc2_weight, index.fc2_bias});
     }
   }
   if (owns_embedding_) {
@@ -347,6 +357,7 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
                              a.workspace().grad, a.inputs(buffer),
                              embedding_dropout_stream(dropout, options_.hidden_dropout),
                              options_.config.vocab_start());
+    report({index_.word, index_.position});
   }
 }
 
@@ -375,7 +386,7 @@ float GptModel::forward_stage(int buffer, const ModelParams& params, const Micro
 
 void GptModel::backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
                               Tensor output_grad, Tensor input_grad, float loss_scale,
-                              GradientWrite write) {
+                              GradientWrite write, const GradientsReady& ready) {
   BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
   check_params(params);
   check_buffer(grads, "grads", DType::kFloat32);
@@ -391,18 +402,19 @@ void GptModel::backward_stage(int buffer, const ModelParams& params, const Param
   }
   const Tensor& grad = activations_->workspace().grad;
   if (!owns_head_) ops::cast(context(), grad, output_grad);
-  backward(buffer, params, grads, loss_scale, write);
+  backward(buffer, params, grads, loss_scale, write, ready);
   if (!owns_embedding_) ops::cast(context(), input_grad, grad);
   state.forward_done = false;
 }
 
 float GptModel::forward_backward(const ModelParams& params, const ParamBuffer& grads,
                                  const MicroBatch& batch, const DropoutContext& dropout,
-                                 float loss_scale, GradientWrite write) {
+                                 float loss_scale, GradientWrite write,
+                                 const GradientsReady& ready) {
   check_whole_model("forward_backward");
   check_buffer(grads, "grads", DType::kFloat32);
   const float loss = forward_stage(0, params, batch, dropout, {}, {});
-  backward_stage(0, params, grads, {}, {}, loss_scale, write);
+  backward_stage(0, params, grads, {}, {}, loss_scale, write, ready);
   return loss;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/activation_plan.h"
@@ -26,6 +28,12 @@ enum class GradientWrite {
   kOverwrite,
   kAdd,  // the gradient is added into the buffer's values (micro-batches accumulate)
 };
+
+// Called by a backward with the table indices of parameters whose gradient it has finished
+// (nothing later in that backward writes them): after the head, after each transformer layer,
+// after the embedding. On a device the kernels writing them are queued, not necessarily done.
+// Every parameter of the stage is reported once per backward.
+using GradientsReady = std::function<void(std::span<const std::size_t> params)>;
 
 struct MicroBatch {             // host tensors
   tensor::Tensor tokens;        // int64 [b, s]
@@ -76,11 +84,12 @@ class GptModel {
   // fp32; params one fp32 buffer with fp32 activations, or with 16-bit activations the 16-bit
   // weights (alone, or with an fp32 copy of them for the non-GEMM parameters: model_params.h).
   // The gradient of (loss · loss_scale) is written into grads, or added into it with
-  // GradientWrite::kAdd (micro-batches accumulate). Returns the unscaled micro-batch loss
-  // Σ loss·mask / Σ mask.
+  // GradientWrite::kAdd (micro-batches accumulate). `ready`, if set, hears which gradients are
+  // final as the backward goes. Returns the unscaled micro-batch loss Σ loss·mask / Σ mask.
   float forward_backward(const ModelParams& params, const ParamBuffer& grads,
                          const MicroBatch& batch, const DropoutContext& dropout, float loss_scale,
-                         GradientWrite write = GradientWrite::kOverwrite);
+                         GradientWrite write = GradientWrite::kOverwrite,
+                         const GradientsReady& ready = {});
 
   // Forward only through the whole model; returns the micro-batch loss. With `token_losses`
   // (fp32 [b, s]) also writes each token's loss (for evaluate/perplexity later).
@@ -112,9 +121,11 @@ class GptModel {
   // ∂/∂input_hidden, empty on the first stage. The tied word embedding's gradient of each
   // stage (first: lookups, last: logits) lands in that stage's own view; summing the two is the
   // caller's ReduceTiedGrads.
+  // `ready` as for forward_backward.
   void backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
                       tensor::Tensor output_grad, tensor::Tensor input_grad, float loss_scale,
-                      GradientWrite write = GradientWrite::kOverwrite);
+                      GradientWrite write = GradientWrite::kOverwrite,
+                      const GradientsReady& ready = {});
 
   // The buffer's tensors, for receiving or sending without a copy.
   const tensor::Tensor& stage_input(int buffer) const { return activations_->stage_input(buffer); }
@@ -155,7 +166,7 @@ class GptModel {
   const LayerParamIndex& layer_index(std::int64_t layer) const;
   float forward(int buffer, const ModelParams& params);
   void backward(int buffer, const ModelParams& params, const ParamBuffer& grads, float loss_scale,
-                GradientWrite write);
+                GradientWrite write, const GradientsReady& ready);
   // [offset, offset + numel) ranges of the gradient buffer that no GEMM writes over: filled with
   // zeros before a GradientWrite::kOverwrite backward adds into them.
   struct FlatRange {

@@ -125,6 +125,7 @@ OptimizerOptions optimizer_options_from_config(const config::DeepSpeedConfig& co
   options.adam = adam;
   options.communication_dtype = to_dtype(config::effective_communication_data_type(config));
   options.loss_scaler = LossScaler::from_config(config);
+  options.overlap_reduction = config::effective_overlap_comm(config);
   validate(options);
   return options;
 }
@@ -167,6 +168,10 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
         static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * tensor::dtype_size(accumulator),
         where);
     partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
+  }
+  if (overlaps_reduction()) {
+    const std::int64_t chunk = staging_.all_reduce_chunk(dp_size());
+    overlap_.emplace(table, chunk, chunk);
   }
 }
 
@@ -333,9 +338,21 @@ void MixedPrecisionOptimizer::initialize_with(
 }
 
 void MixedPrecisionOptimizer::accumulate_micro_batch(bool last) {
+  const bool overlapping = overlap_ && overlap_->in_progress();
+  if (overlapping && !last) {
+    base::fail(
+        "optimizer: gradients_ready() was called during a micro-batch that is not the "
+        "step's last (accumulate_micro_batch(last = true) must follow it)");
+  }
   if (options_.zero_stage == 2) {
     shard_->reduce_scatter_into(micro_grads_.flat(), options_.communication_dtype,
                                 partition_accumulator_, params_.dtype());
+  } else if (last && overlaps_reduction()) {
+    // The rest of the last micro-batch; micro_grads_ stages reductions until step() finishes them.
+    if (!overlapping) begin_overlapped_reduction();
+    overlap_->flush();
+    accumulator_fresh_ = false;
+    return;
   } else {
     ops::AccumulateSteps steps;
     steps.fresh = accumulator_fresh_;
@@ -347,6 +364,28 @@ void MixedPrecisionOptimizer::accumulate_micro_batch(bool last) {
     accumulator_rounded_ = steps.round_through != DType::kFloat32;
   }
   zero_micro_grads(micro_grads_.flat());
+}
+
+bool MixedPrecisionOptimizer::overlaps_reduction() const {
+  return options_.overlap_reduction && !is_zero() && data_parallel_ != nullptr;
+}
+
+void MixedPrecisionOptimizer::gradients_ready(std::span<const std::size_t> params) {
+  if (!overlaps_reduction()) return;
+  if (!overlap_->in_progress()) begin_overlapped_reduction();
+  overlap_->ready(params);
+}
+
+void MixedPrecisionOptimizer::begin_overlapped_reduction() {
+  OverlappedAllReduce::Step step;
+  step.ctx = &context();
+  step.accumulator = grad_accumulator_->flat();
+  step.micro = micro_grads_.flat();
+  step.grad_dtype = params_.dtype();
+  step.comm = options_.communication_dtype;
+  step.fresh = accumulator_fresh_;
+  step.group = data_parallel_;
+  overlap_->begin(step);
 }
 
 DType MixedPrecisionOptimizer::single_rank_rounding() const {
@@ -378,13 +417,18 @@ StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
   if (!initialized_) {
     base::fail("optimizer: step() before initialize() or restore_from_checkpoint()");
   }
+  const bool overlapped = overlap_ && overlap_->in_progress();
+  if (overlapped) {
+    overlap_->finish();
+    zero_micro_grads(micro_grads_.flat());
+  }
   // A step before any micro-batch has zero gradients.
   if (grad_accumulator_ && accumulator_fresh_) {
     ops::fill(context(), grad_accumulator_->flat(), 0.0f);
     accumulator_fresh_ = false;
   }
   if (is_zero()) return step_zero(lr);
-  all_reduce_gradients();
+  if (!overlapped) all_reduce_gradients();
   switch (options_.precision) {
     case Precision::kBf16:
       return step_bf16(lr, iteration);

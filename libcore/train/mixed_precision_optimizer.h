@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,7 @@
 #include "train/grad_clip.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer_memory.h"
+#include "train/overlapped_all_reduce.h"
 #include "train/zero_shard.h"
 
 namespace mds::config {
@@ -91,6 +93,11 @@ struct OptimizerOptions {
   // a full pass over it each time. Off, it is zero whenever a micro-batch's gradient is to be
   // added into it.
   bool micro_grads_written_whole = false;
+  // DeepSpeed's zero_optimization.overlap_comm: at stage 0 with several data-parallel ranks the
+  // last micro-batch's gradients are all-reduced bucket by bucket as its backward reports them
+  // final (gradients_ready()), the same bits as reducing them all in step(). Stages 1 and 2
+  // reduce in step() / per micro-batch whatever this says.
+  bool overlap_reduction = false;
 };
 
 // The options DeepSpeed derives from its JSON (precision, ZeRO stage, clipping, communication
@@ -170,6 +177,17 @@ class MixedPrecisionOptimizer {
   // data-parallel rank the communication dtype's rounding then happens in this pass instead of a
   // pass of step()'s own.
   void accumulate_micro_batch(bool last = false);
+
+  // Whether gradients_ready() starts reductions: overlap_reduction at stage 0 with a
+  // data-parallel group of several ranks.
+  bool overlaps_reduction() const;
+  // During the backward of a step's last micro-batch (the one accumulate_micro_batch(true)
+  // follows): the micro-batch gradients of table parameters `params` are final in micro_grads(),
+  // each parameter reported at most once. Runs of adjacent final parameters are folded into the
+  // accumulator and their all-reduce started as soon as they hold a collective chunk; the last
+  // accumulate starts the rest and step() waits for them. Nothing happens unless
+  // overlaps_reduction().
+  void gradients_ready(std::span<const std::size_t> params);
 
   // Pipeline ReduceTiedGrads (training.md §3.2): sums the accumulated gradient of table
   // parameter `param` (the tied word embedding) over the first and last stage's `embedding`
@@ -267,6 +285,8 @@ class MixedPrecisionOptimizer {
   void release_accumulator();
   // Stage 0's ReduceGrads: all-reduce in the communication dtype, × 1/D, chunk by chunk.
   void all_reduce_gradients();
+  // The last micro-batch's accumulation and reduction, overlapped (overlaps_reduction()).
+  void begin_overlapped_reduction();
   // Whether any rank of the model-parallel group (and of the DP group, for partitioned
   // gradients) saw an inf/NaN.
   bool any_overflow(tensor::Tensor grads, bool partitioned_grads) const;
@@ -301,6 +321,8 @@ class MixedPrecisionOptimizer {
   bool accumulator_fresh_ = true;
   // The last accumulate rounded grad_accumulator_ through the communication dtype already.
   bool accumulator_rounded_ = false;
+  // The reduction overlapping the last micro-batch's backward (when overlaps_reduction()).
+  std::optional<OverlappedAllReduce> overlap_;
   std::optional<HostState> host_;  // on a device only
   std::int64_t adam_step_ = 0;
   double last_grad_norm_ = 0.0;

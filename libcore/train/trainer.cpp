@@ -176,10 +176,17 @@ double Trainer::forward_backward_all(data::BatchLoader& loader, std::int64_t mic
   double loss_sum = 0.0;
   for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
     data::MicroBatchArrays arrays = loader.next();
+    const bool last = mb + 1 == micro_batches;
+    // The last micro-batch's gradients are reduced over DP as its backward finishes them.
+    model::GradientsReady ready;
+    if (last && optimizer_.overlaps_reduction()) {
+      ready = [this](std::span<const std::size_t> params) { optimizer_.gradients_ready(params); };
+    }
     loss_sum += model_.forward_backward(model_params(), optimizer_.micro_grads(), view_of(arrays),
-                                        training_dropout(mb), loss_scale);
+                                        training_dropout(mb), loss_scale,
+                                        model::GradientWrite::kOverwrite, ready);
     // One stage: no tied-gradient reduction follows the last micro-batch.
-    optimizer_.accumulate_micro_batch(/*last=*/mb + 1 == micro_batches);
+    optimizer_.accumulate_micro_batch(last);
   }
   return loss_sum;
 }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -185,9 +186,17 @@ class GridRank {
         loss = executor->train_step(optimizer.compute(), optimizer.micro_grads(), input);
       } else {
         for (std::int64_t mb = 0; mb < kMicroBatches; ++mb) {
-          loss += model.forward_backward(optimizer.compute(), optimizer.micro_grads(), load(mb),
-                                         dropout(mb), scale);
-          optimizer.accumulate_micro_batch();
+          // As the trainer: with overlap_reduction, the last micro-batch's gradients are reduced
+          // as its backward finishes them.
+          const bool last = mb + 1 == kMicroBatches;
+          model::GradientsReady ready;
+          if (last && optimizer.overlaps_reduction()) {
+            ready = [&](std::span<const std::size_t> params) { optimizer.gradients_ready(params); };
+          }
+          loss +=
+              model.forward_backward(optimizer.compute(), optimizer.micro_grads(), load(mb),
+                                     dropout(mb), scale, model::GradientWrite::kOverwrite, ready);
+          optimizer.accumulate_micro_batch(last);
         }
       }
       const train::StepResult step = optimizer.step(kLr, it + 1);
@@ -329,6 +338,20 @@ TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoDataParallelRanks) {
 }
 
 // The gradient norm's sums over the TP group (TP-duplicated parameters counted on TP rank 0).
+// overlap_comm on the device (reductions started during the backward, staged in the micro-batch
+// gradients' bytes): the bits of the step's own all-reduce, on every rank.
+TEST_F(GridMixedPrecisionOnDevice, Bf16OverlappedReductionGivesTheStepsBits) {
+  GridSpec spec{2, 1, 1, bf16_adam()};
+  const GridTrace plain = train_grid(spec, initial_, true);
+  spec.optimizer.overlap_reduction = true;
+  const GridTrace overlapped = train_grid(spec, initial_, true);
+  ASSERT_EQ(overlapped.size(), plain.size());
+  for (std::size_t r = 0; r < plain.size(); ++r) {
+    EXPECT_EQ(overlapped[r].losses, plain[r].losses) << "rank " << r;
+    EXPECT_EQ(overlapped[r].weights, plain[r].weights) << "rank " << r;
+  }
+}
+
 TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoTensorParallelAndTwoDataParallelRanks) {
   expect_device_follows_host({2, 1, 2, bf16_adam()});
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -235,6 +236,43 @@ TEST(GptModel, OverwritingWritesWhatAddingIntoZerosWrites) {
           << "checkpointed " << checkpointed << ", call " << call;
     }
     EXPECT_GT(overwritten.table().buffer_numel(), overwritten.table().local_numel());  // padding
+  }
+}
+
+// The backward reports every parameter once, and only once nothing more is written into its
+// gradient: a snapshot taken when it is reported equals the buffer after the backward (over
+// NaNs, so a report before the overwrite is caught too). The head's LayerNorm comes first, the
+// word embedding (head and lookups) last.
+TEST(GptModel, ReportsEachGradientOnceItIsFinal) {
+  for (const bool checkpointed : {false, true}) {
+    ModelOptions o = tiny_options(3);
+    o.hidden_dropout = 0.25f;
+    o.checkpoint_activations = checkpointed;
+    Harness h(o);
+    for (float& g : h.grads.flat().host_span<float>()) g = std::nanf("");
+    std::vector<std::vector<float>> snapshots(h.table().size());
+    std::vector<int> reports(h.table().size(), 0);
+    std::vector<std::size_t> order;
+    const GradientsReady ready = [&](std::span<const std::size_t> params) {
+      for (const std::size_t p : params) {
+        ++reports.at(p);
+        const auto values = h.grads.view(p).host_span<float>();
+        snapshots[p].assign(values.begin(), values.end());
+        order.push_back(p);
+      }
+    };
+    h.model.forward_backward(h.params, h.grads, h.batch(), DropoutContext{3, 1, 0, true}, 2.0f,
+                             GradientWrite::kOverwrite, ready);
+    for (std::size_t p = 0; p < h.table().size(); ++p) {
+      const std::string name = h.table()[p].engine_name();
+      EXPECT_EQ(reports[p], 1) << name;
+      const auto final_values = h.grads.view(p).host_span<float>();
+      EXPECT_TRUE(bit_equal(snapshots[p], {final_values.begin(), final_values.end()})) << name;
+    }
+    ASSERT_EQ(order.size(), h.table().size());
+    const std::int64_t final_layernorm = o.config.final_layernorm_spec();
+    EXPECT_EQ(order.front(), h.table().index_of(final_layernorm, "weight"));
+    EXPECT_EQ(order[order.size() - 2], h.table().index_of(1, "word_embeddings.weight"));
   }
 }
 

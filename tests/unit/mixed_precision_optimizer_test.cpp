@@ -710,6 +710,13 @@ TEST(MixedPrecisionOptimizer, OptionsFromDeepSpeedConfig) {
   EXPECT_EQ(bf16.precision, Precision::kBf16);
   EXPECT_EQ(bf16.communication_dtype, DType::kBFloat16);
   EXPECT_EQ(bf16.loss_scaler.rule(), LossScaleRule::kNone);
+  EXPECT_FALSE(bf16.overlap_reduction);  // DeepSpeed's default below stage 3
+  EXPECT_TRUE(
+      optimizer_options_from_config(
+          config::parse_deepspeed_config(
+              R"({"train_batch_size": 8, "zero_optimization": {"overlap_comm": true}})", "ds.json"),
+          a)
+          .overlap_reduction);
 
   EXPECT_EQ(optimizer_options_from_config(
                 config::parse_deepspeed_config(R"({"train_batch_size": 8})", "ds.json"), a)

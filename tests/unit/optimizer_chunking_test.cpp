@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "model/gpt_config.h"
 #include "model/param_table.h"
 #include "thread_communicator.h"
@@ -105,13 +107,70 @@ struct Outcome {
   std::vector<BufferBytes> memory;
 };
 
+// A data-parallel group that counts the all-reduces started through it.
+class CountingCommunicator final : public dist::Communicator {
+ public:
+  explicit CountingCommunicator(dist::Communicator& inner) : inner_(inner) {}
+  std::int64_t all_reduces = 0;
+
+  const std::string& name() const override { return inner_.name(); }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  int world_rank(int group_rank) const override { return inner_.world_rank(group_rank); }
+  dist::Request all_reduce_async(tensor::Tensor data, dist::ReduceOp op) override {
+    ++all_reduces;
+    return inner_.all_reduce_async(data, op);
+  }
+  dist::Request reduce_scatter_async(tensor::Tensor input, tensor::Tensor output,
+                                     dist::ReduceOp op) override {
+    return inner_.reduce_scatter_async(input, output, op);
+  }
+  dist::Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override {
+    return inner_.all_gather_async(input, output);
+  }
+  dist::Request broadcast_async(tensor::Tensor data, int root) override {
+    return inner_.broadcast_async(data, root);
+  }
+  dist::Request send_async(tensor::Tensor data, int peer, int tag) override {
+    return inner_.send_async(data, peer, tag);
+  }
+  dist::Request recv_async(tensor::Tensor data, int peer, int tag) override {
+    return inner_.recv_async(data, peer, tag);
+  }
+  dist::Request barrier_async() override { return inner_.barrier_async(); }
+  const dist::CommStats& stats() const override { return inner_.stats(); }
+  void reset_stats() override { inner_.reset_stats(); }
+
+ private:
+  dist::Communicator& inner_;
+};
+
+// The table's parameters in the order a backward finishes them: spec by spec from the last, in
+// one report per spec.
+std::vector<std::vector<std::size_t>> backward_reports(const model::ParamTable& table) {
+  std::vector<std::vector<std::size_t>> reports;
+  std::int64_t last_layer = -1;
+  for (std::size_t p = table.size(); p-- > 0;) {
+    if (reports.empty() || table[p].layer != last_layer) reports.emplace_back();
+    reports.back().push_back(p);
+    last_layer = table[p].layer;
+  }
+  return reports;
+}
+
 // Three iterations of two micro-batches on DP rank `rank`: gradients that differ per rank,
 // micro-batch and iteration, an fp16 overflow in iteration 2, and at stage 2 (`reduce_tied`) a
-// ReduceTiedGrads of the word embedding over a one-rank embedding group.
+// ReduceTiedGrads of the word embedding over a one-rank embedding group. With `overlap` the last
+// micro-batch's gradients are reported final spec by spec (OptimizerOptions::overlap_reduction),
+// and `started_early` counts the all-reduces started before its accumulate_micro_batch().
 Outcome train(const Layout& layout, std::int64_t chunk, dist::Communicator* dp, int rank,
-              bool reduce_tied) {
+              bool reduce_tied, bool overlap = false, std::int64_t* started_early = nullptr) {
   const model::ParamTable& table = odd_table();
-  MixedPrecisionOptimizer opt(table, options_for(layout, chunk), dp);
+  OptimizerOptions options = options_for(layout, chunk);
+  options.overlap_reduction = overlap;
+  std::optional<CountingCommunicator> counting;
+  if (dp != nullptr) dp = &counting.emplace(*dp);
+  MixedPrecisionOptimizer opt(table, options, dp);
   std::vector<float> initial(static_cast<std::size_t>(table.buffer_numel()));
   for (std::size_t i = 0; i < initial.size(); ++i) initial[i] = 0.05f * std::sin(0.37f * i);
   opt.initialize(
@@ -130,7 +189,13 @@ Outcome train(const Layout& layout, std::int64_t chunk, dist::Communicator* dp, 
         }
       }
       if (layout.precision == Precision::kFp16 && it == 2 && micro == 1) g[0] = 1e30f;
-      opt.accumulate_micro_batch();
+      if (overlap && micro == 1) {
+        const std::int64_t before = counting ? counting->all_reduces : 0;
+        for (const std::vector<std::size_t>& report : backward_reports(table))
+          opt.gradients_ready(report);
+        if (started_early != nullptr && counting) *started_early += counting->all_reduces - before;
+      }
+      opt.accumulate_micro_batch(/*last=*/overlap && micro == 1);
     }
     if (reduce_tied && layout.zero_stage == 2) opt.reduce_tied_gradient(word, embedding);
     out.steps.push_back(opt.step(1e-3 * it, it));
@@ -146,7 +211,9 @@ Outcome train(const Layout& layout, std::int64_t chunk, dist::Communicator* dp, 
 // Every rank's outcome, each rank on its own thread over one data-parallel group (none for one
 // rank), with one OpenMP thread: several teams spinning against each other slow the test 10×.
 std::vector<Outcome> train_on_ranks(const Layout& layout, std::int64_t chunk, int ranks,
-                                    bool reduce_tied = true) {
+                                    bool reduce_tied = true, bool overlap = false,
+                                    std::vector<std::int64_t>* started_early = nullptr) {
+  if (started_early != nullptr) started_early->assign(static_cast<std::size_t>(ranks), 0);
   std::vector<Outcome> outcomes(static_cast<std::size_t>(ranks));
   auto mail = std::make_shared<test::Mailboxes>();
   std::vector<std::thread> threads;
@@ -157,7 +224,8 @@ std::vector<Outcome> train_on_ranks(const Layout& layout, std::int64_t chunk, in
       try {
         test::ThreadCommunicator dp("dp", mail, r, ranks);
         outcomes[static_cast<std::size_t>(r)] =
-            train(layout, chunk, ranks > 1 ? &dp : nullptr, r, reduce_tied);
+            train(layout, chunk, ranks > 1 ? &dp : nullptr, r, reduce_tied, overlap,
+                  started_early ? &(*started_early)[static_cast<std::size_t>(r)] : nullptr);
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(r)] = e.what();
       }
@@ -168,36 +236,108 @@ std::vector<Outcome> train_on_ranks(const Layout& layout, std::int64_t chunk, in
   return outcomes;
 }
 
+// Every rank's weights, state and step results equal, bit for bit.
+void expect_same_outcomes(const std::vector<Outcome>& got, const std::vector<Outcome>& expected,
+                          const std::string& name) {
+  ASSERT_EQ(got.size(), expected.size()) << name;
+  for (std::size_t r = 0; r < expected.size(); ++r) {
+    const Outcome& a = got[r];
+    const Outcome& b = expected[r];
+    EXPECT_EQ(a.params, b.params) << name << " rank " << r;
+    EXPECT_EQ(a.master, b.master) << name << " rank " << r;
+    EXPECT_EQ(a.exp_avg, b.exp_avg) << name << " rank " << r;
+    EXPECT_EQ(a.exp_avg_sq, b.exp_avg_sq) << name << " rank " << r;
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (std::size_t s = 0; s < a.steps.size(); ++s) {
+      EXPECT_EQ(a.steps[s].skipped, b.steps[s].skipped) << name << " step " << s;
+      EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << name << " step " << s;
+      EXPECT_EQ(a.steps[s].loss_scale, b.steps[s].loss_scale) << name << " step " << s;
+      EXPECT_EQ(a.steps[s].clipped, b.steps[s].clipped) << name << " step " << s;
+    }
+  }
+}
+
 TEST(OptimizerChunking, TinyChunksGiveTheBitsOfWholeGroups) {
   bool any_skipped = false, any_clipped = false;
   for (const Layout& layout : layouts()) {
     for (const int ranks : {1, 2, 3}) {
       const std::vector<Outcome> whole = train_on_ranks(layout, kDefaultCollectiveChunk, ranks);
       for (const std::int64_t chunk : {2, 7, 30}) {
-        const std::string name = name_of(layout, ranks, chunk);
-        const std::vector<Outcome> chunked = train_on_ranks(layout, chunk, ranks);
-        for (std::size_t r = 0; r < whole.size(); ++r) {
-          const Outcome& a = chunked[r];
-          const Outcome& b = whole[r];
-          EXPECT_EQ(a.params, b.params) << name << " rank " << r;
-          EXPECT_EQ(a.master, b.master) << name << " rank " << r;
-          EXPECT_EQ(a.exp_avg, b.exp_avg) << name << " rank " << r;
-          EXPECT_EQ(a.exp_avg_sq, b.exp_avg_sq) << name << " rank " << r;
-          ASSERT_EQ(a.steps.size(), b.steps.size());
-          for (std::size_t s = 0; s < a.steps.size(); ++s) {
-            EXPECT_EQ(a.steps[s].skipped, b.steps[s].skipped) << name << " step " << s;
-            EXPECT_EQ(a.steps[s].grad_norm, b.steps[s].grad_norm) << name << " step " << s;
-            EXPECT_EQ(a.steps[s].loss_scale, b.steps[s].loss_scale) << name << " step " << s;
-            EXPECT_EQ(a.steps[s].clipped, b.steps[s].clipped) << name << " step " << s;
-            any_skipped = any_skipped || b.steps[s].skipped;
-            any_clipped = any_clipped || b.steps[s].clipped;
-          }
-        }
+        expect_same_outcomes(train_on_ranks(layout, chunk, ranks), whole,
+                             name_of(layout, ranks, chunk));
+      }
+      for (const StepResult& step : whole.front().steps) {
+        any_skipped = any_skipped || step.skipped;
+        any_clipped = any_clipped || step.clipped;
       }
     }
   }
   EXPECT_TRUE(any_skipped);
   EXPECT_TRUE(any_clipped);
+}
+
+// overlap_reduction: reductions started as the last micro-batch's gradients are reported final
+// give the bits of reducing them in step(). At stage 0 with several ranks they start before the
+// last accumulate (every parameter's piece holds a chunk of up to 64 elements); with the default
+// chunk, and at stages 1 and 2, none does.
+TEST(OptimizerChunking, OverlappedReductionGivesTheBitsOfTheStepsOwn) {
+  for (const Layout& layout : layouts()) {
+    for (const int ranks : {1, 2, 3}) {
+      for (const std::int64_t chunk :
+           {std::int64_t{2}, std::int64_t{30}, std::int64_t{200}, kDefaultCollectiveChunk}) {
+        const std::string name = name_of(layout, ranks, chunk) + " overlapped";
+        std::vector<std::int64_t> started_early;
+        const std::vector<Outcome> overlapped =
+            train_on_ranks(layout, chunk, ranks, true, true, &started_early);
+        expect_same_outcomes(overlapped, train_on_ranks(layout, chunk, ranks), name);
+        const bool early = layout.zero_stage == 0 && ranks > 1 && chunk <= 200;
+        for (const std::int64_t count : started_early) {
+          if (early) {
+            EXPECT_GT(count, 0) << name;
+          } else {
+            EXPECT_EQ(count, 0) << name;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Misuse gets one line naming it. (The default chunk holds this table whole, so nothing is
+// started and the one thread of this rank never waits for the other's collectives.)
+TEST(OptimizerChunking, OverlappedReductionMisuseIsAnError) {
+  const model::ParamTable& table = odd_table();
+  const std::vector<std::size_t> first_report = backward_reports(table).front();
+  const auto error_of = [&](const auto& misuse) -> std::string {
+    test::ThreadCommunicator dp("dp", std::make_shared<test::Mailboxes>(), 0, 2);
+    OptimizerOptions options =
+        options_for({Precision::kFp32, 0, DType::kFloat32}, kDefaultCollectiveChunk);
+    options.overlap_reduction = true;
+    MixedPrecisionOptimizer opt(table, options, &dp);
+    std::vector<float> initial(static_cast<std::size_t>(table.buffer_numel()), 0.5f);
+    opt.initialize(
+        tensor::Tensor(initial.data(), DType::kFloat32, tensor::Shape{table.buffer_numel()}), 1e-3);
+    EXPECT_TRUE(opt.overlaps_reduction());
+    opt.gradients_ready(first_report);
+    try {
+      misuse(opt);
+    } catch (const base::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_of([](MixedPrecisionOptimizer& opt) { opt.accumulate_micro_batch(false); })
+                .find("gradients_ready() was called during a micro-batch that is not the step's "
+                      "last"),
+            std::string::npos);
+  EXPECT_NE(error_of([](MixedPrecisionOptimizer& opt) {
+              opt.step(1e-3, 1);
+            }).find("call accumulate_micro_batch(last = true) after its backward"),
+            std::string::npos);
+  EXPECT_NE(error_of([&](MixedPrecisionOptimizer& opt) {
+              opt.gradients_ready(first_report);
+            }).find("was reported final twice in one step"),
+            std::string::npos);
 }
 
 TEST(OptimizerChunking, MemoryIsThePlan) {

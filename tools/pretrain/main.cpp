@@ -146,6 +146,20 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
   }
 }
 
+// zero_optimization.overlap_comm: stage 0's all-reduce overlaps the last micro-batch's backward
+// when there are no pipeline stages; elsewhere the gradients are reduced after the backward.
+void describe_gradient_overlap(const train::OptimizerOptions& optimizer,
+                               const dist::ProcessGrid& grid, const base::Log& log) {
+  if (!optimizer.overlap_reduction || grid.dp_size() < 2) return;
+  if (optimizer.zero_stage == 0 && grid.pp_size() == 1) {
+    log.info(" > data-parallel gradient all-reduce overlapped with the backward (overlap_comm)");
+    return;
+  }
+  log.note(
+      "overlap_comm: mds overlaps the gradient reduction only at ZeRO stage 0 without "
+      "pipeline stages; this run reduces after the backward");
+}
+
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
 // this run: CUDA needs a device and a run the CUDA path implements (train/device_choice.h).
 // Each rank of a node takes its own device (train::parse_device_flag_for_rank).
@@ -246,6 +260,7 @@ int run(int argc, char** argv, Processes& processes) {
     adam.eps = args.adam_eps;
     adam.weight_decay = args.weight_decay;
     options.optimizer = train::optimizer_options_from_config(ds_config, adam);
+    describe_gradient_overlap(options.optimizer, grid, log);
     options.device = choose_device(args, processes.launch.local_rank, log);
     // Several ranks on devices: device tensors go over NCCL or through host MPI (--distributed-
     // backend); host tensors (losses, norms, flags) still over MPI.

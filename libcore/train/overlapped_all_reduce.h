@@ -1,0 +1,88 @@
+// Stage 0's ReduceGrads started while the last micro-batch's backward still runs (DeepSpeed's
+// zero_optimization.overlap_comm). The backward reports parameters whose micro-batch gradient is
+// final (ready()); each run of adjacent ready parameters of the flat buffer is folded into the
+// accumulator and its all-reduce started as soon as the run holds a bucket's worth of elements,
+// so the communication of the layers done proceeds under the backward of the layers still to go.
+// finish() waits for every reduction and averages (× 1/D in the communication dtype), as the
+// whole-buffer pass of MixedPrecisionOptimizer would.
+//
+// Every step is element-wise (the rounded accumulation, the casts, the ÷ D) and the collectives
+// fold each element over the ranks in group-rank order whatever the message, so with the MPI
+// communicators the results equal the unoverlapped step bit for bit (NCCL's order may depend on
+// the message size). A reduction in a communication dtype other than the accumulator's is
+// staged in the micro-batch gradient buffer's own bytes (its values are consumed once
+// accumulated, and a 16-bit or fp32 element fits in an fp32 one), so overlapping needs no
+// buffer of its own.
+//
+// A parameter's piece of the flat buffer runs to the next parameter's offset (or the buffer's
+// end), so alignment padding travels with the parameter before it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "model/param_table.h"
+#include "ops/device_context.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace mds::train {
+
+class OverlappedAllReduce {
+ public:
+  // What one step's reduction works on; the tensors and the group outlive it.
+  struct Step {
+    const ops::DeviceContext* ctx = nullptr;
+    tensor::Tensor accumulator;  // table layout, fp32 or fp16
+    tensor::Tensor micro;        // fp32, at least the accumulator's elements
+    tensor::DType grad_dtype = tensor::DType::kFloat32;  // accumulate_gradient's rounding
+    tensor::DType comm = tensor::DType::kFloat32;        // the all-reduce dtype
+    bool fresh = false;  // the accumulator holds nothing of this step yet (ops::AccumulateSteps)
+    dist::Communicator* group = nullptr;  // the data-parallel group, at least 2 ranks
+  };
+
+  // A run is started once it holds `bucket_numel` elements; each all-reduce call moves at most
+  // `chunk_numel` of them.
+  OverlappedAllReduce(const model::ParamTable& table, std::int64_t bucket_numel,
+                      std::int64_t chunk_numel);
+
+  bool in_progress() const { return step_.has_value(); }
+  // Starts a step's reduction: nothing is ready yet.
+  void begin(const Step& step);
+  // The micro-batch gradients of table parameters `params` are final: each at most once a step.
+  void ready(std::span<const std::size_t> params);
+  // The backward is over: every piece not started yet is accumulated and its reduction started.
+  void flush();
+  // Waits for every reduction and averages it into the accumulator; the step is over.
+  void finish();
+
+ private:
+  struct Piece {
+    std::int64_t begin = 0, end = 0;
+  };
+  struct InFlight {
+    dist::Request request;
+    tensor::Tensor reduced;  // what the collective reduces in place
+    tensor::Tensor part;     // the accumulator's elements (reduced itself when not staged)
+  };
+
+  void start_run_around(std::size_t piece);
+  void start(std::size_t first, std::size_t end);
+  // MPI advances an operation only inside test() or wait(): called as the backward reports.
+  void make_progress();
+
+  std::vector<Piece> pieces_;                  // in buffer order
+  std::vector<std::size_t> piece_of_param_;    // table index -> piece
+  std::vector<const model::ParamSpec*> spec_;  // piece -> parameter, for errors
+  std::vector<bool> ready_, started_;
+  std::int64_t bucket_numel_;
+  std::int64_t chunk_numel_;
+  std::optional<Step> step_;
+  std::vector<InFlight> in_flight_;
+};
+
+}  // namespace mds::train
