@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -203,11 +204,13 @@ double Trainer::pipelined_forward_backward(data::BatchLoader& loader, std::int64
   input.dropout = [this](std::int64_t mb) { return training_dropout(mb); };
   input.loss_scale = loss_scale;
   input.after_backward = [this](std::int64_t) { optimizer_.accumulate_micro_batch(); };
-  const std::size_t word =
-      table_.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
-  input.reduce_tied_grads = [this, word](dist::Communicator& embedding) {
-    optimizer_.reduce_tied_gradient(word, embedding);
-  };
+  // Only the first and the last stage hold the tied word embedding (and reduce it).
+  if (const std::optional<std::size_t> word =
+          table_.find(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight")) {
+    input.reduce_tied_grads = [this, word = *word](dist::Communicator& embedding) {
+      optimizer_.reduce_tied_gradient(word, embedding);
+    };
+  }
   // Only the first and the last stage read the data; the others leave their loader alone.
   return pipeline_->train_step(model_params(), optimizer_.micro_grads(), input);
 }

@@ -4,7 +4,7 @@
 # process's losses within 1e-5 relative, and its weights once the ranks' layer files are put
 # together (stages) and merged (TP); every rank writes the files upstream writes for its grid
 # (layer files of its stage, mp_rank_{pp·T+tp}, zero_pp_rank_{dp}_mp_rank_{pp·T+tp}); a pipelined
-# run stopped and resumed continues bit for bit, fp16 and bf16 included.
+# run stopped and resumed continues bit for bit, fp16 and bf16 included; P = 3 has a middle stage.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
 use_mpirun
@@ -176,4 +176,12 @@ for precision in fp16 bf16; do
     "$precision-1" "p2d2-$precision-straight" || fail "$precision P=2×D=2 differs from one process"
 done
 pass "fp16 and bf16 at P=2×D=2 track the single process within 1e-4"
+
+# A middle stage (P = 3 over 3 layers: stage 1 holds neither embedding nor head).
+run_ranks l3-1 1 --deepspeed_config "$WORK/z0.json" --num-layers 3 --train-iters 10
+run_ranks l3-p3 3 --deepspeed_config "$WORK/z0.json" --num-layers 3 \
+  --pipeline-model-parallel-size 3 --train-iters 10
+"$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" losses "$WORK" l3-1 l3-p3 ||
+  fail "P=3 differs from the single process"
+pass "P=3 (a stage without embedding or head) gives the single process's losses within 1e-5"
 finish
