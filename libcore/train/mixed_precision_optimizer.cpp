@@ -370,6 +370,10 @@ bool MixedPrecisionOptimizer::overlaps_reduction() const {
   return options_.overlap_reduction && !is_zero() && data_parallel_ != nullptr;
 }
 
+void MixedPrecisionOptimizer::reduce_after_tied_gradient(std::size_t param) {
+  if (overlaps_reduction()) overlap_->hold(param);
+}
+
 void MixedPrecisionOptimizer::gradients_ready(std::span<const std::size_t> params) {
   if (!overlaps_reduction()) return;
   if (!overlap_->in_progress()) begin_overlapped_reduction();
@@ -407,6 +411,7 @@ void MixedPrecisionOptimizer::reduce_tied_gradient(std::size_t param,
                                                    dist::Communicator& embedding) {
   if (grad_accumulator_) {
     embedding.all_reduce(grad_accumulator_->view(param), dist::ReduceOp::kSum);
+    if (overlap_ && overlap_->in_progress()) overlap_->release(param);
     return;
   }
   // Stage 2: the gradient is already reduced and partitioned over DP.

@@ -173,14 +173,19 @@ class MixedPrecisionOptimizer {
   // micro_grads_written_whole); the first micro-batch of a step writes the accumulator without
   // reading it (no zero fill between steps). At ZeRO stage 2 this reduce-scatters the micro-batch's
   // gradient (a collective: every data-parallel rank calls it together). `last`: nothing else joins
-  // the accumulator before step() (no further micro-batch and no reduce_tied_gradient); with one
+  // the accumulator before step() (no further micro-batch, and no reduce_tied_gradient but that of
+  // a parameter held by reduce_after_tied_gradient() in an overlapped reduction); with one
   // data-parallel rank the communication dtype's rounding then happens in this pass instead of a
-  // pass of step()'s own.
+  // pass of step()'s own, and with overlaps_reduction() the reductions not started yet start.
   void accumulate_micro_batch(bool last = false);
 
   // Whether gradients_ready() starts reductions: overlap_reduction at stage 0 with a
   // data-parallel group of several ranks.
   bool overlaps_reduction() const;
+  // With overlaps_reduction(): from now on the data-parallel reduction of table parameter `param`
+  // (a pipeline's tied word embedding) waits for reduce_tied_gradient(param, ...) in every step,
+  // since upstream's ReduceTiedGrads comes before ReduceGrads. Nothing happens otherwise.
+  void reduce_after_tied_gradient(std::size_t param);
   // During the backward of a step's last micro-batch (the one accumulate_micro_batch(true)
   // follows): the micro-batch gradients of table parameters `params` are final in micro_grads(),
   // each parameter reported at most once. Runs of adjacent final parameters are folded into the
@@ -193,6 +198,8 @@ class MixedPrecisionOptimizer {
   // parameter `param` (the tied word embedding) over the first and last stage's `embedding`
   // group, between the last accumulate_micro_batch() and step(). At stage 2 the gradient is
   // already reduced and partitioned, and this is also a collective over the data-parallel group.
+  // With an overlapped reduction in progress `param` must have been passed to
+  // reduce_after_tied_gradient(); its data-parallel all-reduce starts here, after the tied sum.
   void reduce_tied_gradient(std::size_t param, dist::Communicator& embedding);
 
   // ReduceGrads and OptimizerStep at a gradient-accumulation boundary with this step's LR; the

@@ -43,7 +43,21 @@ OverlappedAllReduce::OverlappedAllReduce(const model::ParamTable& table, std::in
     spec_.push_back(&table[by_offset[k]]);
   }
   ready_.assign(pieces_.size(), false);
+  accumulated_.assign(pieces_.size(), false);
   started_.assign(pieces_.size(), false);
+  held_.assign(pieces_.size(), false);
+}
+
+std::size_t OverlappedAllReduce::piece_of(std::size_t param) const {
+  if (param >= piece_of_param_.size()) {
+    base::fail("OverlappedAllReduce: parameter ", param, " is not in the table");
+  }
+  return piece_of_param_[param];
+}
+
+void OverlappedAllReduce::hold(std::size_t param) {
+  if (step_) base::fail("OverlappedAllReduce: hold() while a step's reduction is in progress");
+  held_[piece_of(param)] = true;
 }
 
 void OverlappedAllReduce::begin(const Step& step) {
@@ -59,16 +73,14 @@ void OverlappedAllReduce::begin(const Step& step) {
   }
   step_ = step;
   std::fill(ready_.begin(), ready_.end(), false);
+  std::fill(accumulated_.begin(), accumulated_.end(), false);
   std::fill(started_.begin(), started_.end(), false);
 }
 
 void OverlappedAllReduce::ready(std::span<const std::size_t> params) {
   if (!step_) base::fail("OverlappedAllReduce: ready() outside a step's reduction");
   for (const std::size_t param : params) {
-    if (param >= piece_of_param_.size()) {
-      base::fail("OverlappedAllReduce: parameter ", param, " is not in the table");
-    }
-    const std::size_t piece = piece_of_param_[param];
+    const std::size_t piece = piece_of(param);
     if (ready_[piece]) {
       base::fail("OverlappedAllReduce: the gradient of ", spec_[piece]->engine_name(),
                  " was reported final twice in one step");
@@ -80,7 +92,7 @@ void OverlappedAllReduce::ready(std::span<const std::size_t> params) {
 }
 
 void OverlappedAllReduce::start_run_around(std::size_t piece) {
-  const auto waiting = [&](std::size_t k) { return ready_[k] && !started_[k]; };
+  const auto waiting = [&](std::size_t k) { return ready_[k] && !started_[k] && !held_[k]; };
   if (!waiting(piece)) return;
   std::size_t first = piece, end = piece + 1;
   while (first > 0 && waiting(first - 1)) --first;
@@ -94,26 +106,53 @@ void OverlappedAllReduce::flush() {
   while (first < pieces_.size()) {
     if (started_[first]) {
       ++first;
-      continue;
+    } else if (held_[first]) {
+      if (!accumulated_[first]) {
+        accumulate(pieces_[first].begin, pieces_[first].end - pieces_[first].begin);
+        accumulated_[first] = true;
+      }
+      ++first;
+    } else {
+      std::size_t end = first + 1;
+      while (end < pieces_.size() && !started_[end] && !held_[end]) ++end;
+      start(first, end);
+      first = end;
     }
-    std::size_t end = first + 1;
-    while (end < pieces_.size() && !started_[end]) ++end;
-    start(first, end);
-    first = end;
   }
 }
 
+void OverlappedAllReduce::release(std::size_t param) {
+  const std::size_t piece = piece_of(param);
+  if (!step_ || !held_[piece] || !accumulated_[piece] || started_[piece]) {
+    base::fail("OverlappedAllReduce: release() of ", spec_[piece]->engine_name(),
+               ", which is not a held gradient accumulated by flush() and waiting");
+  }
+  started_[piece] = true;
+  reduce(pieces_[piece].begin, pieces_[piece].end - pieces_[piece].begin);
+}
+
 void OverlappedAllReduce::start(std::size_t first, std::size_t end) {
-  const Step& step = *step_;
-  std::fill(started_.begin() + static_cast<std::ptrdiff_t>(first),
-            started_.begin() + static_cast<std::ptrdiff_t>(end), true);
   const std::int64_t begin = pieces_[first].begin;
   const std::int64_t numel = pieces_[end - 1].end - begin;
+  for (std::size_t k = first; k < end; ++k) {
+    accumulated_[k] = true;
+    started_[k] = true;
+  }
+  accumulate(begin, numel);
+  reduce(begin, numel);
+}
+
+void OverlappedAllReduce::accumulate(std::int64_t begin, std::int64_t numel) {
+  const Step& step = *step_;
   if (numel == 0) return;
   ops::AccumulateSteps steps;
   steps.fresh = step.fresh;
   accumulate_gradient(*step.ctx, step.accumulator.narrow(begin, numel),
                       step.micro.narrow(begin, numel), step.grad_dtype, steps);
+}
+
+void OverlappedAllReduce::reduce(std::int64_t begin, std::int64_t numel) {
+  const Step& step = *step_;
   const bool staged = step.comm != step.accumulator.dtype();
   for_each_chunk(numel, chunk_numel_, [&](const Chunk& chunk) {
     const std::int64_t offset = begin + chunk.offset;
@@ -134,8 +173,9 @@ void OverlappedAllReduce::finish() {
   if (!step_) base::fail("OverlappedAllReduce: finish() outside a step's reduction");
   if (std::find(started_.begin(), started_.end(), false) != started_.end()) {
     base::fail(
-        "optimizer: step() while the last micro-batch's gradients are still being "
-        "reported (call accumulate_micro_batch(last = true) after its backward)");
+        "optimizer: step() before every gradient's reduction started (call "
+        "accumulate_micro_batch(last = true) after the last backward, and "
+        "reduce_tied_gradient() for a held tied gradient)");
   }
   const Step step = *step_;
   const double inverse = 1.0 / static_cast<double>(step.group->size());

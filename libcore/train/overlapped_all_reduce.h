@@ -51,12 +51,18 @@ class OverlappedAllReduce {
                       std::int64_t chunk_numel);
 
   bool in_progress() const { return step_.has_value(); }
+  // From now on, `param`'s reduction waits for release(param) in every step (a tied gradient
+  // whose ReduceTiedGrads must come first): ready() and flush() only accumulate it.
+  void hold(std::size_t param);
   // Starts a step's reduction: nothing is ready yet.
   void begin(const Step& step);
   // The micro-batch gradients of table parameters `params` are final: each at most once a step.
   void ready(std::span<const std::size_t> params);
-  // The backward is over: every piece not started yet is accumulated and its reduction started.
+  // The backward is over: every piece not accumulated yet is, and every reduction not started
+  // yet, but the held ones', starts.
   void flush();
+  // After flush(): starts the reduction of held parameter `param`.
+  void release(std::size_t param);
   // Waits for every reduction and averages it into the accumulator; the step is over.
   void finish();
 
@@ -70,15 +76,19 @@ class OverlappedAllReduce {
     tensor::Tensor part;     // the accumulator's elements (reduced itself when not staged)
   };
 
+  std::size_t piece_of(std::size_t param) const;
   void start_run_around(std::size_t piece);
+  // Accumulates pieces [first, end) and starts their reduction.
   void start(std::size_t first, std::size_t end);
+  void accumulate(std::int64_t begin, std::int64_t numel);
+  void reduce(std::int64_t begin, std::int64_t numel);
   // MPI advances an operation only inside test() or wait(): called as the backward reports.
   void make_progress();
 
   std::vector<Piece> pieces_;                  // in buffer order
   std::vector<std::size_t> piece_of_param_;    // table index -> piece
   std::vector<const model::ParamSpec*> spec_;  // piece -> parameter, for errors
-  std::vector<bool> ready_, started_;
+  std::vector<bool> ready_, accumulated_, started_, held_;
   std::int64_t bucket_numel_;
   std::int64_t chunk_numel_;
   std::optional<Step> step_;

@@ -94,6 +94,7 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
   std::optional<model::MicroBatch> loaded;
   const Tensor recv_grad = hidden(recv_grad_), send_grad = hidden(send_grad_);
   const int next = static_cast<int>(stage_ + 1), previous = static_cast<int>(stage_ - 1);
+  const model::GradientsReady no_reports;
   for (const PipeStep& step : schedule) {
     for (const Instruction& instruction : step) {
       const int buffer = static_cast<int>(instruction.buffer);
@@ -128,7 +129,10 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
           break;
         }
         case InstructionKind::kBackwardPass:
-          model_.backward_stage(buffer, params, *grads, recv_grad, send_grad, input.loss_scale);
+          model_.backward_stage(
+              buffer, params, *grads, recv_grad, send_grad, input.loss_scale,
+              model::GradientWrite::kOverwrite,
+              mb + 1 == input.micro_batches ? input.last_backward_ready : no_reports);
           if (input.after_backward) input.after_backward(mb);
           break;
         case InstructionKind::kReduceTiedGrads:

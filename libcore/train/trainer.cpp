@@ -120,6 +120,9 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
   if (several(options_.pipeline)) {
     pipeline_.emplace(model_, options_.pipeline,
                       several(options_.embedding) ? options_.embedding : nullptr);
+    const std::optional<std::size_t> word =
+        table_.find(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+    if (word && several(options_.embedding)) optimizer_.reduce_after_tied_gradient(*word);
   }
 }
 
@@ -203,7 +206,17 @@ double Trainer::pipelined_forward_backward(data::BatchLoader& loader, std::int64
   };
   input.dropout = [this](std::int64_t mb) { return training_dropout(mb); };
   input.loss_scale = loss_scale;
-  input.after_backward = [this](std::int64_t) { optimizer_.accumulate_micro_batch(); };
+  // With overlap_comm the last backward's gradients are reduced over DP as it finishes them (the
+  // tied word embedding's after ReduceTiedGrads); otherwise ReduceTiedGrads may still round them.
+  const bool overlap = optimizer_.overlaps_reduction();
+  if (overlap) {
+    input.last_backward_ready = [this](std::span<const std::size_t> params) {
+      optimizer_.gradients_ready(params);
+    };
+  }
+  input.after_backward = [this, overlap, micro_batches](std::int64_t mb) {
+    optimizer_.accumulate_micro_batch(overlap && mb + 1 == micro_batches);
+  };
   // Only the first and the last stage hold the tied word embedding (and reduce it).
   if (const std::optional<std::size_t> word =
           table_.find(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight")) {

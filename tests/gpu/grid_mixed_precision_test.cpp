@@ -156,6 +156,10 @@ class GridRank {
     if (p > 1) executor.emplace(model, pp.get(), embedding.get());
     const std::size_t word =
         table_.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
+    // As the trainer: with overlap_reduction the tied gradient's DP all-reduce follows
+    // ReduceTiedGrads.
+    const bool overlap = optimizer.overlaps_reduction();
+    if (p > 1) optimizer.reduce_after_tied_gradient(word);
     RankTrace trace;
     for (std::int64_t it = 0; it < kIterations; ++it) {
       const auto scale =
@@ -179,7 +183,14 @@ class GridRank {
         input.load = load;
         input.dropout = dropout;
         input.loss_scale = scale;
-        input.after_backward = [&](std::int64_t) { optimizer.accumulate_micro_batch(); };
+        if (overlap) {
+          input.last_backward_ready = [&](std::span<const std::size_t> params) {
+            optimizer.gradients_ready(params);
+          };
+        }
+        input.after_backward = [&](std::int64_t mb) {
+          optimizer.accumulate_micro_batch(overlap && mb + 1 == kMicroBatches);
+        };
         input.reduce_tied_grads = [&](dist::Communicator& tied) {
           optimizer.reduce_tied_gradient(word, tied);
         };
@@ -190,7 +201,7 @@ class GridRank {
           // as its backward finishes them.
           const bool last = mb + 1 == kMicroBatches;
           model::GradientsReady ready;
-          if (last && optimizer.overlaps_reduction()) {
+          if (last && overlap) {
             ready = [&](std::span<const std::size_t> params) { optimizer.gradients_ready(params); };
           }
           loss +=
@@ -341,14 +352,16 @@ TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoDataParallelRanks) {
 // overlap_comm on the device (reductions started during the backward, staged in the micro-batch
 // gradients' bytes): the bits of the step's own all-reduce, on every rank.
 TEST_F(GridMixedPrecisionOnDevice, Bf16OverlappedReductionGivesTheStepsBits) {
-  GridSpec spec{2, 1, 1, bf16_adam()};
-  const GridTrace plain = train_grid(spec, initial_, true);
-  spec.optimizer.overlap_reduction = true;
-  const GridTrace overlapped = train_grid(spec, initial_, true);
-  ASSERT_EQ(overlapped.size(), plain.size());
-  for (std::size_t r = 0; r < plain.size(); ++r) {
-    EXPECT_EQ(overlapped[r].losses, plain[r].losses) << "rank " << r;
-    EXPECT_EQ(overlapped[r].weights, plain[r].weights) << "rank " << r;
+  for (const int stages : {1, 2}) {  // with P = 2, the tied gradient's after ReduceTiedGrads
+    GridSpec spec{2, stages, 1, bf16_adam()};
+    const GridTrace plain = train_grid(spec, initial_, true);
+    spec.optimizer.overlap_reduction = true;
+    const GridTrace overlapped = train_grid(spec, initial_, true);
+    ASSERT_EQ(overlapped.size(), plain.size());
+    for (std::size_t r = 0; r < plain.size(); ++r) {
+      EXPECT_EQ(overlapped[r].losses, plain[r].losses) << "P " << stages << " rank " << r;
+      EXPECT_EQ(overlapped[r].weights, plain[r].weights) << "P " << stages << " rank " << r;
+    }
   }
 }
 

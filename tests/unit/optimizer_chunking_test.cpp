@@ -159,10 +159,11 @@ std::vector<std::vector<std::size_t>> backward_reports(const model::ParamTable& 
 }
 
 // Three iterations of two micro-batches on DP rank `rank`: gradients that differ per rank,
-// micro-batch and iteration, an fp16 overflow in iteration 2, and at stage 2 (`reduce_tied`) a
+// micro-batch and iteration, an fp16 overflow in iteration 2, and (`reduce_tied`) a
 // ReduceTiedGrads of the word embedding over a one-rank embedding group. With `overlap` the last
 // micro-batch's gradients are reported final spec by spec (OptimizerOptions::overlap_reduction),
-// and `started_early` counts the all-reduces started before its accumulate_micro_batch().
+// the word embedding's reduction held for ReduceTiedGrads, and `started_early` counts the
+// all-reduces started before its accumulate_micro_batch().
 Outcome train(const Layout& layout, std::int64_t chunk, dist::Communicator* dp, int rank,
               bool reduce_tied, bool overlap = false, std::int64_t* started_early = nullptr) {
   const model::ParamTable& table = odd_table();
@@ -177,6 +178,7 @@ Outcome train(const Layout& layout, std::int64_t chunk, dist::Communicator* dp, 
       tensor::Tensor(initial.data(), DType::kFloat32, tensor::Shape{table.buffer_numel()}), 1e-3);
   test::ThreadCommunicator embedding("embedding", std::make_shared<test::Mailboxes>(), 0, 1);
   const std::size_t word = table.index_of(1, "word_embeddings.weight");
+  if (reduce_tied) opt.reduce_after_tied_gradient(word);
   Outcome out;
   for (int it = 1; it <= 3; ++it) {
     for (int micro = 0; micro < 2; ++micro) {
@@ -197,7 +199,7 @@ Outcome train(const Layout& layout, std::int64_t chunk, dist::Communicator* dp, 
       }
       opt.accumulate_micro_batch(/*last=*/overlap && micro == 1);
     }
-    if (reduce_tied && layout.zero_stage == 2) opt.reduce_tied_gradient(word, embedding);
+    if (reduce_tied) opt.reduce_tied_gradient(word, embedding);
     out.steps.push_back(opt.step(1e-3 * it, it));
   }
   out.params = bytes_of(opt.params().flat());
@@ -308,6 +310,7 @@ TEST(OptimizerChunking, OverlappedReductionGivesTheBitsOfTheStepsOwn) {
 TEST(OptimizerChunking, OverlappedReductionMisuseIsAnError) {
   const model::ParamTable& table = odd_table();
   const std::vector<std::size_t> first_report = backward_reports(table).front();
+  test::ThreadCommunicator embedding("embedding", std::make_shared<test::Mailboxes>(), 0, 1);
   const auto error_of = [&](const auto& misuse) -> std::string {
     test::ThreadCommunicator dp("dp", std::make_shared<test::Mailboxes>(), 0, 2);
     OptimizerOptions options =
@@ -332,7 +335,12 @@ TEST(OptimizerChunking, OverlappedReductionMisuseIsAnError) {
             std::string::npos);
   EXPECT_NE(error_of([](MixedPrecisionOptimizer& opt) {
               opt.step(1e-3, 1);
-            }).find("call accumulate_micro_batch(last = true) after its backward"),
+            }).find("call accumulate_micro_batch(last = true) after the last backward"),
+            std::string::npos);
+  // A gradient's reduction released before the last accumulate, and one never held.
+  EXPECT_NE(error_of([&](MixedPrecisionOptimizer& opt) {
+              opt.reduce_tied_gradient(first_report.front(), embedding);
+            }).find("which is not a held gradient accumulated by flush() and waiting"),
             std::string::npos);
   EXPECT_NE(error_of([&](MixedPrecisionOptimizer& opt) {
               opt.gradients_ready(first_report);

@@ -146,18 +146,17 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
   }
 }
 
-// zero_optimization.overlap_comm: stage 0's all-reduce overlaps the last micro-batch's backward
-// when there are no pipeline stages; elsewhere the gradients are reduced after the backward.
+// zero_optimization.overlap_comm: stage 0's all-reduce overlaps the last micro-batch's backward;
+// at stages 1 and 2 the gradients are reduced as without it.
 void describe_gradient_overlap(const train::OptimizerOptions& optimizer,
                                const dist::ProcessGrid& grid, const base::Log& log) {
   if (!optimizer.overlap_reduction || grid.dp_size() < 2) return;
-  if (optimizer.zero_stage == 0 && grid.pp_size() == 1) {
+  if (optimizer.zero_stage == 0) {
     log.info(" > data-parallel gradient all-reduce overlapped with the backward (overlap_comm)");
     return;
   }
-  log.note(
-      "overlap_comm: mds overlaps the gradient reduction only at ZeRO stage 0 without "
-      "pipeline stages; this run reduces after the backward");
+  log.note("overlap_comm: mds overlaps the gradient reduction only at ZeRO stage 0; this run "
+           "reduces as without it");
 }
 
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
