@@ -13,7 +13,8 @@
 #
 # Usage: tests/bench/pretrain_scaling.sh [BUILD_DIR]   (default build/release; needs bin/pretrain
 #        and bin/preprocess)
-# Environment: MDS_SCALING_RUNS: "ranks:tp:threads[:pp]" words (pp default 1; default
+# Environment: MDS_SCALING_RUNS: "ranks:tp:threads[:pp[:overlap]]" words (pp default 1; overlap
+#              "o" sets zero_optimization.overlap_comm; default
 #              "1:1:1 1:1:2 2:1:1 4:1:1 8:1:1 2:2:1 4:2:1 8:2:1"), MDS_SCALING_ITERS (default 20),
 #              MDS_SCALING_WARMUP (default 5), MDS_SCALING_KEEP=DIR keeps every run's log there.
 set -euo pipefail
@@ -34,6 +35,7 @@ cat > "$work/ds.json" <<JSON
   "zero_optimization": {"stage": 0}, "steps_per_print": 1000000, "wall_clock_breakdown": false,
   "comms_logger": {"enabled": true, "verbose": false, "prof_all": true, "debug": false} }
 JSON
+sed 's/"stage": 0}/"stage": 0, "overlap_comm": true}/' "$work/ds.json" > "$work/ds-overlap.json"
 # --make-vocab-size-divisible-by 64: 50257 pads to 50304 at TP 1 and 2 alike (the same model).
 flags=(--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 256
        --max-position-embeddings 256 --micro-batch-size 1 --global-batch-size "$global_batch"
@@ -44,10 +46,10 @@ flags=(--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 256
        --deepspeed --deepspeed_config "$work/ds.json")
 
 # One table row from a run's log: ms/iteration after the warm-up, and the comms_logger summary.
-row() {  # log ranks tp threads pp
+row() {  # log ranks tp threads pp overlap
   python3 - "$@" "$warmup" "$global_batch" <<'PY'
 import re, sys
-log, ranks, tp, threads, pp, warmup, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+log, ranks, tp, threads, pp, overlap, warmup, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6] == "o", int(sys.argv[7]), int(sys.argv[8])
 text = open(log).read()
 times = [batch / float(sps) for it, sps in
          re.findall(r" iteration +(\d+)/ *\d+ \|.*? samples per second: ([0-9.]+) \|", text)
@@ -65,6 +67,7 @@ for name, size, sent in re.findall(r"comms_logger group (\S+) \((\d+) ranks\): \
 ms = 1000 * sum(times) / len(times)
 comm_ms = 1000 * float(total.group(1)) / iterations
 grid = f"TP={tp} × DP={ranks // (tp * pp)}" if pp == 1 else f"TP={tp} × PP={pp} × DP={ranks // (tp * pp)}"
+grid += ", overlap_comm" if overlap else ""
 print(f"| {ranks} | {grid} | {threads} | {ms:.0f} | {comm_ms:.0f} | {float(total.group(2)):.1f}% | {', '.join(groups) or '–'} |")
 PY
 }
@@ -73,9 +76,12 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
   "$(mpirun --version | head -1); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 rows=()
 for spec in $runs; do
-  IFS=: read -r ranks tp threads pp <<< "$spec"
+  IFS=: read -r ranks tp threads pp overlap <<< "$spec"
   pp=${pp:-1}
-  log="$work/run-$ranks-$tp-$threads-$pp.log"
+  overlap=${overlap:-}
+  log="$work/run-$ranks-$tp-$threads-$pp$overlap.log"
+  config="$work/ds.json"
+  [ "$overlap" != o ] || config="$work/ds-overlap.json"
   echo "== $ranks rank(s), TP=$tp, PP=$pp, $threads thread(s) per rank: $iters iterations" >&2
   launch=()
   [ "$ranks" = 1 ] || launch=(mpirun -np "$ranks")
@@ -84,10 +90,10 @@ for spec in $runs; do
   [ "$pp" = 1 ] || tp_flags+=(--pipeline-model-parallel-size "$pp")
   start=$(date +%s)
   OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS=1 "${launch[@]}" "$build/bin/pretrain" \
-    "${flags[@]}" "${tp_flags[@]}" > "$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+    "${flags[@]}" "${tp_flags[@]}" --deepspeed_config "$config" > "$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
   echo "   $(( $(date +%s) - start )) s wall, $(grep -m1 'comms_logger total' "$log")" >&2
   if [ -n "${MDS_SCALING_KEEP:-}" ]; then mkdir -p "$MDS_SCALING_KEEP"; cp "$log" "$MDS_SCALING_KEEP/"; fi
-  rows+=("$(row "$log" "$ranks" "$tp" "$threads" "$pp")")
+  rows+=("$(row "$log" "$ranks" "$tp" "$threads" "$pp" "$overlap")")
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
