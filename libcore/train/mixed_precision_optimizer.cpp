@@ -367,7 +367,7 @@ void MixedPrecisionOptimizer::accumulate_micro_batch(bool last) {
 }
 
 bool MixedPrecisionOptimizer::overlaps_reduction() const {
-  return options_.overlap_reduction && !is_zero() && data_parallel_ != nullptr;
+  return options_.overlap_reduction && options_.zero_stage <= 1 && data_parallel_ != nullptr;
 }
 
 void MixedPrecisionOptimizer::reduce_after_tied_gradient(std::size_t param) {
@@ -389,6 +389,7 @@ void MixedPrecisionOptimizer::begin_overlapped_reduction() {
   step.comm = options_.communication_dtype;
   step.fresh = accumulator_fresh_;
   step.group = data_parallel_;
+  step.divide_first = is_zero();
   overlap_->begin(step);
 }
 
@@ -432,7 +433,7 @@ StepResult MixedPrecisionOptimizer::step(double lr, std::int64_t iteration) {
     ops::fill(context(), grad_accumulator_->flat(), 0.0f);
     accumulator_fresh_ = false;
   }
-  if (is_zero()) return step_zero(lr);
+  if (is_zero()) return step_zero(lr, overlapped);
   if (!overlapped) all_reduce_gradients();
   switch (options_.precision) {
     case Precision::kBf16:
@@ -588,13 +589,17 @@ double MixedPrecisionOptimizer::zero_grad_norm(tensor::Tensor grads) const {
   return std::sqrt(total);
 }
 
-StepResult MixedPrecisionOptimizer::step_zero(double lr) {
+StepResult MixedPrecisionOptimizer::step_zero(double lr, bool reduced_whole) {
   StepResult result;
   const tensor::Tensor grads = step_gradients();
   // Stage 1 reduces its whole accumulator now into the fp32 partitions, through a fresh
-  // accumulator chunk by chunk; stage 2's partitions hold what every micro-batch added.
+  // accumulator chunk by chunk, or (overlapped) takes them from the all-reduced accumulator;
+  // stage 2's partitions hold what every micro-batch added.
   const bool stage1 = options_.zero_stage == 1;
-  if (stage1) {
+  if (stage1 && reduced_whole) {
+    shard_->grads_from_full(grad_accumulator_->flat(), grads);
+    release_accumulator();
+  } else if (stage1) {
     shard_->reduce_scatter_fresh(grad_accumulator_->flat(), options_.communication_dtype,
                                  grad_accumulator_->dtype(), params_.dtype(), grads);
     release_accumulator();

@@ -93,10 +93,12 @@ struct OptimizerOptions {
   // a full pass over it each time. Off, it is zero whenever a micro-batch's gradient is to be
   // added into it.
   bool micro_grads_written_whole = false;
-  // DeepSpeed's zero_optimization.overlap_comm: at stage 0 with several data-parallel ranks the
-  // last micro-batch's gradients are all-reduced bucket by bucket as its backward reports them
-  // final (gradients_ready()), the same bits as reducing them all in step(). Stages 1 and 2
-  // reduce in step() / per micro-batch whatever this says.
+  // DeepSpeed's zero_optimization.overlap_comm: at stages 0 and 1 with several data-parallel
+  // ranks the last micro-batch's gradients are all-reduced bucket by bucket as its backward
+  // reports them final (gradients_ready()), the same bits as reducing them in step(). Stage 1
+  // then all-reduces its whole accumulator, as DeepSpeed 0.8.3 does, instead of
+  // reduce-scattering it (twice the bytes, overlapped). Stage 2 reduces every micro-batch as
+  // without it.
   bool overlap_reduction = false;
 };
 
@@ -179,7 +181,7 @@ class MixedPrecisionOptimizer {
   // pass of step()'s own, and with overlaps_reduction() the reductions not started yet start.
   void accumulate_micro_batch(bool last = false);
 
-  // Whether gradients_ready() starts reductions: overlap_reduction at stage 0 with a
+  // Whether gradients_ready() starts reductions: overlap_reduction at stage 0 or 1 with a
   // data-parallel group of several ranks.
   bool overlaps_reduction() const;
   // With overlaps_reduction(): from now on the data-parallel reduction of table parameter `param`
@@ -300,7 +302,8 @@ class MixedPrecisionOptimizer {
   StepResult step_fp32(double lr);
   StepResult step_bf16(double lr, std::int64_t iteration);
   StepResult step_fp16(double lr);
-  StepResult step_zero(double lr);
+  // `reduced_whole`: stage 1's accumulator was all-reduced whole (an overlapped reduction).
+  StepResult step_zero(double lr, bool reduced_whole);
   // ZeRO's per-group norm over the gradient partitions, reduced over DP and model parallel.
   double zero_grad_norm(tensor::Tensor grads) const;
 

@@ -160,6 +160,9 @@ void OverlappedAllReduce::reduce(std::int64_t begin, std::int64_t numel) {
     op.part = step.accumulator.narrow(offset, chunk.numel);
     op.reduced = staged ? reinterpret(step.micro, offset, step.comm, chunk.numel) : op.part;
     if (staged) ops::cast(*step.ctx, op.reduced, op.part);
+    if (step.divide_first) {
+      divide_in_dtype(*step.ctx, op.reduced, static_cast<double>(step.group->size()));
+    }
     op.request = step.group->all_reduce_async(op.reduced, dist::ReduceOp::kSum);
     in_flight_.push_back(std::move(op));
   });
@@ -183,7 +186,7 @@ void OverlappedAllReduce::finish() {
     op.request.wait();
     // DeepSpeed's allreduce_bucket with postscale_gradients: sum, then × 1/D in the
     // communication dtype.
-    scale_in_dtype(*step.ctx, op.reduced, inverse);
+    if (!step.divide_first) scale_in_dtype(*step.ctx, op.reduced, inverse);
     if (op.reduced.raw() != op.part.raw()) ops::cast(*step.ctx, op.part, op.reduced);
   }
   in_flight_.clear();

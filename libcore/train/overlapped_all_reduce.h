@@ -3,8 +3,8 @@
 // final (ready()); each run of adjacent ready parameters of the flat buffer is folded into the
 // accumulator and its all-reduce started as soon as the run holds a bucket's worth of elements,
 // so the communication of the layers done proceeds under the backward of the layers still to go.
-// finish() waits for every reduction and averages (× 1/D in the communication dtype), as the
-// whole-buffer pass of MixedPrecisionOptimizer would.
+// finish() waits for every reduction and averages it (÷ D before the sum or × 1/D after, in the
+// communication dtype), as the whole-buffer pass of MixedPrecisionOptimizer would.
 //
 // Every step is element-wise (the rounded accumulation, the casts, the ÷ D) and the collectives
 // fold each element over the ranks in group-rank order whatever the message, so with the MPI
@@ -42,6 +42,9 @@ class OverlappedAllReduce {
     tensor::DType grad_dtype = tensor::DType::kFloat32;  // accumulate_gradient's rounding
     tensor::DType comm = tensor::DType::kFloat32;        // the all-reduce dtype
     bool fresh = false;  // the accumulator holds nothing of this step yet (ops::AccumulateSteps)
+    // ZeRO's averaging, ÷ D before the sum (DeepSpeedZeroOptimizer); otherwise the engine's
+    // allreduce_bucket, × 1/D after it. Both in the communication dtype.
+    bool divide_first = false;
     dist::Communicator* group = nullptr;  // the data-parallel group, at least 2 ranks
   };
 

@@ -6,6 +6,7 @@
 #     D, the padding on the last rank, param_slice_mappings fragments; concatenating the D
 #     partitions (checkpoints.md §2.4) rebuilds the layer files' weights exactly;
 #   - stop and resume at D = 2 continue bit for bit (stage 2 fp32, stage 1 fp16, bf16);
+#   - overlap_comm changes no bit (stage 1 overlapped, stage 2 not);
 #   - fp16 ZeRO 1 and bf16 (BF16_Optimizer) at D = 2 track their single process within 1e-4;
 #   - evaluate reads the weights of a D = 2 checkpoint.
 source "$(dirname "$0")/lib.sh"
@@ -117,6 +118,66 @@ resume fp16 "$WORK/fp16.json" --fp16
 resume bf16 "$WORK/bf16.json" --bf16
 [ -e "$WORK/ckpt-bf16/global_step5/bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt" ] ||
   fail "bf16 at D=2 writes one BF16_Optimizer file per rank"
+
+# overlap_comm: stage 1 all-reduces the last micro-batch's gradients during its backward and keeps
+# its partitions (DeepSpeed's volume): the bits of its reduce-scatter, fp32 and fp16; stage 2
+# says it does not overlap and changes nothing.
+overlap() { sed 's/"stage": \([0-9]\)}/"stage": \1, "overlap_comm": true}/' "$1" > "$2"; }
+overlap "$WORK/z1.json" "$WORK/z1-overlap.json"
+overlap "$WORK/fp16.json" "$WORK/fp16-overlap.json"
+overlap "$WORK/z2.json" "$WORK/z2-overlap.json"
+run_ranks z1-d2-overlap 2 --deepspeed_config "$WORK/z1-overlap.json" --train-iters 10 \
+  --save "$WORK/ckpt-z1-d2-overlap" --save-interval 10
+run_ranks fp16-overlap 2 --deepspeed_config "$WORK/fp16-overlap.json" --fp16 --train-iters 10
+run_ranks z2-overlap 2 --deepspeed_config "$WORK/z2-overlap.json" --train-iters 10
+for name in z1-d2-overlap fp16-overlap; do
+  grep -q "gradient all-reduce overlapped with the backward" "$WORK/$name.log" ||
+    fail "$name does not say it overlaps"
+done
+grep -q "overlap_comm: mds overlaps the gradient reduction only at ZeRO stages 0 and 1" \
+  "$WORK/z2-overlap.err" || fail "stage 2 with overlap_comm: no note"
+for pair in "z1-d2 z1-d2-overlap" "fp16-straight fp16-overlap" "z2-straight z2-overlap"; do
+  read -r plain overlapped <<< "$pair"
+  "$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" --tolerance 0 losses "$WORK" "$plain" \
+    "$overlapped" || fail "$overlapped: losses differ from $plain"
+done
+for file in "$WORK"/ckpt-z1-d2/global_step10/layer_*; do
+  cmp -s "$file" "$WORK/ckpt-z1-d2-overlap/global_step10/$(basename "$file")" ||
+    fail "stage 1 with overlap_comm: $(basename "$file") differs"
+done
+# The ZeRO files differ only in the ds_config they record.
+"$MDS_PYTHON" - "$WORK/ckpt-z1-d2/global_step10" "$WORK/ckpt-z1-d2-overlap/global_step10" \
+    "$REPO/tests/e2e" <<'PY' || fail "stage 1 with overlap_comm: the ZeRO files differ"
+import pathlib, sys, torch
+sys.path.insert(0, sys.argv[3])
+from ckpt_torch_load_test import install_stubs
+install_stubs()
+def same(a, b, where):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            if key != "ds_config":
+                same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), where
+    elif hasattr(a, "__dict__"):  # the loss scaler
+        assert type(a) is type(b), where
+        same(vars(a), vars(b), where)
+    else:
+        assert a == b, (where, a, b)
+plain, overlapped = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = sorted(plain.glob("zero_pp_rank_*"))
+assert len(files) == 2, files
+for path in files:
+    same(torch.load(path, map_location="cpu", weights_only=False),
+         torch.load(overlapped / path.name, map_location="cpu", weights_only=False), path.name)
+print(f"{len(files)} ZeRO files: every tensor and value equal but ds_config")
+PY
+pass "overlap_comm at D=2: stage 1 (fp32, fp16) and stage 2 bit for bit the runs without"
 
 # A D = 2 ZeRO checkpoint resumed on one rank: one line naming the mismatch, nothing written.
 rc=0

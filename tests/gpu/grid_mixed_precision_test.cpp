@@ -348,19 +348,24 @@ TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoDataParallelRanks) {
   expect_device_follows_host({2, 1, 1, bf16_adam()});
 }
 
-// The gradient norm's sums over the TP group (TP-duplicated parameters counted on TP rank 0).
 // overlap_comm on the device (reductions started during the backward, staged in the micro-batch
-// gradients' bytes): the bits of the step's own all-reduce, on every rank.
-TEST_F(GridMixedPrecisionOnDevice, Bf16OverlappedReductionGivesTheStepsBits) {
-  for (const int stages : {1, 2}) {  // with P = 2, the tied gradient's after ReduceTiedGrads
-    GridSpec spec{2, stages, 1, bf16_adam()};
+// gradients' bytes): the bits of the step's own reduction on every rank; bf16 at stage 0 with
+// P = 1 and 2 (the tied gradient's after ReduceTiedGrads), fp16 at stage 1 (all-reduced whole).
+TEST_F(GridMixedPrecisionOnDevice, OverlappedReductionGivesTheStepsBits) {
+  for (const GridSpec& base : {GridSpec{2, 1, 1, bf16_adam()}, GridSpec{2, 2, 1, bf16_adam()},
+                               GridSpec{2, 1, 1, fp16_zero(1)}}) {
+    GridSpec spec = base;
     const GridTrace plain = train_grid(spec, initial_, true);
     spec.optimizer.overlap_reduction = true;
     const GridTrace overlapped = train_grid(spec, initial_, true);
     ASSERT_EQ(overlapped.size(), plain.size());
     for (std::size_t r = 0; r < plain.size(); ++r) {
-      EXPECT_EQ(overlapped[r].losses, plain[r].losses) << "P " << stages << " rank " << r;
-      EXPECT_EQ(overlapped[r].weights, plain[r].weights) << "P " << stages << " rank " << r;
+      const std::string name = "P " + std::to_string(spec.stages) + " stage " +
+                               std::to_string(spec.optimizer.zero_stage) + " rank " +
+                               std::to_string(r);
+      EXPECT_EQ(overlapped[r].losses, plain[r].losses) << name;
+      EXPECT_EQ(overlapped[r].weights, plain[r].weights) << name;
+      EXPECT_EQ(overlapped[r].skipped, plain[r].skipped) << name;
     }
   }
 }

@@ -146,17 +146,18 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
   }
 }
 
-// zero_optimization.overlap_comm: stage 0's all-reduce overlaps the last micro-batch's backward;
-// at stages 1 and 2 the gradients are reduced as without it.
+// zero_optimization.overlap_comm: at stages 0 and 1 the all-reduce overlaps the last
+// micro-batch's backward; stage 2 reduces as without it.
 void describe_gradient_overlap(const train::OptimizerOptions& optimizer,
                                const dist::ProcessGrid& grid, const base::Log& log) {
   if (!optimizer.overlap_reduction || grid.dp_size() < 2) return;
-  if (optimizer.zero_stage == 0) {
+  if (optimizer.zero_stage <= 1) {
     log.info(" > data-parallel gradient all-reduce overlapped with the backward (overlap_comm)");
     return;
   }
-  log.note("overlap_comm: mds overlaps the gradient reduction only at ZeRO stage 0; this run "
-           "reduces as without it");
+  log.note(
+      "overlap_comm: mds overlaps the gradient reduction only at ZeRO stages 0 and 1; this "
+      "run reduces as without it");
 }
 
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
