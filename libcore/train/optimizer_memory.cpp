@@ -36,10 +36,12 @@ std::size_t staging_bytes(const ZeroLayout& layout, std::int64_t buffer_numel,
   const DType accumulator =
       options.precision == Precision::kFp16 ? DType::kFloat16 : DType::kFloat32;
   std::size_t collective = 0, widened = 0, fresh = 0;
-  if (options.zero_stage == 0 && d > 1 && comm != accumulator) {  // the staged all-reduce
+  // overlap_comm: the stage-0/1 all-reduce is staged in the micro-batch gradients themselves.
+  const bool overlapped = options.overlap_reduction && options.zero_stage <= 1 && d > 1;
+  if (options.zero_stage == 0 && d > 1 && comm != accumulator && !overlapped) {
     collective = bytes_of(std::min(chunks.all_reduce_chunk(d), buffer_numel), comm);
   }
-  if (options.zero_stage >= 1) {  // the reduce-scatter
+  if (options.zero_stage >= 1 && !overlapped) {  // the reduce-scatter
     collective = std::max(collective, bytes_of(d * chunk, comm));
     if (comm != DType::kFloat32) widened = bytes_of(chunk, DType::kFloat32);
     if (options.zero_stage == 1 && accumulator != DType::kFloat32) {

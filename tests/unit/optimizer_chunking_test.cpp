@@ -352,11 +352,16 @@ TEST(OptimizerChunking, MemoryIsThePlan) {
   for (const Layout& layout : layouts()) {
     for (const int ranks : {1, 2, 3}) {
       for (const std::int64_t chunk : {std::int64_t{6}, kDefaultCollectiveChunk}) {
-        const OptimizerOptions options = options_for(layout, chunk);
-        const std::vector<BufferBytes> plan = plan_optimizer_memory(odd_table(), ranks, options);
         // Stage 2's ReduceTiedGrads may grow the staging beyond a step's needs: not planned.
-        for (const Outcome& outcome : train_on_ranks(layout, chunk, ranks, false)) {
-          EXPECT_EQ(outcome.memory, plan) << name_of(layout, ranks, chunk);
+        // An overlapped reduction is staged in the micro-batch gradients (no staging of its own).
+        for (const bool overlap : {false, true}) {
+          OptimizerOptions options = options_for(layout, chunk);
+          options.overlap_reduction = overlap;
+          const std::vector<BufferBytes> plan = plan_optimizer_memory(odd_table(), ranks, options);
+          for (const Outcome& outcome : train_on_ranks(layout, chunk, ranks, false, overlap)) {
+            EXPECT_EQ(outcome.memory, plan)
+                << name_of(layout, ranks, chunk) << (overlap ? " overlapped" : "");
+          }
         }
       }
     }
