@@ -32,28 +32,10 @@ for layout in fp32:0 bf16:0 fp16:0 fp16:1; do
   # mp_rank_00 differs in `args` (other --save/--load/--exit-interval); everything else must match.
   "$MDS_PYTHON" - "$dir/straight/global_step20/mp_rank_00_model_states.pt" \
     "$dir/resumed/global_step20/mp_rank_00_model_states.pt" "$REPO/tests/e2e" <<'PY' || fail "$layout: mp_rank_00 differs"
-import sys, numpy, torch
+import sys
 sys.path.insert(0, sys.argv[3])
-from ckpt_torch_load_test import install_stubs  # upstream classes the files name
-install_stubs()
-a, b = (torch.load(path, map_location="cpu", weights_only=False) for path in sys.argv[1:3])
-def same(x, y, where):
-    if isinstance(x, torch.Tensor):
-        assert torch.equal(x, y) and x.dtype == y.dtype, where
-    elif isinstance(x, dict):
-        assert list(x) == list(y), where
-        for key in x:
-            same(x[key], y[key], f"{where}.{key}")
-    elif isinstance(x, (list, tuple)):
-        assert len(x) == len(y), where
-        for i, (u, v) in enumerate(zip(x, y)):
-            same(u, v, f"{where}[{i}]")
-    elif isinstance(x, numpy.ndarray):
-        assert numpy.array_equal(x, y), where
-    elif hasattr(x, "__dict__"):
-        same(vars(x), vars(y), where)
-    else:
-        assert x == y, f"{where}: {x!r} != {y!r}"
+from checkpoint_objects import load, same
+a, b = (load(path) for path in sys.argv[1:3])
 for key in a:
     if key != "args":
         same(a[key], b[key], key)
