@@ -22,6 +22,8 @@ std::string_view comm_op_name(CommOp op) {
       return "recv";
     case CommOp::kBarrier:
       return "barrier";
+    case CommOp::kReduce:
+      return "reduce";
   }
   return "?";
 }

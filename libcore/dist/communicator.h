@@ -20,9 +20,10 @@ enum class CommOp : std::uint8_t {
   kSend,
   kRecv,
   kBarrier,
+  kReduce,
 };
-inline constexpr std::size_t kNumCommOps = 7;
-std::string_view comm_op_name(CommOp op);  // "all_reduce", "reduce_scatter", ...
+inline constexpr std::size_t kNumCommOps = 8;
+std::string_view comm_op_name(CommOp op);  // "all_reduce", "reduce_scatter", ..., "reduce"
 
 // Per communicator (= per group), per operation kind: how many calls were started and how many
 // payload bytes THIS rank handed to the transport as sends (tensor bytes only: no headers, no
@@ -30,8 +31,8 @@ std::string_view comm_op_name(CommOp op);  // "all_reduce", "reduce_scatter", ..
 // element size s, are written out in docs/parallelism.md; e.g. reduce_scatter of n·k elements and
 // all_gather of k elements each send (n−1)·k·s bytes.
 // message_bytes sums DeepSpeed's comms_logger msg_size over the calls: the bytes of the tensor
-// argument (all_reduce, broadcast, send, recv), of the input (k elements for all_gather, n·k for
-// reduce_scatter), 0 for barrier.
+// argument (all_reduce, reduce, broadcast, send, recv), of the input (k elements for all_gather,
+// n·k for reduce_scatter), 0 for barrier.
 // wait_seconds: wall time this rank spent blocked in wait() (the blocking forms and a dropped
 // unfinished Request wait too) until the operation completed, charged to the operation waited on.
 // Each started operation is waited on at most once; time spent starting it, or in test(), is not
@@ -97,6 +98,10 @@ class Communicator {
 
   // In place: every rank ends with the reduction of all ranks' `data`.
   virtual Request all_reduce_async(tensor::Tensor data, ReduceOp op) = 0;
+  // In place on `root` only: it ends with the reduction of all ranks' `data` (the same left fold
+  // in group-rank order); the other ranks' `data` is left as it was. Every non-root rank sends its
+  // whole tensor to the root.
+  virtual Request reduce_async(tensor::Tensor data, ReduceOp op, int root) = 0;
   // input holds size()·k elements (flat, viewed as size() equal slices); rank r gets the reduction
   // of slice r into `output` (k elements). `output` may alias input's slice r.
   virtual Request reduce_scatter_async(tensor::Tensor input, tensor::Tensor output,
@@ -116,6 +121,9 @@ class Communicator {
   // Blocking forms.
   void all_reduce(tensor::Tensor data, ReduceOp op = ReduceOp::kSum) {
     all_reduce_async(data, op).wait();
+  }
+  void reduce(tensor::Tensor data, int root, ReduceOp op = ReduceOp::kSum) {
+    reduce_async(data, op, root).wait();
   }
   void reduce_scatter(tensor::Tensor input, tensor::Tensor output, ReduceOp op = ReduceOp::kSum) {
     reduce_scatter_async(input, output, op).wait();

@@ -149,6 +149,14 @@ Request HostStagedCommunicator::all_reduce_async(Tensor data, ReduceOp op) {
   return staged(host_->all_reduce_async(host, op), std::move(staging));
 }
 
+Request HostStagedCommunicator::reduce_async(Tensor data, ReduceOp op, int root) {
+  if (on_host(data)) return host_->reduce_async(data, op, root);
+  Staging staging(pool_);
+  const bool is_root = rank() == root;
+  const Tensor host = staging.stage(data, true, is_root);
+  return staged(host_->reduce_async(host, op, root), std::move(staging));
+}
+
 Request HostStagedCommunicator::reduce_scatter_async(Tensor input, Tensor output, ReduceOp op) {
   check_one_device(*this, CommOp::kReduceScatter, input, output);
   if (on_host(input)) return host_->reduce_scatter_async(input, output, op);

@@ -35,6 +35,7 @@ class HostStagedCommunicator final : public Communicator {
   int world_rank(int group_rank) const override;
 
   Request all_reduce_async(tensor::Tensor data, ReduceOp op) override;
+  Request reduce_async(tensor::Tensor data, ReduceOp op, int root) override;
   Request reduce_scatter_async(tensor::Tensor input, tensor::Tensor output, ReduceOp op) override;
   Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override;
   Request broadcast_async(tensor::Tensor data, int root) override;

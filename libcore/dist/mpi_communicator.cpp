@@ -195,6 +195,40 @@ Request MpiCommunicator::all_reduce_async(tensor::Tensor data, ReduceOp rop) {
   return Request(std::make_unique<detail::MpiRequest>(engine_, op));
 }
 
+// The root receives every other rank's tensor into a slot of op.scratch (its own copied in) and
+// folds the slots in rank order into `data` once all have arrived.
+Request MpiCommunicator::reduce_async(tensor::Tensor data, ReduceOp rop, int root) {
+  CommState& c = *state_;
+  check_host(c, CommOp::kReduce, data);
+  check_reduce_dtype(c.name, CommOp::kReduce, data.dtype());
+  check_peer(c, CommOp::kReduce, root);
+  auto op = std::make_shared<MpiOp>(state_, CommOp::kReduce, data.bytes());
+  if (c.size > 1) {
+    const int tag = take_tag(c);
+    const std::size_t slot = data.bytes();
+    if (c.rank != root && slot > 0) {
+      op->post_send(c.collectives, data.raw(), slot, root, tag);
+    } else if (slot > 0) {
+      op->scratch.resize(slot * static_cast<std::size_t>(c.size));
+      std::memcpy(op->scratch.data() + slot * static_cast<std::size_t>(c.rank), data.raw(), slot);
+      for (int p = 0; p < c.size; ++p) {
+        if (p == c.rank) continue;
+        op->post_recv(c.collectives, op->scratch.data() + slot * static_cast<std::size_t>(p), slot,
+                      p, tag);
+      }
+      op->then([data, rop, slot](MpiOp& self) {
+        std::memcpy(data.raw(), self.scratch.data(), slot);
+        for (int r = 1; r < self.comm().size; ++r) {
+          reduce_into(data.dtype(), rop, data.raw(),
+                      self.scratch.data() + slot * static_cast<std::size_t>(r), data.numel());
+        }
+      });
+    }
+  }
+  engine_->add(op);
+  return Request(std::make_unique<detail::MpiRequest>(engine_, op));
+}
+
 Request MpiCommunicator::reduce_scatter_async(tensor::Tensor input, tensor::Tensor output,
                                               ReduceOp rop) {
   CommState& c = *state_;

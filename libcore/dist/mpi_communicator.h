@@ -50,6 +50,7 @@ class MpiCommunicator final : public Communicator {
   double timeout_s() const;
 
   Request all_reduce_async(tensor::Tensor data, ReduceOp op) override;
+  Request reduce_async(tensor::Tensor data, ReduceOp op, int root) override;
   Request reduce_scatter_async(tensor::Tensor input, tensor::Tensor output, ReduceOp op) override;
   Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override;
   Request broadcast_async(tensor::Tensor data, int root) override;

@@ -99,6 +99,7 @@ Bandwidth comms_bandwidth(CommOp op, int group_size, double message_bytes, doubl
       bw = {rate, rate * (n - 1.0) / n};
       break;
     case CommOp::kBroadcast:
+    case CommOp::kReduce:
     case CommOp::kSend:
     case CommOp::kRecv:
     case CommOp::kBarrier:

@@ -169,9 +169,17 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
         where);
     partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
   }
-  if (overlaps_reduction()) {
+  if (overlaps_reduction() && options_.zero_stage <= 1) {
     const std::int64_t chunk = staging_.all_reduce_chunk(dp_size());
     overlap_.emplace(table, chunk, chunk);
+  } else if (overlaps_reduction()) {
+    const std::int64_t chunk = overlap_piece_numel(shard_->layout(), staging_);
+    owners_.emplace(table, *shard_, *data_parallel_, staging_, context(),
+                    options_.communication_dtype, chunk, kOverlapSlots);
+    // The widened slot its owners' pieces go through, at the size the memory plan gives it.
+    if (options_.communication_dtype != DType::kFloat32) {
+      staging_.get(CollectiveStaging::Slot::kWidened, DType::kFloat32, chunk);
+    }
   }
 }
 
@@ -274,6 +282,7 @@ std::vector<BufferBytes> MixedPrecisionOptimizer::memory() const {
   add("exp_avg", shard_ ? shard_->exp_avg().bytes() : exp_avg_->bytes());
   add("exp_avg_sq", shard_ ? shard_->exp_avg_sq().bytes() : exp_avg_sq_->bytes());
   add("staging", staging_.bytes());
+  add("overlap_staging", owners_ ? owners_->bytes() : 0);
   return buffers;
 }
 
@@ -344,10 +353,13 @@ void MixedPrecisionOptimizer::accumulate_micro_batch(bool last) {
         "optimizer: gradients_ready() was called during a micro-batch that is not the "
         "step's last (accumulate_micro_batch(last = true) must follow it)");
   }
-  if (options_.zero_stage == 2) {
+  if (owners_) {
+    if (!owners_->in_progress()) begin_reduction_to_owners();
+    owners_->finish();
+  } else if (options_.zero_stage == 2) {
     shard_->reduce_scatter_into(micro_grads_.flat(), options_.communication_dtype,
                                 partition_accumulator_, params_.dtype());
-  } else if (last && overlaps_reduction()) {
+  } else if (last && overlap_) {
     // The rest of the last micro-batch; micro_grads_ stages reductions until step() finishes them.
     if (!overlapping) begin_overlapped_reduction();
     overlap_->flush();
@@ -367,17 +379,30 @@ void MixedPrecisionOptimizer::accumulate_micro_batch(bool last) {
 }
 
 bool MixedPrecisionOptimizer::overlaps_reduction() const {
-  return options_.overlap_reduction && options_.zero_stage <= 1 && data_parallel_ != nullptr;
+  return options_.overlap_reduction && data_parallel_ != nullptr;
+}
+
+bool MixedPrecisionOptimizer::wants_gradients_ready(bool last_micro_batch) const {
+  return overlaps_reduction() && (last_micro_batch || options_.zero_stage == 2);
 }
 
 void MixedPrecisionOptimizer::reduce_after_tied_gradient(std::size_t param) {
-  if (overlaps_reduction()) overlap_->hold(param);
+  // Stage 2 reduces over DP before ReduceTiedGrads anyway.
+  if (overlap_) overlap_->hold(param);
 }
 
 void MixedPrecisionOptimizer::gradients_ready(std::span<const std::size_t> params) {
-  if (!overlaps_reduction()) return;
-  if (!overlap_->in_progress()) begin_overlapped_reduction();
-  overlap_->ready(params);
+  if (owners_) {
+    if (!owners_->in_progress()) begin_reduction_to_owners();
+    owners_->ready(params);
+  } else if (overlap_) {
+    if (!overlap_->in_progress()) begin_overlapped_reduction();
+    overlap_->ready(params);
+  }
+}
+
+void MixedPrecisionOptimizer::begin_reduction_to_owners() {
+  owners_->begin(micro_grads_.flat(), partition_accumulator_, params_.dtype());
 }
 
 void MixedPrecisionOptimizer::begin_overlapped_reduction() {

@@ -51,6 +51,7 @@
 #include "train/loss_scaler.h"
 #include "train/optimizer_memory.h"
 #include "train/overlapped_all_reduce.h"
+#include "train/overlapped_reduce_to_owners.h"
 #include "train/zero_shard.h"
 
 namespace mds::config {
@@ -93,12 +94,13 @@ struct OptimizerOptions {
   // a full pass over it each time. Off, it is zero whenever a micro-batch's gradient is to be
   // added into it.
   bool micro_grads_written_whole = false;
-  // DeepSpeed's zero_optimization.overlap_comm: at stages 0 and 1 with several data-parallel
-  // ranks the last micro-batch's gradients are all-reduced bucket by bucket as its backward
-  // reports them final (gradients_ready()), the same bits as reducing them in step(). Stage 1
+  // DeepSpeed's zero_optimization.overlap_comm, with several data-parallel ranks: at stages 0
+  // and 1 the last micro-batch's gradients are all-reduced bucket by bucket as its backward
+  // reports them final (gradients_ready()), the same bits as reducing them in step(); stage 1
   // then all-reduces its whole accumulator, as DeepSpeed 0.8.3 does, instead of
-  // reduce-scattering it (twice the bytes, overlapped). Stage 2 reduces every micro-batch as
-  // without it.
+  // reduce-scattering it (twice the bytes, overlapped). At stage 2 every micro-batch's pieces are
+  // reduced to the ranks owning them during its backward (train/overlapped_reduce_to_owners.h),
+  // the bits of its reduce-scatter.
   bool overlap_reduction = false;
 };
 
@@ -181,19 +183,22 @@ class MixedPrecisionOptimizer {
   // pass of step()'s own, and with overlaps_reduction() the reductions not started yet start.
   void accumulate_micro_batch(bool last = false);
 
-  // Whether gradients_ready() starts reductions: overlap_reduction at stage 0 or 1 with a
-  // data-parallel group of several ranks.
+  // Whether gradients_ready() starts reductions: overlap_reduction with a data-parallel group of
+  // several ranks.
   bool overlaps_reduction() const;
+  // Whether the backward of a micro-batch (the step's last or not) is to report its finished
+  // gradients to gradients_ready(): at stages 0 and 1 the last one's, at stage 2 every one's.
+  bool wants_gradients_ready(bool last_micro_batch) const;
   // With overlaps_reduction(): from now on the data-parallel reduction of table parameter `param`
   // (a pipeline's tied word embedding) waits for reduce_tied_gradient(param, ...) in every step,
   // since upstream's ReduceTiedGrads comes before ReduceGrads. Nothing happens otherwise.
   void reduce_after_tied_gradient(std::size_t param);
-  // During the backward of a step's last micro-batch (the one accumulate_micro_batch(true)
-  // follows): the micro-batch gradients of table parameters `params` are final in micro_grads(),
-  // each parameter reported at most once. Runs of adjacent final parameters are folded into the
-  // accumulator and their all-reduce started as soon as they hold a collective chunk; the last
-  // accumulate starts the rest and step() waits for them. Nothing happens unless
-  // overlaps_reduction().
+  // During the backward of a micro-batch for which wants_gradients_ready(): the micro-batch
+  // gradients of table parameters `params` are final in micro_grads(), each parameter reported
+  // at most once. Runs of adjacent final parameters are folded into the accumulator and their
+  // all-reduce started as soon as they hold a collective chunk (stage 2: reduced to their
+  // owners); the last accumulate starts the rest and step() waits for them (stage 2: the
+  // micro-batch's accumulate waits). Nothing happens unless overlaps_reduction().
   void gradients_ready(std::span<const std::size_t> params);
 
   // Pipeline ReduceTiedGrads (training.md §3.2): sums the accumulated gradient of table
@@ -296,6 +301,8 @@ class MixedPrecisionOptimizer {
   void all_reduce_gradients();
   // The last micro-batch's accumulation and reduction, overlapped (overlaps_reduction()).
   void begin_overlapped_reduction();
+  // Stage 2's overlapped reduction of the current micro-batch.
+  void begin_reduction_to_owners();
   // Whether any rank of the model-parallel group (and of the DP group, for partitioned
   // gradients) saw an inf/NaN.
   bool any_overflow(tensor::Tensor grads, bool partitioned_grads) const;
@@ -331,8 +338,10 @@ class MixedPrecisionOptimizer {
   bool accumulator_fresh_ = true;
   // The last accumulate rounded grad_accumulator_ through the communication dtype already.
   bool accumulator_rounded_ = false;
-  // The reduction overlapping the last micro-batch's backward (when overlaps_reduction()).
+  // The reduction overlapping the last micro-batch's backward (overlaps_reduction(), stages 0
+  // and 1), and stage 2's overlapping every micro-batch's.
   std::optional<OverlappedAllReduce> overlap_;
+  std::optional<OverlappedReduceToOwners> owners_;
   std::optional<HostState> host_;  // on a device only
   std::int64_t adam_step_ = 0;
   double last_grad_norm_ = 0.0;

@@ -5,6 +5,7 @@
 #include "tensor/dtype.h"
 #include "train/collective_staging.h"
 #include "train/mixed_precision_optimizer.h"
+#include "train/overlapped_reduce_to_owners.h"
 #include "train/zero_partition.h"
 
 namespace mds::train {
@@ -36,13 +37,16 @@ std::size_t staging_bytes(const ZeroLayout& layout, std::int64_t buffer_numel,
   const DType accumulator =
       options.precision == Precision::kFp16 ? DType::kFloat16 : DType::kFloat32;
   std::size_t collective = 0, widened = 0, fresh = 0;
-  // overlap_comm: the stage-0/1 all-reduce is staged in the micro-batch gradients themselves.
-  const bool overlapped = options.overlap_reduction && options.zero_stage <= 1 && d > 1;
+  // overlap_comm: the stage-0/1 all-reduce is staged in the micro-batch gradients themselves;
+  // stage 2 reduces pieces to their owners through a pool of its own (overlap_staging), widening
+  // them in the widened slot as the reduce-scatter would.
+  const bool overlapped = options.overlap_reduction && d > 1;
   if (options.zero_stage == 0 && d > 1 && comm != accumulator && !overlapped) {
     collective = bytes_of(std::min(chunks.all_reduce_chunk(d), buffer_numel), comm);
   }
-  if (options.zero_stage >= 1 && !overlapped) {  // the reduce-scatter
-    collective = std::max(collective, bytes_of(d * chunk, comm));
+  if (options.zero_stage >= 1 && !(overlapped && options.zero_stage == 1)) {
+    // the reduce-scatter
+    if (!overlapped) collective = std::max(collective, bytes_of(d * chunk, comm));
     if (comm != DType::kFloat32) widened = bytes_of(chunk, DType::kFloat32);
     if (options.zero_stage == 1 && accumulator != DType::kFloat32) {
       fresh = bytes_of(chunk, accumulator);
@@ -84,6 +88,12 @@ std::vector<BufferBytes> plan_optimizer_memory(const model::ParamTable& table, s
   add("exp_avg", bytes_of(state, DType::kFloat32));
   add("exp_avg_sq", bytes_of(state, DType::kFloat32));
   add("staging", staging_bytes(layout, whole, options, partitioned));
+  if (options.overlap_reduction && options.zero_stage == 2 && dp_size > 1) {
+    const CollectiveStaging chunks(options.collective_chunk_numel, tensor::Device{});
+    add("overlap_staging",
+        OverlappedReduceToOwners::pool_bytes(table, options.communication_dtype,
+                                             overlap_piece_numel(layout, chunks), kOverlapSlots));
+  }
   return buffers;
 }
 

@@ -1,7 +1,6 @@
 #include "train/overlapped_all_reduce.h"
 
 #include <algorithm>
-#include <numeric>
 #include <utility>
 
 #include "base/error.h"
@@ -25,39 +24,19 @@ tensor::Tensor reinterpret(const tensor::Tensor& like, std::int64_t offset, tens
 
 OverlappedAllReduce::OverlappedAllReduce(const model::ParamTable& table, std::int64_t bucket_numel,
                                          std::int64_t chunk_numel)
-    : piece_of_param_(table.size()), bucket_numel_(bucket_numel), chunk_numel_(chunk_numel) {
+    : runs_(table),
+      accumulated_(runs_.size(), false),
+      bucket_numel_(bucket_numel),
+      chunk_numel_(chunk_numel) {
   if (bucket_numel < 1 || chunk_numel < 1) {
     base::fail("OverlappedAllReduce: bucket and chunk must hold at least one element, got ",
                bucket_numel, " and ", chunk_numel);
   }
-  std::vector<std::size_t> by_offset(table.size());
-  std::iota(by_offset.begin(), by_offset.end(), std::size_t{0});
-  std::stable_sort(by_offset.begin(), by_offset.end(),
-                   [&](std::size_t a, std::size_t b) { return table[a].offset < table[b].offset; });
-  for (std::size_t k = 0; k < by_offset.size(); ++k) {
-    const std::int64_t begin = k == 0 ? 0 : table[by_offset[k]].offset;
-    const std::int64_t end =
-        k + 1 < by_offset.size() ? table[by_offset[k + 1]].offset : table.buffer_numel();
-    piece_of_param_[by_offset[k]] = pieces_.size();
-    pieces_.push_back({begin, end});
-    spec_.push_back(&table[by_offset[k]]);
-  }
-  ready_.assign(pieces_.size(), false);
-  accumulated_.assign(pieces_.size(), false);
-  started_.assign(pieces_.size(), false);
-  held_.assign(pieces_.size(), false);
-}
-
-std::size_t OverlappedAllReduce::piece_of(std::size_t param) const {
-  if (param >= piece_of_param_.size()) {
-    base::fail("OverlappedAllReduce: parameter ", param, " is not in the table");
-  }
-  return piece_of_param_[param];
 }
 
 void OverlappedAllReduce::hold(std::size_t param) {
   if (step_) base::fail("OverlappedAllReduce: hold() while a step's reduction is in progress");
-  held_[piece_of(param)] = true;
+  runs_.hold(param);
 }
 
 void OverlappedAllReduce::begin(const Step& step) {
@@ -65,81 +44,48 @@ void OverlappedAllReduce::begin(const Step& step) {
   if (step.group == nullptr || step.group->size() < 2 || step.ctx == nullptr) {
     base::fail("OverlappedAllReduce: needs a device context and a group of at least 2 ranks");
   }
-  const std::int64_t numel = pieces_.empty() ? 0 : pieces_.back().end;
+  const std::int64_t numel = runs_.numel();
   if (step.accumulator.numel() != numel || step.micro.numel() < numel) {
     base::fail("OverlappedAllReduce: the accumulator must hold the table's ", numel,
                " elements and the micro-batch gradients at least as many, got ",
                step.accumulator.numel(), " and ", step.micro.numel());
   }
   step_ = step;
-  std::fill(ready_.begin(), ready_.end(), false);
+  runs_.reset();
   std::fill(accumulated_.begin(), accumulated_.end(), false);
-  std::fill(started_.begin(), started_.end(), false);
 }
 
 void OverlappedAllReduce::ready(std::span<const std::size_t> params) {
   if (!step_) base::fail("OverlappedAllReduce: ready() outside a step's reduction");
-  for (const std::size_t param : params) {
-    const std::size_t piece = piece_of(param);
-    if (ready_[piece]) {
-      base::fail("OverlappedAllReduce: the gradient of ", spec_[piece]->engine_name(),
-                 " was reported final twice in one step");
-    }
-    ready_[piece] = true;
-  }
-  for (const std::size_t param : params) start_run_around(piece_of_param_[param]);
+  for (const GradientRuns::Run& run : runs_.ready(params, bucket_numel_)) start(run);
   make_progress();
-}
-
-void OverlappedAllReduce::start_run_around(std::size_t piece) {
-  const auto waiting = [&](std::size_t k) { return ready_[k] && !started_[k] && !held_[k]; };
-  if (!waiting(piece)) return;
-  std::size_t first = piece, end = piece + 1;
-  while (first > 0 && waiting(first - 1)) --first;
-  while (end < pieces_.size() && waiting(end)) ++end;
-  if (pieces_[end - 1].end - pieces_[first].begin >= bucket_numel_) start(first, end);
 }
 
 void OverlappedAllReduce::flush() {
   if (!step_) base::fail("OverlappedAllReduce: flush() outside a step's reduction");
-  std::size_t first = 0;
-  while (first < pieces_.size()) {
-    if (started_[first]) {
-      ++first;
-    } else if (held_[first]) {
-      if (!accumulated_[first]) {
-        accumulate(pieces_[first].begin, pieces_[first].end - pieces_[first].begin);
-        accumulated_[first] = true;
-      }
-      ++first;
-    } else {
-      std::size_t end = first + 1;
-      while (end < pieces_.size() && !started_[end] && !held_[end]) ++end;
-      start(first, end);
-      first = end;
-    }
+  for (const GradientRuns::Run& run : runs_.rest()) start(run);
+  for (std::size_t piece = 0; piece < runs_.size(); ++piece) {
+    if (!runs_.held(piece) || accumulated_[piece]) continue;
+    const GradientRuns::Run run = runs_.run(piece, piece + 1);
+    accumulate(run.begin, run.numel);
+    accumulated_[piece] = true;
   }
 }
 
 void OverlappedAllReduce::release(std::size_t param) {
-  const std::size_t piece = piece_of(param);
-  if (!step_ || !held_[piece] || !accumulated_[piece] || started_[piece]) {
-    base::fail("OverlappedAllReduce: release() of ", spec_[piece]->engine_name(),
+  const std::size_t piece = runs_.piece_of(param);
+  if (!step_ || !runs_.held(piece) || !accumulated_[piece] || runs_.started(piece)) {
+    base::fail("OverlappedAllReduce: release() of ", runs_.spec(piece).engine_name(),
                ", which is not a held gradient accumulated by flush() and waiting");
   }
-  started_[piece] = true;
-  reduce(pieces_[piece].begin, pieces_[piece].end - pieces_[piece].begin);
+  runs_.mark_started(piece);
+  const GradientRuns::Run run = runs_.run(piece, piece + 1);
+  reduce(run.begin, run.numel);
 }
 
-void OverlappedAllReduce::start(std::size_t first, std::size_t end) {
-  const std::int64_t begin = pieces_[first].begin;
-  const std::int64_t numel = pieces_[end - 1].end - begin;
-  for (std::size_t k = first; k < end; ++k) {
-    accumulated_[k] = true;
-    started_[k] = true;
-  }
-  accumulate(begin, numel);
-  reduce(begin, numel);
+void OverlappedAllReduce::start(const GradientRuns::Run& run) {
+  accumulate(run.begin, run.numel);
+  reduce(run.begin, run.numel);
 }
 
 void OverlappedAllReduce::accumulate(std::int64_t begin, std::int64_t numel) {
@@ -174,7 +120,7 @@ void OverlappedAllReduce::make_progress() {
 
 void OverlappedAllReduce::finish() {
   if (!step_) base::fail("OverlappedAllReduce: finish() outside a step's reduction");
-  if (std::find(started_.begin(), started_.end(), false) != started_.end()) {
+  if (!runs_.all_started()) {
     base::fail(
         "optimizer: step() before every gradient's reduction started (call "
         "accumulate_micro_batch(last = true) after the last backward, and "

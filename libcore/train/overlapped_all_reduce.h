@@ -14,8 +14,7 @@
 // accumulated, and a 16-bit or fp32 element fits in an fp32 one), so overlapping needs no
 // buffer of its own.
 //
-// A parameter's piece of the flat buffer runs to the next parameter's offset (or the buffer's
-// end), so alignment padding travels with the parameter before it.
+// The runs come from train/gradient_runs.h.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +28,7 @@
 #include "ops/device_context.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
+#include "train/gradient_runs.h"
 
 namespace mds::train {
 
@@ -70,28 +70,21 @@ class OverlappedAllReduce {
   void finish();
 
  private:
-  struct Piece {
-    std::int64_t begin = 0, end = 0;
-  };
   struct InFlight {
     dist::Request request;
     tensor::Tensor reduced;  // what the collective reduces in place
     tensor::Tensor part;     // the accumulator's elements (reduced itself when not staged)
   };
 
-  std::size_t piece_of(std::size_t param) const;
-  void start_run_around(std::size_t piece);
-  // Accumulates pieces [first, end) and starts their reduction.
-  void start(std::size_t first, std::size_t end);
+  // Accumulates the run and starts its reduction.
+  void start(const GradientRuns::Run& run);
   void accumulate(std::int64_t begin, std::int64_t numel);
   void reduce(std::int64_t begin, std::int64_t numel);
   // MPI advances an operation only inside test() or wait(): called as the backward reports.
   void make_progress();
 
-  std::vector<Piece> pieces_;                  // in buffer order
-  std::vector<std::size_t> piece_of_param_;    // table index -> piece
-  std::vector<const model::ParamSpec*> spec_;  // piece -> parameter, for errors
-  std::vector<bool> ready_, accumulated_, started_, held_;
+  GradientRuns runs_;
+  std::vector<bool> accumulated_;  // held pieces flush() accumulated
   std::int64_t bucket_numel_;
   std::int64_t chunk_numel_;
   std::optional<Step> step_;

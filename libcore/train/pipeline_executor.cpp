@@ -94,7 +94,6 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
   std::optional<model::MicroBatch> loaded;
   const Tensor recv_grad = hidden(recv_grad_), send_grad = hidden(send_grad_);
   const int next = static_cast<int>(stage_ + 1), previous = static_cast<int>(stage_ - 1);
-  const model::GradientsReady no_reports;
   for (const PipeStep& step : schedule) {
     for (const Instruction& instruction : step) {
       const int buffer = static_cast<int>(instruction.buffer);
@@ -132,7 +131,7 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
           model_.backward_stage(
               buffer, params, *grads, recv_grad, send_grad, input.loss_scale,
               model::GradientWrite::kOverwrite,
-              mb + 1 == input.micro_batches ? input.last_backward_ready : no_reports);
+              input.backward_ready ? input.backward_ready(mb) : model::GradientsReady{});
           if (input.after_backward) input.after_backward(mb);
           break;
         case InstructionKind::kReduceTiedGrads:

@@ -31,9 +31,10 @@ struct PipelineStepInput {
   // Optional: called after each BackwardPass, e.g. to fold the micro-batch's gradients into an
   // accumulator (training.md §3.6).
   std::function<void(std::int64_t mb)> after_backward;
-  // Optional: hears, during the last BackwardPass (micro-batch M − 1), which parameter gradients
-  // it has finished (model::GradientsReady), e.g. to start their data-parallel reduction.
-  model::GradientsReady last_backward_ready;
+  // Optional: for micro-batch `mb`, what hears during its BackwardPass which parameter gradients
+  // it has finished (model::GradientsReady; empty: nothing), e.g. to start their data-parallel
+  // reduction.
+  std::function<model::GradientsReady(std::int64_t mb)> backward_ready;
   // Optional: ReduceTiedGrads itself, over the embedding group it is given, in place of the
   // all-reduce of train_step's tied_grad (e.g. when ZeRO 2 keeps the gradient partitioned).
   std::function<void(dist::Communicator& embedding)> reduce_tied_grads;

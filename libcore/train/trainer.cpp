@@ -181,9 +181,9 @@ double Trainer::forward_backward_all(data::BatchLoader& loader, std::int64_t mic
   for (std::int64_t mb = 0; mb < micro_batches; ++mb) {
     data::MicroBatchArrays arrays = loader.next();
     const bool last = mb + 1 == micro_batches;
-    // The last micro-batch's gradients are reduced over DP as its backward finishes them.
+    // With overlap_comm the gradients are reduced over DP as the backward finishes them.
     model::GradientsReady ready;
-    if (last && optimizer_.overlaps_reduction()) {
+    if (optimizer_.wants_gradients_ready(last)) {
       ready = [this](std::span<const std::size_t> params) { optimizer_.gradients_ready(params); };
     }
     loss_sum += model_.forward_backward(model_params(), optimizer_.micro_grads(), view_of(arrays),
@@ -206,12 +206,14 @@ double Trainer::pipelined_forward_backward(data::BatchLoader& loader, std::int64
   };
   input.dropout = [this](std::int64_t mb) { return training_dropout(mb); };
   input.loss_scale = loss_scale;
-  // With overlap_comm the last backward's gradients are reduced over DP as it finishes them (the
-  // tied word embedding's after ReduceTiedGrads); otherwise ReduceTiedGrads may still round them.
+  // With overlap_comm the gradients are reduced over DP as the backward finishes them (the last
+  // micro-batch's at stages 0 and 1, the tied word embedding's after ReduceTiedGrads; every
+  // micro-batch's at stage 2); otherwise ReduceTiedGrads may still round them.
   const bool overlap = optimizer_.overlaps_reduction();
   if (overlap) {
-    input.last_backward_ready = [this](std::span<const std::size_t> params) {
-      optimizer_.gradients_ready(params);
+    input.backward_ready = [this, micro_batches](std::int64_t mb) -> model::GradientsReady {
+      if (!optimizer_.wants_gradients_ready(mb + 1 == micro_batches)) return {};
+      return [this](std::span<const std::size_t> params) { optimizer_.gradients_ready(params); };
     };
   }
   input.after_backward = [this, overlap, micro_batches](std::int64_t mb) {

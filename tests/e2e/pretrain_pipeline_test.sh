@@ -177,18 +177,23 @@ for precision in fp16 bf16; do
 done
 pass "fp16 and bf16 at P=2×D=2 track the single process within 1e-4"
 
-# overlap_comm on a pipeline (stages 0, 1): each stage's last backward starts its DP all-reduce, the
+# overlap_comm on a pipeline (stages 0, 1; 2 reduces every micro-batch's pieces to their owners
+# during its backward): each stage's last backward starts its DP all-reduce, the
 # tied word embedding's after ReduceTiedGrads (upstream's order): the bits of the runs without.
 sed 's/"stage": 0}/"stage": 0, "overlap_comm": true}/' "$WORK/z0.json" > "$WORK/z0-overlap.json"
 sed 's/"stage": 0}/"stage": 0, "overlap_comm": true}/' "$WORK/bf16.json" > "$WORK/bf16-overlap.json"
 sed 's/"stage": 1}/"stage": 1, "overlap_comm": true}/' "$WORK/z1.json" > "$WORK/z1-overlap.json"
+sed 's/"stage": 2}/"stage": 2, "overlap_comm": true}/' "$WORK/z2.json" > "$WORK/z2-overlap.json"
 run_ranks p2d2-overlap 4 --deepspeed_config "$WORK/z0-overlap.json" "${pp2[@]}" --train-iters 10 \
   --save "$WORK/ckpt-p2d2-overlap" --save-interval 10
 run_ranks p2d2-bf16-overlap 4 --deepspeed_config "$WORK/bf16-overlap.json" "${pp2[@]}" --bf16 \
   --train-iters 10
-run_ranks p2d2-z1-overlap 4 --deepspeed_config "$WORK/z1-overlap.json" "${pp2[@]}" --train-iters 10
-"$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" --tolerance 0 losses "$WORK" t1p2d2z1 \
-  p2d2-z1-overlap || fail "ZeRO-1 P=2×D=2 with overlap_comm: losses differ"
+for stage in 1 2; do
+  run_ranks "p2d2-z$stage-overlap" 4 --deepspeed_config "$WORK/z$stage-overlap.json" "${pp2[@]}" \
+    --train-iters 10
+  "$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" --tolerance 0 losses "$WORK" "t1p2d2z$stage" \
+    "p2d2-z$stage-overlap" || fail "ZeRO-$stage P=2×D=2 with overlap_comm: losses differ"
+done
 for name in p2d2-overlap p2d2-bf16-overlap p2d2-z1-overlap; do
   grep -q "gradient all-reduce overlapped with the backward" "$WORK/$name.log" ||
     fail "$name does not say it overlaps"
@@ -201,7 +206,9 @@ for file in "$WORK"/ckpt-t1p2d2z0/global_step10/layer_*; do
   cmp -s "$file" "$WORK/ckpt-p2d2-overlap/global_step10/$(basename "$file")" ||
     fail "P=2×D=2 with overlap_comm: weights differ: $(basename "$file")"
 done
-pass "overlap_comm at P=2×D=2 (fp32 and bf16 at stage 0, fp32 at stage 1): bit for bit those without"
+grep -q "gradient reduce to the partitions' owners overlapped with the backward" \
+  "$WORK/p2d2-z2-overlap.log" || fail "p2d2-z2-overlap does not say it overlaps"
+pass "overlap_comm at P=2×D=2 (fp32 and bf16 at stage 0, fp32 at stages 1 and 2): bit for bit those without"
 
 # A middle stage (P = 3 over 3 layers: stage 1 holds neither embedding nor head).
 run_ranks l3-1 1 --deepspeed_config "$WORK/z0.json" --num-layers 3 --train-iters 10

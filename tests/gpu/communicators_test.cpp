@@ -81,7 +81,8 @@ void on_ranks(int size, const std::function<void(int, std::unique_ptr<Communicat
 TEST(HostStagedOnDevice, TwoRanksOnOneGpuGetTheHostResultsExactly) {
   constexpr std::size_t kN = 4099;
   std::vector<std::vector<float>> host_sum(2), device_sum(2), host_gather(2), device_gather(2),
-      received(2), broadcast(2), device_scatter(2), host_scatter(2);
+      received(2), broadcast(2), device_scatter(2), host_scatter(2), device_reduce(2),
+      host_reduce(2), unreduced(2);
   on_ranks(2, [&](int r, std::unique_ptr<Communicator> host_group) {
     dist::HostStagedCommunicator c(std::move(host_group));
     const auto i = static_cast<std::size_t>(r);
@@ -113,6 +114,13 @@ TEST(HostStagedOnDevice, TwoRanksOnOneGpuGetTheHostResultsExactly) {
     device_scatter[i].assign(device_whole.begin() + static_cast<std::ptrdiff_t>(i * 257),
                              device_whole.begin() + static_cast<std::ptrdiff_t>(i * 257 + 257));
     host_scatter[i] = own_half;
+    // reduce to rank 1: its device result is the host fold; rank 0's data stays as it was.
+    unreduced[i] = values_of(20 + r, 131);
+    OnDevice to_root(unreduced[i], kCuda0);
+    c.reduce(to_root.t, 1);
+    host_reduce[i] = unreduced[i];
+    c.reduce(host_view(host_reduce[i]), 1);
+    device_reduce[i] = to_root.download();
     // broadcast from rank 1, then a message from rank 0 to rank 1.
     OnDevice b(std::vector<float>(3, static_cast<float>(r + 7)), kCuda0);
     c.broadcast(b.t, 1);
@@ -126,8 +134,11 @@ TEST(HostStagedOnDevice, TwoRanksOnOneGpuGetTheHostResultsExactly) {
     EXPECT_EQ(device_sum[r], host_sum[r]) << "rank " << r;
     EXPECT_EQ(device_gather[r], host_gather[r]) << "rank " << r;
     EXPECT_EQ(device_scatter[r], host_scatter[r]) << "rank " << r;
+    EXPECT_EQ(device_reduce[r], host_reduce[r]) << "rank " << r;
     EXPECT_EQ(broadcast[r], std::vector<float>(3, 8.0f)) << "rank " << r;
   }
+  EXPECT_EQ(device_reduce[0], unreduced[0]);
+  EXPECT_NE(device_reduce[1], unreduced[1]);
   EXPECT_EQ(device_sum[0], device_sum[1]);
   EXPECT_EQ(received[1], std::vector<float>(257, 3.25f));
 }

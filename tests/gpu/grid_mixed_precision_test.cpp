@@ -184,8 +184,9 @@ class GridRank {
         input.dropout = dropout;
         input.loss_scale = scale;
         if (overlap) {
-          input.last_backward_ready = [&](std::span<const std::size_t> params) {
-            optimizer.gradients_ready(params);
+          input.backward_ready = [&](std::int64_t mb) -> model::GradientsReady {
+            if (!optimizer.wants_gradients_ready(mb + 1 == kMicroBatches)) return {};
+            return [&](std::span<const std::size_t> params) { optimizer.gradients_ready(params); };
           };
         }
         input.after_backward = [&](std::int64_t mb) {
@@ -201,7 +202,7 @@ class GridRank {
           // as its backward finishes them.
           const bool last = mb + 1 == kMicroBatches;
           model::GradientsReady ready;
-          if (last && overlap) {
+          if (optimizer.wants_gradients_ready(last)) {
             ready = [&](std::span<const std::size_t> params) { optimizer.gradients_ready(params); };
           }
           loss +=
@@ -350,10 +351,11 @@ TEST_F(GridMixedPrecisionOnDevice, Bf16WithTwoDataParallelRanks) {
 
 // overlap_comm on the device (reductions started during the backward, staged in the micro-batch
 // gradients' bytes): the bits of the step's own reduction on every rank; bf16 at stage 0 with
-// P = 1 and 2 (the tied gradient's after ReduceTiedGrads), fp16 at stage 1 (all-reduced whole).
+// P = 1 and 2 (the tied gradient's after ReduceTiedGrads), fp16 at stage 1 (all-reduced whole)
+// and at stage 2 with P = 2 (every micro-batch's pieces reduced to their owners).
 TEST_F(GridMixedPrecisionOnDevice, OverlappedReductionGivesTheStepsBits) {
   for (const GridSpec& base : {GridSpec{2, 1, 1, bf16_adam()}, GridSpec{2, 2, 1, bf16_adam()},
-                               GridSpec{2, 1, 1, fp16_zero(1)}}) {
+                               GridSpec{2, 1, 1, fp16_zero(1)}, GridSpec{2, 2, 1, fp16_zero(2)}}) {
     GridSpec spec = base;
     const GridTrace plain = train_grid(spec, initial_, true);
     spec.optimizer.overlap_reduction = true;

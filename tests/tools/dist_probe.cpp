@@ -145,6 +145,40 @@ class Suite {
     check_.expect(comm_.stats().count(CommOp::kAllReduce) == 3, where(what + ": call count"));
   }
 
+  // The root ends with the serial fold, the others with their own data; every non-root sends its
+  // tensor once. Several in flight at once, to different roots, completed in reverse order.
+  template <typename T>
+  void reduce(std::int64_t count, ReduceOp op) {
+    const std::string what =
+        "reduce " + std::string(mds::tensor::dtype_name(mds::tensor::dtype_of<T>())) +
+        (op == ReduceOp::kSum ? " sum" : " max") + " of " + std::to_string(count);
+    std::vector<std::uint64_t> seeds;
+    std::vector<std::vector<T>> data;
+    for (int root = 0; root < n_; ++root) {
+      seeds.push_back(next_seed());
+      data.push_back(contribution<T>(seeds.back(), comm_.world_rank(r_), count));
+    }
+    comm_.reset_stats();
+    std::vector<mds::dist::Request> pending;
+    for (int root = 0; root < n_; ++root) {
+      pending.push_back(comm_.reduce_async(view(data[static_cast<std::size_t>(root)]), op, root));
+    }
+    for (auto request = pending.rbegin(); request != pending.rend(); ++request) request->wait();
+    for (int root = 0; root < n_; ++root) {
+      const std::size_t k = static_cast<std::size_t>(root);
+      const std::vector<T> expected = root == r_
+                                          ? serial_reduce<T>(comm_, seeds[k], count, op)
+                                          : contribution<T>(seeds[k], comm_.world_rank(r_), count);
+      check_.expect(same_bits(data[k], expected),
+                    where(what + " to root " + std::to_string(root) +
+                          (root == r_ ? ": differs from the serial fold" : ": data changed")));
+    }
+    // This rank sends its tensor to every root but itself.
+    expect_bytes(CommOp::kReduce, static_cast<std::uint64_t>((n_ - 1) * count) * sizeof(T), what);
+    check_.expect(comm_.stats().count(CommOp::kReduce) == static_cast<std::uint64_t>(n_),
+                  where(what + ": call count"));
+  }
+
   void reduce_scatter(std::int64_t k, bool in_place) {
     const std::uint64_t seed = next_seed();
     const std::string what =
@@ -278,6 +312,10 @@ class Suite {
     all_reduce<std::int64_t>(100, ReduceOp::kSum);
     all_reduce<std::int64_t>(100, ReduceOp::kMax);
     all_reduce<BFloat16>(100, ReduceOp::kSum);
+    reduce<float>(0, ReduceOp::kSum);
+    reduce<float>(37, ReduceOp::kSum);
+    reduce<BFloat16>(19, ReduceOp::kSum);
+    reduce<std::int64_t>(5, ReduceOp::kMax);
     reduce_scatter(7, false);
     reduce_scatter(7, true);
     all_gather<float>(6, false);

@@ -29,6 +29,7 @@ class CountingCommunicator final : public dist::Communicator {
   int size() const override { return size_; }
   int world_rank(int group_rank) const override { return group_rank; }
   dist::Request all_reduce_async(tensor::Tensor, dist::ReduceOp) override { return unused(); }
+  dist::Request reduce_async(tensor::Tensor, dist::ReduceOp, int) override { return unused(); }
   dist::Request reduce_scatter_async(tensor::Tensor, tensor::Tensor, dist::ReduceOp) override {
     return unused();
   }

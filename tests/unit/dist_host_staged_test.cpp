@@ -37,6 +37,9 @@ class RecordingCommunicator final : public dist::Communicator {
   dist::Request all_reduce_async(Tensor data, dist::ReduceOp) override {
     return record(CommOp::kAllReduce, {data});
   }
+  dist::Request reduce_async(Tensor data, dist::ReduceOp, int root) override {
+    return record(CommOp::kReduce, {data}, root);
+  }
   dist::Request reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp) override {
     return record(CommOp::kReduceScatter, {input, output});
   }
@@ -102,9 +105,10 @@ TEST(HostStagedCommunicator, HandsHostTensorsOverUntouched) {
   w.staged->send(out, 0, 7);
   w.staged->recv(out, 2, 7);
   w.staged->barrier();
+  w.staged->reduce(data, 1);
   const std::vector<CommOp> expected{CommOp::kAllReduce, CommOp::kReduceScatter, CommOp::kAllGather,
                                      CommOp::kBroadcast, CommOp::kSend,          CommOp::kRecv,
-                                     CommOp::kBarrier};
+                                     CommOp::kBarrier,   CommOp::kReduce};
   ASSERT_EQ(w.host->calls.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const RecordingCommunicator::Call& call = w.host->calls[i];
@@ -116,6 +120,7 @@ TEST(HostStagedCommunicator, HandsHostTensorsOverUntouched) {
   EXPECT_EQ(w.host->calls[3].peer_or_root, 2);
   EXPECT_EQ(w.host->calls[4].peer_or_root, 0);
   EXPECT_EQ(w.host->calls[5].peer_or_root, 2);
+  EXPECT_EQ(w.host->calls[7].peer_or_root, 1);
 }
 
 TEST(HostStagedCommunicator, TwoTensorsMustShareOneDevice) {

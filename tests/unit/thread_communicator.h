@@ -84,6 +84,28 @@ class ThreadCommunicator final : public dist::Communicator {
         base::fail(name_, ": fp32, fp64, int64, bf16 and fp16 reductions only");
     }
   }
+  // Every other rank sends its data to the root, which folds all in rank order (as all_reduce).
+  dist::Request reduce_async(tensor::Tensor data, dist::ReduceOp op, int root) override {
+    if (rank_ != root) {
+      send_async(data, root, kReduceToRoot);
+      return {};
+    }
+    std::vector<unsigned char> own(data.bytes()), part(data.bytes());
+    std::memcpy(own.data(), data.raw(), own.size());
+    for (int peer = 0; peer < size_; ++peer) {
+      const unsigned char* x = own.data();
+      if (peer != rank_) {
+        recv_async(tensor::Tensor(part.data(), data.dtype(), data.shape()), peer, kReduceToRoot);
+        x = part.data();
+      }
+      if (peer == 0) {
+        std::memcpy(data.raw(), x, data.bytes());
+      } else {
+        dist::reduce_into(data.dtype(), op, data.raw(), x, data.numel());
+      }
+    }
+    return {};
+  }
   dist::Request all_gather_async(tensor::Tensor input, tensor::Tensor output) override {
     for (int peer = 0; peer < size_; ++peer) {
       if (peer != rank_) send_async(input, peer, kGather);
@@ -169,7 +191,7 @@ class ThreadCommunicator final : public dist::Communicator {
     return {};
   }
 
-  static constexpr int kBroadcast = 30000, kReduce = 30001, kGather = 30002;
+  static constexpr int kBroadcast = 30000, kReduce = 30001, kGather = 30002, kReduceToRoot = 30003;
   dist::Request unused() const { base::fail(name_, ": operation not used by these tests"); }
 
   std::string name_;

@@ -146,18 +146,16 @@ void print_arguments(const config::PretrainArgs& args, const base::Log& log) {
   }
 }
 
-// zero_optimization.overlap_comm: at stages 0 and 1 the all-reduce overlaps the last
-// micro-batch's backward; stage 2 reduces as without it.
+// zero_optimization.overlap_comm: the data-parallel reduction overlaps the backward (stages 0
+// and 1: the last micro-batch's all-reduce; stage 2: every micro-batch's reduce to the owners).
 void describe_gradient_overlap(const train::OptimizerOptions& optimizer,
                                const dist::ProcessGrid& grid, const base::Log& log) {
   if (!optimizer.overlap_reduction || grid.dp_size() < 2) return;
-  if (optimizer.zero_stage <= 1) {
-    log.info(" > data-parallel gradient all-reduce overlapped with the backward (overlap_comm)");
-    return;
-  }
-  log.note(
-      "overlap_comm: mds overlaps the gradient reduction only at ZeRO stages 0 and 1; this "
-      "run reduces as without it");
+  log.info(
+      optimizer.zero_stage == 2
+          ? " > data-parallel gradient reduce to the partitions' owners overlapped with the "
+            "backward (overlap_comm)"
+          : " > data-parallel gradient all-reduce overlapped with the backward (overlap_comm)");
 }
 
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for

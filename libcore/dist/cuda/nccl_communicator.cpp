@@ -174,6 +174,24 @@ class NcclCommunicator final : public Communicator {
     return finish(CommOp::kAllReduce);
   }
 
+  // In place on every rank (NCCL allows it); only the root's buffer receives the result.
+  Request reduce_async(Tensor data, ReduceOp op, int root) override {
+    if (on_host(data)) return state_->host->reduce_async(data, op, root);
+    check_reduce_dtype(name(), CommOp::kReduce, data.dtype());
+    check_device(CommOp::kReduce, data);
+    check_peer(CommOp::kReduce, root);
+    count(CommOp::kReduce, data.bytes(), rank() == root ? 0 : data.bytes());
+    begin();
+    if (data.numel() > 0) {
+      check_nccl(
+          state_->nccl->reduce(data.raw(), data.raw(), static_cast<std::size_t>(data.numel()),
+                               reduction_type(data.dtype()), reduction_op(op), root, state_->comm,
+                               state_->stream),
+          *state_, "reduce");
+    }
+    return finish(CommOp::kReduce);
+  }
+
   Request reduce_scatter_async(Tensor input, Tensor output, ReduceOp op) override {
     check_same_kind(CommOp::kReduceScatter, input, output);
     if (on_host(input)) return state_->host->reduce_scatter_async(input, output, op);

@@ -37,6 +37,7 @@ std::shared_ptr<const NcclLibrary> load_nccl_library() {
   resolve(handle, "ncclGetErrorString", nccl->get_error_string);
   resolve(handle, "ncclGetLastError", nccl->get_last_error);
   resolve(handle, "ncclAllReduce", nccl->all_reduce);
+  resolve(handle, "ncclReduce", nccl->reduce);
   resolve(handle, "ncclReduceScatter", nccl->reduce_scatter);
   resolve(handle, "ncclAllGather", nccl->all_gather);
   resolve(handle, "ncclBroadcast", nccl->broadcast);

@@ -18,6 +18,7 @@ struct NcclLibrary {
   decltype(&ncclGetErrorString) get_error_string;
   decltype(&ncclGetLastError) get_last_error;
   decltype(&ncclAllReduce) all_reduce;
+  decltype(&ncclReduce) reduce;
   decltype(&ncclReduceScatter) reduce_scatter;
   decltype(&ncclAllGather) all_gather;
   decltype(&ncclBroadcast) broadcast;
