@@ -74,7 +74,7 @@ pass "a failed shard keeps the merge from running"
 export DATA_PATH="$WORK/pre/shakespeare_text_document" CHECKPOINT_DIR="$WORK/ckpt"
 # 128 positions so that evaluate can score whole LAMBADA examples with --seq-length 128.
 export NUM_LAYERS=2 HIDDEN_SIZE=32 NUM_HEADS=2 SEQ_LENGTH=32 MAX_POSITION_EMBEDDINGS=128
-export MICRO_BATCH_SIZE=2
+export MICRO_BATCH_SIZE=2 OVERLAP_COMM=true
 export GLOBAL_BATCH_SIZE=8 TRAIN_ITERS=60 LR=1e-3 MIN_LR=1e-4 LR_WARMUP_ITERS=3 SPLIT=90,8,2
 export SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=2 LOG_INTERVAL=5
 # pretrain prints from rank 0 only: a wrapper records what srun gave each task.
@@ -115,6 +115,10 @@ if [ -z "$first_save" ] || [ "$saves" != "$first_save 60" ] || [ "$first_save" -
   fail "expected a preemption checkpoint before 60 then one at 60, saved: '$saves': $out"
 fi
 pass "SIGUSR1 saved iteration $first_save, the job requeued itself and finished at 60"
+grep -q '"overlap_comm": true' "$CHECKPOINT_DIR"/logs/ds_config_*.json &&
+  grep -q "gradient all-reduce overlapped with the backward" <<< "$out" ||
+  fail "OVERLAP_COMM=true: not in the generated config, or pretrain does not overlap: $out"
+pass "OVERLAP_COMM=true reaches the generated config and pretrain overlaps"
 [ "$(cat "$CHECKPOINT_DIR/latest")" = global_step60 ] || fail "latest is $(cat "$CHECKPOINT_DIR/latest")"
 iterations="$(train_losses "$metrics" | cut -d' ' -f1 | paste -sd' ')"
 [ "$iterations" = "$(seq -s' ' 1 60)" ] ||
