@@ -170,10 +170,9 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(const model::ParamTable& table,
     partition_accumulator_ = partition_accumulator_buffer_.as(accumulator, tensor::Shape{n});
   }
   if (overlaps_reduction() && options_.zero_stage <= 1) {
-    const std::int64_t chunk = staging_.all_reduce_chunk(dp_size());
-    overlap_.emplace(table, chunk, chunk);
+    overlap_.emplace(table, staging_.all_reduce_chunk(dp_size()));
   } else if (overlaps_reduction()) {
-    const std::int64_t chunk = overlap_piece_numel(shard_->layout(), staging_);
+    const std::int64_t chunk = zero_chunk_numel(shard_->layout(), staging_);
     owners_.emplace(table, *shard_, *data_parallel_, staging_, context(),
                     options_.communication_dtype, chunk, kOverlapSlots);
     // The widened slot its owners' pieces go through, at the size the memory plan gives it.

@@ -28,11 +28,7 @@ std::size_t staging_bytes(const ZeroLayout& layout, std::int64_t buffer_numel,
                           const OptimizerOptions& options, bool partitioned) {
   const std::int64_t d = layout.dp_size();
   const CollectiveStaging chunks(options.collective_chunk_numel, tensor::Device{});
-  std::int64_t largest_partition = 0;
-  for (const ZeroGroup& group : layout.groups()) {
-    largest_partition = std::max(largest_partition, group.partition_numel);
-  }
-  const std::int64_t chunk = std::min(chunks.per_rank_chunk(d), largest_partition);
+  const std::int64_t chunk = zero_chunk_numel(layout, chunks);
   const DType comm = options.communication_dtype;
   const DType accumulator =
       options.precision == Precision::kFp16 ? DType::kFloat16 : DType::kFloat32;
@@ -91,8 +87,8 @@ std::vector<BufferBytes> plan_optimizer_memory(const model::ParamTable& table, s
   if (options.overlap_reduction && options.zero_stage == 2 && dp_size > 1) {
     const CollectiveStaging chunks(options.collective_chunk_numel, tensor::Device{});
     add("overlap_staging",
-        OverlappedReduceToOwners::pool_bytes(table, options.communication_dtype,
-                                             overlap_piece_numel(layout, chunks), kOverlapSlots));
+        OverlappedReduceToOwners::pool_bytes(options.communication_dtype,
+                                             zero_chunk_numel(layout, chunks), kOverlapSlots));
   }
   return buffers;
 }

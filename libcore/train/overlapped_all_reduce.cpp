@@ -22,15 +22,10 @@ tensor::Tensor reinterpret(const tensor::Tensor& like, std::int64_t offset, tens
 
 }  // namespace
 
-OverlappedAllReduce::OverlappedAllReduce(const model::ParamTable& table, std::int64_t bucket_numel,
-                                         std::int64_t chunk_numel)
-    : runs_(table),
-      accumulated_(runs_.size(), false),
-      bucket_numel_(bucket_numel),
-      chunk_numel_(chunk_numel) {
-  if (bucket_numel < 1 || chunk_numel < 1) {
-    base::fail("OverlappedAllReduce: bucket and chunk must hold at least one element, got ",
-               bucket_numel, " and ", chunk_numel);
+OverlappedAllReduce::OverlappedAllReduce(const model::ParamTable& table, std::int64_t chunk_numel)
+    : runs_(table), accumulated_(runs_.size(), false), chunk_numel_(chunk_numel) {
+  if (chunk_numel < 1) {
+    base::fail("OverlappedAllReduce: a chunk must hold at least one element, got ", chunk_numel);
   }
 }
 
@@ -57,7 +52,7 @@ void OverlappedAllReduce::begin(const Step& step) {
 
 void OverlappedAllReduce::ready(std::span<const std::size_t> params) {
   if (!step_) base::fail("OverlappedAllReduce: ready() outside a step's reduction");
-  for (const GradientRuns::Run& run : runs_.ready(params, bucket_numel_)) start(run);
+  for (const GradientRuns::Run& run : runs_.ready(params, chunk_numel_)) start(run);
   make_progress();
 }
 

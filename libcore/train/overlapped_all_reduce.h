@@ -48,10 +48,9 @@ class OverlappedAllReduce {
     dist::Communicator* group = nullptr;  // the data-parallel group, at least 2 ranks
   };
 
-  // A run is started once it holds `bucket_numel` elements; each all-reduce call moves at most
-  // `chunk_numel` of them.
-  OverlappedAllReduce(const model::ParamTable& table, std::int64_t bucket_numel,
-                      std::int64_t chunk_numel);
+  // A run is started once it holds `chunk_numel` elements; each all-reduce call moves at most
+  // that many.
+  OverlappedAllReduce(const model::ParamTable& table, std::int64_t chunk_numel);
 
   bool in_progress() const { return step_.has_value(); }
   // From now on, `param`'s reduction waits for release(param) in every step (a tied gradient
@@ -85,7 +84,6 @@ class OverlappedAllReduce {
 
   GradientRuns runs_;
   std::vector<bool> accumulated_;  // held pieces flush() accumulated
-  std::int64_t bucket_numel_;
   std::int64_t chunk_numel_;
   std::optional<Step> step_;
   std::vector<InFlight> in_flight_;

@@ -9,23 +9,6 @@
 #include "train/zero_partition.h"
 
 namespace mds::train {
-namespace {
-
-std::int64_t slot_numel(const model::ParamTable& table, std::int64_t chunk_numel) {
-  return std::max<std::int64_t>(1, std::min(chunk_numel, table.buffer_numel()));
-}
-
-}  // namespace
-
-std::int64_t overlap_piece_numel(const ZeroLayout& layout, const CollectiveStaging& staging) {
-  std::int64_t largest_partition = 0;
-  for (const ZeroGroup& group : layout.groups()) {
-    largest_partition = std::max(largest_partition, group.partition_numel);
-  }
-  return std::max<std::int64_t>(
-      1, std::min(staging.per_rank_chunk(layout.dp_size()), largest_partition));
-}
-
 OverlappedReduceToOwners::OverlappedReduceToOwners(
     const model::ParamTable& table, const ZeroShard& shard, dist::Communicator& group,
     CollectiveStaging& staging, const ops::DeviceContext& ctx, tensor::DType comm_dtype,
@@ -47,18 +30,17 @@ OverlappedReduceToOwners::OverlappedReduceToOwners(
       places_[layout[g].params[k]] = {g, layout[g].flat_offsets[k]};
     }
   }
-  const std::size_t bytes = pool_bytes(table, comm_dtype, chunk_numel, 1);
+  const std::size_t bytes = pool_bytes(comm_dtype, chunk_numel, 1);
   for (int s = 0; s < slots; ++s) {
     pool_.emplace_back(bytes, ctx.device());
     free_slots_.push_back(s);
   }
 }
 
-std::size_t OverlappedReduceToOwners::pool_bytes(const model::ParamTable& table,
-                                                 tensor::DType comm_dtype, std::int64_t chunk_numel,
+std::size_t OverlappedReduceToOwners::pool_bytes(tensor::DType comm_dtype, std::int64_t chunk_numel,
                                                  int slots) {
-  return static_cast<std::size_t>(slots) *
-         static_cast<std::size_t>(slot_numel(table, chunk_numel)) * tensor::dtype_size(comm_dtype);
+  return static_cast<std::size_t>(slots) * static_cast<std::size_t>(chunk_numel) *
+         tensor::dtype_size(comm_dtype);
 }
 
 std::size_t OverlappedReduceToOwners::bytes() const {

@@ -33,22 +33,19 @@ namespace mds::train {
 
 // Packed pieces in flight at once (the pool's slots).
 inline constexpr int kOverlapSlots = 4;
-// The most elements one piece takes: the reduce-scatter's chunk per rank, or the largest
-// partition when that is smaller (the size of the pool's slots and of the widened slot).
-std::int64_t overlap_piece_numel(const ZeroLayout& layout, const CollectiveStaging& staging);
 
 class OverlappedReduceToOwners {
  public:
   // The shard (its layout, rank and group), the staging (for the widened slot), `ctx` and the
-  // group outlive this; `group` has at least 2 ranks. The pool is allocated here.
+  // group outlive this; `group` has at least 2 ranks. `chunk_numel`, the most elements a piece
+  // takes, is ZeRO's chunk (zero_chunk_numel). The pool is allocated here.
   OverlappedReduceToOwners(const model::ParamTable& table, const ZeroShard& shard,
                            dist::Communicator& group, CollectiveStaging& staging,
                            const ops::DeviceContext& ctx, tensor::DType comm_dtype,
                            std::int64_t chunk_numel, int slots);
 
   // Bytes of the pool (what plan_optimizer_memory counts as overlap_staging).
-  static std::size_t pool_bytes(const model::ParamTable& table, tensor::DType comm_dtype,
-                                std::int64_t chunk_numel, int slots);
+  static std::size_t pool_bytes(tensor::DType comm_dtype, std::int64_t chunk_numel, int slots);
   std::size_t bytes() const;
 
   bool in_progress() const { return in_progress_; }

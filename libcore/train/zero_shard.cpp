@@ -15,6 +15,14 @@ using tensor::DType;
 using tensor::Tensor;
 using Slot = CollectiveStaging::Slot;
 
+std::int64_t zero_chunk_numel(const ZeroLayout& layout, const CollectiveStaging& staging) {
+  std::int64_t largest_partition = 0;
+  for (const ZeroGroup& group : layout.groups()) {
+    largest_partition = std::max(largest_partition, group.partition_numel);
+  }
+  return std::min(staging.per_rank_chunk(layout.dp_size()), largest_partition);
+}
+
 ZeroShard::ZeroShard(const model::ParamTable& table, dist::Communicator* data_parallel,
                      CollectiveStaging& staging, const ops::DeviceContext* device)
     : layout_(table, data_parallel != nullptr ? data_parallel->size() : 1),

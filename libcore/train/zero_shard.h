@@ -42,6 +42,10 @@ struct ShardAdamStep {
   std::int64_t step = 1;  // already incremented
 };
 
+// The elements of one rank's slice of a chunked ZeRO collective: the staging's per-rank chunk,
+// or the largest partition of `layout` when that is smaller (no call asks for more).
+std::int64_t zero_chunk_numel(const ZeroLayout& layout, const CollectiveStaging& staging);
+
 class ZeroShard {
  public:
   // `data_parallel` may be null (one rank). The table, the communicator, `staging` and `device`
