@@ -3,7 +3,8 @@
 # --device cuda and --distributed-backend gloo (device tensors staged through host MPI, so the two
 # ranks may share one GPU) against the single process on the CPU, same flags, data and seed (fp32,
 # ZeRO 0, dropout and clipping on): every train and validation loss within 1e-4 relative. Then bf16
-# and fp16 ZeRO 2 at D = 2 against two host ranks (within 1e-3). With two
+# and fp16 ZeRO 2, and with overlap_comm bf16 and fp16 ZeRO 1 and 2, at D = 2 against two host
+# ranks (within 1e-3). With two
 # or more GPUs the T = 2 and D = 2 runs are repeated over NCCL (one GPU per rank). Exits 77
 # (skipped) without a CUDA device or without mpirun.
 source "$MDS_TESTS/e2e/lib.sh"
@@ -50,17 +51,27 @@ cat > "$WORK/ds-fp16-zero2.json" <<'JSON'
   "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 20, "loss_scale_window": 4},
   "zero_optimization": {"stage": 2}, "steps_per_print": 2000 }
 JSON
-for precision in bf16 fp16-zero2; do
+# The reduction overlapping the backward (overlap_comm): bf16 (stage 0) and fp16 ZeRO 1
+# all-reduce during the last micro-batch, fp16 ZeRO 2 reduces to the partitions' owners during
+# every one.
+sed 's/"stage": 0}/"stage": 0, "overlap_comm": true}/' "$WORK/ds-bf16.json" > "$WORK/ds-bf16-overlap.json"
+for stage in 1 2; do
+  sed "s/\"stage\": 2}/\"stage\": $stage, \"overlap_comm\": true}/" "$WORK/ds-fp16-zero2.json" \
+    > "$WORK/ds-fp16-zero$stage-overlap.json"
+done
+for precision in bf16 fp16-zero2 bf16-overlap fp16-zero1-overlap fp16-zero2-overlap; do
   flags=("${model_flags[@]}" --deepspeed --deepspeed_config "$WORK/ds-$precision.json"
          "--${precision%%-*}")
   run_ranks "$precision-host" 2 --device cpu
   run_ranks "$precision-d2" 2 --device cuda --distributed-backend gloo
   grep -q "> training on cuda:" "$WORK/$precision-d2.log" ||
     fail "$precision D=2 does not say it trains on a device"
+  [[ $precision != *overlap ]] || grep -q "overlapped with the backward" "$WORK/$precision-d2.log" ||
+    fail "$precision D=2 does not say its reduction overlaps the backward"
   python3 "$MDS_TESTS/e2e/compare_metrics.py" --tolerance 1e-3 losses "$WORK" "$precision-host" \
     "$precision-d2" || fail "$precision D=2 on the device differs from the host's two ranks"
 done
-pass "bf16 and fp16 ZeRO 2 at D=2 on the device (staged): losses within 1e-3 of the host's two ranks"
+pass "bf16, fp16 ZeRO 2, and with overlap_comm bf16 and fp16 ZeRO 1 and 2, at D=2 on the device (staged): losses within 1e-3 of the host's two ranks"
 flags=("${model_flags[@]}" --deepspeed --deepspeed_config "$WORK/ds.json")
 
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
