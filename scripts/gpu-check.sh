@@ -21,6 +21,7 @@
 # device against one host process), inference_grid (tests/gpu/inference_device_grid_test.sh:
 # evaluate and generate at T = 2, P = 2, D = 2 and T2 × P2 likewise), bench (gpu_bench), profile
 # (tests/bench/gpu_profile.sh: ncu's kernel times of a 124M bf16 step; not a default step),
+# profile_large (the same at MDS_PROFILE_MODEL, default gpt2-1.5b; not a default step),
 # attention_ncu (Nsight Compute's sections for the tensor-core attention's forward, dq and dkdv
 # kernels, the validation launches then those at GPT-2 124M's shapes; not a default step), generate
 # (tests/bench/generate_bench.sh on the device against transformers there, 8 samples ×
@@ -109,6 +110,9 @@ run() {
       inference_grid) step inference_grid bash "$repo/tests/gpu/inference_device_grid_test.sh" ;;
       bench) step bench "$pack/bin/gpu_bench" ;;
       profile) step profile env MDS_PROFILE_CSV_OUT="$out/ncu.csv.xz" \
+                 bash "$repo/tests/bench/gpu_profile.sh" "$pack" ;;
+      profile_large) step profile_large env MDS_PROFILE_CSV_OUT="$out/ncu-large.csv.xz" \
+                 MDS_PROFILE_MODEL="${MDS_PROFILE_MODEL:-gpt2-1.5b}" \
                  bash "$repo/tests/bench/gpu_profile.sh" "$pack" ;;
       attention_ncu) step attention_ncu bash -c 'ncu=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu | tail -1)
                  "$ncu" --kernel-name-base demangled -k regex:attention_tc_detail --launch-count 14 \
