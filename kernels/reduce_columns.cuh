@@ -40,10 +40,11 @@ inline unsigned row_chunks(std::int64_t rows, std::int64_t chunk_rows = kRowChun
   return static_cast<unsigned>(chunks);
 }
 
-// The launch of a kernel calling sum_columns: column_blocks(cols) × row_chunks(rows) blocks of
-// (kColumnTile, kRowLanes) threads.
-inline LaunchShape column_shape(std::int64_t rows, std::int64_t cols) {
-  return {{column_blocks(cols), row_chunks(rows)}, {kColumnTile, kRowLanes}};
+// The launch of a kernel calling sum_columns with chunks of `chunk_rows` rows (its kChunkRows):
+// column_blocks(cols) × row_chunks(rows, chunk_rows) blocks of (kColumnTile, kRowLanes) threads.
+inline LaunchShape column_shape(std::int64_t rows, std::int64_t cols,
+                                std::int64_t chunk_rows = kRowChunk) {
+  return {{column_blocks(cols), row_chunks(rows, chunk_rows)}, {kColumnTile, kRowLanes}};
 }
 
 // The outputs of a column sum: out[k][c] += the column's k-th sum; a null out[k] is skipped.
@@ -146,20 +147,21 @@ struct ColumnBlock {
   std::int64_t c, first, end;
 };
 
+template <std::int64_t kChunkRows = kRowChunk>
 __device__ inline ColumnBlock column_block(std::int64_t rows) {
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRowChunk;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kChunkRows;
   return {static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x, first,
-          first + kRowChunk < rows ? first + kRowChunk : rows};
+          first + kChunkRows < rows ? first + kChunkRows : rows};
 }
 
-// Launched with column_shape(rows, cols). For each column c of the block's tile, `term(r, c, i,
-// sums)` (i = r·cols + c) adds row r's kSums terms into `sums`, over the rows of the block's chunk;
-// one thread stores the chunk's sums into the sink's partials, and the tile's last block adds
-// them up onto the outputs.
-template <int kSums, typename Term>
+// Launched with column_shape(rows, cols, kChunkRows). For each column c of the block's tile,
+// `term(r, c, i, sums)` (i = r·cols + c) adds row r's kSums terms into `sums`, over the rows of the
+// block's chunk; one thread stores the chunk's sums into the sink's partials, and the tile's last
+// block adds them up onto the outputs.
+template <int kSums, std::int64_t kChunkRows = kRowChunk, typename Term>
 __device__ void sum_columns(std::int64_t rows, std::int64_t cols, Term term,
                             const ColumnSink<kSums>& sink) {
-  const auto [c, first, end] = column_block(rows);
+  const auto [c, first, end] = column_block<kChunkRows>(rows);
   float sums[kSums] = {};
   if (c < cols) {
     for (std::int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {

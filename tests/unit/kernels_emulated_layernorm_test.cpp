@@ -188,7 +188,7 @@ void check_backward(Size size, const std::string& what) {
       lk::with_backward_params_kernel<kS>(size.rows, size.cols, {dout.data(), x.data()}, params);
     } else {
       params((lk::backward_params_kernel<kS, false>),
-             kernels::detail::column_shape(size.rows, size.cols));
+             kernels::detail::column_shape(size.rows, size.cols, lk::kParamsChunkRows));
     }
     EXPECT_EQ(
         dx.guard_bytes_written() + dweight.guard_bytes_written() + dbias.guard_bytes_written(), 0u)
@@ -334,13 +334,14 @@ TEST(KernelsEmulatedLayerNorm, Fp32MatchesCpu) {
                                 {9, 768},
                                 {67, 64},
                                 {600, 40},
+                                {130, 800},
                                 {3, 512},
                                 {5, 2048},
                                 {2, 2056}});
 }
 
 TEST(KernelsEmulatedLayerNorm, Bf16AndFp16WithinOneUlp) {
-  check_storage<Storage::kBF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}, {3, 1600}});
+  check_storage<Storage::kBF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}, {3, 1600}, {70, 768}});
   check_storage<Storage::kF16>({{3, 17}, {5, 256}, {4, 1000}, {9, 768}, {3, 1600}});
 }
 
