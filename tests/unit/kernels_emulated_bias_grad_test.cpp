@@ -54,7 +54,7 @@ void check_bias_grad(Size size) {
     return dbias.values();
   };
   const std::vector<float> one =
-      run(bg::bias_grad_kernel<kS, false>, kd::column_shape(size.rows, size.cols));
+      run(bg::bias_grad_kernel<kS, false>, kd::column_shape(size.rows, size.cols, bg::kChunkRows));
   emulated::expect_close(one, want, 1e-5, what + " one column a thread");
   std::vector<float> picked;
   bool by_8 = false;
