@@ -82,24 +82,6 @@ void cross_entropy_backward(void* dlogits, const void* logits, DType dtype,
   });
 }
 
-void cross_entropy_forward_backward(float* loss, float* max, float* sum_exp, void* logits,
-                                    DType dtype, const std::int64_t* targets, const float* dloss,
-                                    std::int64_t n, std::int64_t v, cudaStream_t stream) {
-  with_storage(dtype, "cross_entropy_forward_backward", [&](auto s) {
-    if (n <= 0) return;
-    constexpr Storage kS = decltype(s)::value;
-    if constexpr (kS != Storage::kF32) {
-      if (fused_row_fits<kS>(v, {logits})) {
-        launch("kernels::cross_entropy_forward_backward", forward_backward_kernel<kS>, row_shape(n),
-               stream, loss, max, sum_exp, logits, targets, dloss, v);
-        return;
-      }
-    }
-    cross_entropy_forward(loss, max, sum_exp, logits, dtype, targets, n, v, stream);
-    cross_entropy_backward(logits, logits, dtype, targets, max, sum_exp, dloss, n, v, 0, stream);
-  });
-}
-
 void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,
                            cudaStream_t stream) {
   cross_entropy_row_max(max, logits, DType::kFloat32, n, v, stream);

@@ -56,13 +56,5 @@ void cross_entropy_backward(void* dlogits, const void* logits, tensor::DType dty
                             const std::int64_t* targets, const float* max, const float* sum_exp,
                             const float* dloss, std::int64_t n, std::int64_t v,
                             std::int64_t vocab_start, cudaStream_t stream);
-// cross_entropy_forward then cross_entropy_backward in place (vocab_start = 0), for training:
-// the same outputs bit for bit, the logits left holding their gradient. 16-bit rows of a multiple
-// of 8 up to 51,200 elements (GPT-2's padded vocabulary) take one kernel that reads each row
-// once; others the two kernels.
-void cross_entropy_forward_backward(float* loss, float* max, float* sum_exp, void* logits,
-                                    tensor::DType dtype, const std::int64_t* targets,
-                                    const float* dloss, std::int64_t n, std::int64_t v,
-                                    cudaStream_t stream);
 
 }  // namespace mds::kernels

@@ -103,18 +103,17 @@ __device__ inline MaxSum merge(MaxSum a, MaxSum b) {
   return {m, rescaled(a) + rescaled(b)};
 }
 
-// A thread's running pair after `count` more elements x of its part of the row.
-template <int kCount>
-__device__ inline void add_to_max_sum(MaxSum& mine, const float* x) {
-  float m = mine.max;
-  for (int k = 0; k < kCount; ++k) m = x[k] > m ? x[k] : m;
-  if (m != mine.max) mine.sum *= expf(mine.max - m);  // the first finite max: 0 · 0
-  for (int k = 0; k < kCount; ++k) mine.sum += x[k] == -INFINITY ? 0.0f : expf(x[k] - m);
-  mine.max = m;
-}
-
-// The row's pair from every thread's, merged in the fixed order; returned to every thread.
-__device__ inline MaxSum merge_row_max_sum(MaxSum mine, MaxSum* scratch) {
+template <Storage kS, bool kBy8>
+__device__ inline MaxSum row_max_and_sum(const void* logits, std::int64_t first, std::int64_t v,
+                                         MaxSum* scratch) {
+  MaxSum mine{-INFINITY, 0.0f};
+  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t, const float* x) {
+    float m = mine.max;
+    for (int k = 0; k < kRowStep<kBy8>; ++k) m = x[k] > m ? x[k] : m;
+    if (m != mine.max) mine.sum *= expf(mine.max - m);  // the first finite max: 0 · 0
+    for (int k = 0; k < kRowStep<kBy8>; ++k) mine.sum += x[k] == -INFINITY ? 0.0f : expf(x[k] - m);
+    mine.max = m;
+  });
   for (int delta = 16; delta > 0; delta /= 2) {
     mine = merge(mine, {__shfl_xor_sync(0xFFFFFFFFu, mine.max, delta),
                         __shfl_xor_sync(0xFFFFFFFFu, mine.sum, delta)});
@@ -127,16 +126,6 @@ __device__ inline MaxSum merge_row_max_sum(MaxSum mine, MaxSum* scratch) {
   for (int w = 1; w < kWarps; ++w) total = merge(total, scratch[w]);
   if (total.max == -INFINITY) total.sum = NAN;
   return total;
-}
-
-template <Storage kS, bool kBy8>
-__device__ inline MaxSum row_max_and_sum(const void* logits, std::int64_t first, std::int64_t v,
-                                         MaxSum* scratch) {
-  MaxSum mine{-INFINITY, 0.0f};
-  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t, const float* x) {
-    add_to_max_sum<kRowStep<kBy8>>(mine, x);
-  });
-  return merge_row_max_sum(mine, scratch);
 }
 
 template <Storage kS, bool kBy8>
@@ -235,83 +224,13 @@ __global__ void backward_kernel(void* dlogits, const void* logits, const std::in
   });
 }
 
-// The forward and backward of a 16-bit row in one pass over memory, for training without a
-// sharded vocabulary: each thread keeps its chunks of eight of the row in registers (loaded
-// together, as stored), the row's max and sum come from them as forward_kernel computes them
-// (row_max_and_sum's per-thread steps and merge: the same bits), and the gradient, as
-// backward_kernel computes it from the same values, is written over the row. The logits are read
-// once instead of twice. Rows of v elements, v % 8 == 0 and v ≤ kFusedRowChunks · 8 · kThreads
-// (fused_row_fits); max, sum_exp and loss are written as the forward writes them. Two blocks an SM
-// (128 registers; ptxas spills 20 to 40 bytes a thread), so that one block's loads overlap the
-// other's arithmetic: with 157 registers and one block an SM, an SM would wait for each row's
-// loads with nothing else to do.
-constexpr int kFusedRowChunks = 25;  // GPT-2's padded 50,304 needs 25 chunks a thread
-
-template <Storage kS>
-__global__ void __launch_bounds__(kThreads, 2)
-    forward_backward_kernel(float* loss, float* max, float* sum_exp, void* logits,
-                            const std::int64_t* targets, const float* dloss, std::int64_t v) {
-  static_assert(kS != Storage::kF32, "fp32 rows keep their exps for the backward instead");
-  __shared__ MaxSum pairs[kWarps];
-  const std::int64_t i = blockIdx.x, first = i * v, chunks = v / 8;
-  detail::Raw8<kS> row[kFusedRowChunks];
-#pragma unroll
-  for (int t = 0; t < kFusedRowChunks; ++t) {
-    const std::int64_t k = threadIdx.x + static_cast<std::int64_t>(t) * kThreads;
-    if (k < chunks) row[t] = detail::load_raw8<kS>(logits, first + 8 * k);
-  }
-  MaxSum mine{-INFINITY, 0.0f};
-#pragma unroll
-  for (int t = 0; t < kFusedRowChunks; ++t) {
-    const std::int64_t k = threadIdx.x + static_cast<std::int64_t>(t) * kThreads;
-    if (k < chunks) {
-      float x[8];
-      detail::widen8<kS>(row[t], x);
-      add_to_max_sum<8>(mine, x);
-    }
-  }
-  // The target's logit is read before the barrier in the merge: no thread writes the row before.
-  const std::int64_t target = targets[i];
-  float target_value = 0.0f;
-  if (threadIdx.x == 0 && target >= 0 && target < v)
-    target_value = load<kS>(logits, first + target);
-  const MaxSum total = merge_row_max_sum(mine, pairs);
-  if (threadIdx.x == 0) {
-    max[i] = total.max;
-    sum_exp[i] = total.sum;
-    loss[i] = logf(total.sum) - (target >= 0 && target < v ? target_value - total.max : 0.0f);
-  }
-  const float inv = 1.0f / total.sum, scale = dloss[i];
-#pragma unroll
-  for (int t = 0; t < kFusedRowChunks; ++t) {
-    const std::int64_t k = threadIdx.x + static_cast<std::int64_t>(t) * kThreads;
-    if (k < chunks) {
-      float x[8], g[8];
-      detail::widen8<kS>(row[t], x);
-      for (int j = 0; j < 8; ++j) {
-        const float e = expf(x[j] - total.max);
-        g[j] = 8 * k + j == target ? (e * inv - 1.0f) * scale : e * inv * scale;
-      }
-      store8<kS>(logits, first + 8 * k, g);
-    }
-  }
-}
-
-// Whether forward_backward_kernel takes rows of v elements of kS in these arrays.
-template <Storage kS>
-inline bool fused_row_fits(std::int64_t v, std::initializer_list<const void*> arrays) {
-  return kS != Storage::kF32 && detail::fits_chunks_of_8(v, v, nullptr, arrays) &&
-         v <= std::int64_t{kFusedRowChunks} * 8 * kThreads;
-}
-
 // Whether the row kernels take eight elements at a time (kBy8) over rows of v elements in these
 // arrays (the .cu and the emulated tests pick with it).
 inline bool rows_by_8(std::int64_t v, std::initializer_list<const void*> arrays) {
   return detail::fits_chunks_of_8(v, v, nullptr, arrays);
 }
 
-// row_max_kernel, exp_sum_kernel, forward_kernel, backward_kernel, forward_backward_kernel: one
-// block per row.
+// row_max_kernel, exp_sum_kernel, forward_kernel, backward_kernel: one block per row.
 inline detail::LaunchShape row_shape(std::int64_t n) {
   return detail::row_shape(n, "kernels::cross_entropy");
 }

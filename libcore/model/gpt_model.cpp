@@ -266,11 +266,9 @@ void GptModel::forward_layer(int buffer, const ModelParams& params, std::int64_t
                             a.layer_output(buffer, layer));
 }
 
-float GptModel::forward(int buffer, const ModelParams& params,
-                        std::optional<float> backward_loss_scale) {
+float GptModel::forward(int buffer, const ModelParams& params) {
   const Activations& a = *activations_;
-  BufferState& state = buffers_[static_cast<std::size_t>(buffer)];
-  const DropoutContext& dropout = state.dropout;
+  const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_embedding_) {
     embedding_layer_forward(context(), a.stage_input(buffer), a.inputs(buffer),
                             params.other->view(index_.word), params.other->view(index_.position),
@@ -283,16 +281,9 @@ float GptModel::forward(int buffer, const ModelParams& params,
   }
   if (!owns_head_) return 0.0f;
   head_buffer_ = buffer;
-  const Tensor ln_weight = params.other->view(index_.final_ln_weight);
-  const Tensor ln_bias = params.other->view(index_.final_ln_bias);
-  const Tensor word = params.linear->view(index_.word);
-  if (backward_loss_scale && !tp_.active()) {
-    state.gradient_in_logits = backward_loss_scale;
-    return lm_head_forward_with_gradient(context(), a.head(buffer), a.inputs(buffer), ln_weight,
-                                         ln_bias, word, options_.layernorm_epsilon,
-                                         {*backward_loss_scale, state.loss_mask_sum});
-  }
-  return lm_head_forward(context(), a.head(buffer), a.inputs(buffer), ln_weight, ln_bias, word,
+  return lm_head_forward(context(), a.head(buffer), a.inputs(buffer),
+                         params.other->view(index_.final_ln_weight),
+                         params.other->view(index_.final_ln_bias), params.linear->view(index_.word),
                          options_.layernorm_epsilon, tp_, options_.config.vocab_start());
 }
 
@@ -330,17 +321,12 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
   }
   const ops::Dx gemm_weight_grads = overwrite ? ops::Dx::kOverwrite : ops::Dx::kAccumulate;
   if (owns_head_) {
-    const BufferState& state = buffers_[static_cast<std::size_t>(buffer)];
-    if (state.gradient_in_logits && *state.gradient_in_logits != loss_scale) {
-      base::fail("GptModel::backward_stage: the forward computed the loss gradient at loss scale ",
-                 *state.gradient_in_logits, ", the backward was given ", loss_scale);
-    }
     lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
                      params.other->view(index_.final_ln_weight), params.linear->view(index_.word),
                      grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
-                     grads.view(index_.word), loss_scale, state.loss_mask_sum, tp_,
-                     options_.config.vocab_start(), gemm_weight_grads,
-                     state.gradient_in_logits.has_value());
+                     grads.view(index_.word), loss_scale,
+                     buffers_[static_cast<std::size_t>(buffer)].loss_mask_sum, tp_,
+                     options_.config.vocab_start(), gemm_weight_grads);
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient
     report({index_.final_ln_weight, index_.final_ln_bias});
     // The first stage's embedding backward adds its lookups' gradient to the word embedding's.
@@ -377,19 +363,19 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
 
 float GptModel::forward_stage(int buffer, const ModelParams& params, const MicroBatch& batch,
                               const DropoutContext& dropout, Tensor input_hidden,
-                              Tensor output_hidden, std::optional<float> backward_loss_scale) {
+                              Tensor output_hidden) {
   BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
   check_params(params);
   check_hidden(input_hidden, !owns_embedding_, "input_hidden");
   check_hidden(output_hidden, !owns_head_, "output_hidden");
   const double loss_mask_sum = load_batch(buffer, batch);
-  state = BufferState{dropout, false, loss_mask_sum, std::nullopt};
+  state = BufferState{dropout, false, loss_mask_sum};
   if (head_buffer_ == buffer) head_buffer_ = -1;
   const Tensor& own_input = activations_->stage_input(buffer);
   if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {
     ops::cast(context(), own_input, input_hidden);
   }
-  const float loss = forward(buffer, params, backward_loss_scale);
+  const float loss = forward(buffer, params);
   const Tensor& own_output = activations_->stage_output(buffer);
   if (!owns_head_ && output_hidden.raw() != own_output.raw()) {
     ops::cast(context(), output_hidden, own_output);
@@ -427,7 +413,7 @@ float GptModel::forward_backward(const ModelParams& params, const ParamBuffer& g
                                  const GradientsReady& ready) {
   check_whole_model("forward_backward");
   check_buffer(grads, "grads", DType::kFloat32);
-  const float loss = forward_stage(0, params, batch, dropout, {}, {}, loss_scale);
+  const float loss = forward_stage(0, params, batch, dropout, {}, {});
   backward_stage(0, params, grads, {}, {}, loss_scale, write, ready);
   return loss;
 }

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -110,14 +109,9 @@ class GptModel {
   // activation dtype.
   // Either may be the buffer's own stage_input / stage_output (then nothing is copied). Returns
   // the micro-batch loss on the last stage, 0 elsewhere.
-  // On the last stage of a training step, `backward_loss_scale` (the loss_scale its
-  // backward_stage will be given) has the loss's gradient computed with the loss
-  // (lm_head_forward_with_gradient: on a device one pass over the logits instead of two) without
-  // TP; the logits are then gone, the per-token losses kept.
   float forward_stage(int buffer, const ModelParams& params, const MicroBatch& batch,
                       const DropoutContext& dropout, tensor::Tensor input_hidden,
-                      tensor::Tensor output_hidden,
-                      std::optional<float> backward_loss_scale = std::nullopt);
+                      tensor::Tensor output_hidden);
 
   // The backward of the micro-batch in `buffer`, writing its parameter gradients into grads (or
   // adding them, with GradientWrite::kAdd).
@@ -149,8 +143,6 @@ class GptModel {
     DropoutContext dropout;
     bool forward_done = false;
     double loss_mask_sum = 0.0;  // of the micro-batch's mask, on the last stage
-    // The loss_scale of the gradient the forward left in the logits, if it did.
-    std::optional<float> gradient_in_logits;
   };
 
   // The micro-batch's host side on a device: transposed here, then copied over; and the
@@ -172,7 +164,7 @@ class GptModel {
   double load_batch(int buffer, const MicroBatch& batch);
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
   const LayerParamIndex& layer_index(std::int64_t layer) const;
-  float forward(int buffer, const ModelParams& params, std::optional<float> backward_loss_scale);
+  float forward(int buffer, const ModelParams& params);
   void backward(int buffer, const ModelParams& params, const ParamBuffer& grads, float loss_scale,
                 GradientWrite write, const GradientsReady& ready);
   // [offset, offset + numel) ranges of the gradient buffer that no GEMM writes over: filled with

@@ -9,35 +9,14 @@ namespace mds::model {
 
 using tensor::Tensor;
 
-namespace {
-
-void logits_forward(const ops::DeviceContext& ctx, const HeadActivations& head, Tensor ln_weight,
-                    Tensor ln_bias, Tensor word, float layernorm_epsilon) {
+float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head,
+                      const InputActivations& inputs, Tensor ln_weight, Tensor ln_bias, Tensor word,
+                      float layernorm_epsilon, const TensorParallel& tp, std::int64_t vocab_start) {
   ops::layernorm_forward(ctx, head.ln, head.ln_mean, head.ln_rstd, head.input, ln_weight, ln_bias,
                          layernorm_epsilon);
   // With 16-bit activations the GEMM writes 16-bit logits and the loss widens them as it reads
   // them: upstream's logits.float() without the fp32 copy.
   ops::linear_forward(ctx, head.logits, head.ln, word);
-}
-
-}  // namespace
-
-float lm_head_forward_with_gradient(const ops::DeviceContext& ctx, const HeadActivations& head,
-                                    const InputActivations& inputs, Tensor ln_weight,
-                                    Tensor ln_bias, Tensor word, float layernorm_epsilon,
-                                    const LossGradient& gradient) {
-  logits_forward(ctx, head, ln_weight, ln_bias, word, layernorm_epsilon);
-  ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, gradient.loss_scale,
-                                 gradient.loss_mask_sum);
-  ops::cross_entropy_forward_backward(ctx, head.loss, head.max, head.sum_exp, head.logits,
-                                      inputs.labels, head.dloss);
-  return ops::masked_mean_loss(ctx, head.loss, inputs.loss_mask);
-}
-
-float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head,
-                      const InputActivations& inputs, Tensor ln_weight, Tensor ln_bias, Tensor word,
-                      float layernorm_epsilon, const TensorParallel& tp, std::int64_t vocab_start) {
-  logits_forward(ctx, head, ln_weight, ln_bias, word, layernorm_epsilon);
   if (!tp.active()) {
     ops::cross_entropy_forward(ctx, head.loss, head.max, head.sum_exp, head.logits, inputs.labels);
   } else {
@@ -57,14 +36,12 @@ void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head
                       const InputActivations& inputs, const Workspace& ws, Tensor ln_weight,
                       Tensor word, Tensor dln_weight, Tensor dln_bias, Tensor dword,
                       float loss_scale, double loss_mask_sum, const TensorParallel& tp,
-                      std::int64_t vocab_start, ops::Dx dword_mode, bool logits_hold_gradient) {
-  if (!logits_hold_gradient) {
-    ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, loss_scale, loss_mask_sum);
-    // The gradient overwrites what the forward left in head.logits (fp32: the exps; 16-bit: the
-    // logits, the gradient rounded once as upstream's .float() backward rounds it).
-    ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.max,
-                                head.sum_exp, head.dloss, vocab_start);
-  }
+                      std::int64_t vocab_start, ops::Dx dword_mode) {
+  ops::masked_mean_loss_backward(ctx, head.dloss, inputs.loss_mask, loss_scale, loss_mask_sum);
+  // The gradient overwrites what the forward left in head.logits (fp32: the exps; 16-bit: the
+  // logits, the gradient rounded once as upstream's .float() backward rounds it).
+  ops::cross_entropy_backward(ctx, head.logits, head.logits, inputs.labels, head.max, head.sum_exp,
+                              head.dloss, vocab_start);
   const Tensor dln = ws.hidden_a;
   ops::linear_backward(ctx, dln, dword, {}, head.logits, head.ln, word, ops::Dx::kOverwrite,
                        dword_mode);

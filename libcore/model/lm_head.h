@@ -18,37 +18,20 @@ float lm_head_forward(const ops::DeviceContext& ctx, const HeadActivations& head
                       tensor::Tensor ln_bias, tensor::Tensor word, float layernorm_epsilon,
                       const TensorParallel& tp = {}, std::int64_t vocab_start = 0);
 
-// What the backward of a training step's loss starts from, when it is known at the forward.
-struct LossGradient {
-  float loss_scale;
-  double loss_mask_sum;  // as for lm_head_backward
-};
-
-// lm_head_forward for a training step whose backward will start from `gradient` (no TP: the
-// unsharded cross entropy): the logits' gradient is computed with the loss
-// (ops::cross_entropy_forward_backward, on a device one pass over the logits) and overwrites them;
-// lm_head_backward then takes it with logits_hold_gradient. The same bits as the forward and
-// backward apart.
-float lm_head_forward_with_gradient(const ops::DeviceContext& ctx, const HeadActivations& head,
-                                    const InputActivations& inputs, tensor::Tensor ln_weight,
-                                    tensor::Tensor ln_bias, tensor::Tensor word,
-                                    float layernorm_epsilon, const LossGradient& gradient);
-
 // Backward of loss · loss_scale: writes ∂/∂head.input into ws.grad and adds the LayerNorm and
 // word-embedding gradients. `loss_mask_sum` is ops::loss_mask_sum of the micro-batch's mask,
 // taken where the mask was made (on a device the backward then never waits). `dword_mode`
 // Dx::kOverwrite writes the word embedding's gradient over dword's values instead. Overwrites
-// head.logits with the logits' gradient (with `logits_hold_gradient`, lm_head_forward_with_gradient
-// already did, from the same loss_scale and loss_mask_sum). The gradient of the LayerNorm output is
-// summed over the TP group (`f` of the logits GEMM). With 16-bit activations (head.logits in the
-// activation dtype) `word` is in that dtype too and the logits GEMM runs in it; the cross entropy
-// reads the 16-bit logits and writes their 16-bit gradient in place; LayerNorm parameters, dword
-// and the per-token loss values stay fp32.
+// head.logits with the logits' gradient. The gradient of the LayerNorm output is summed over the TP
+// group (`f` of the logits GEMM). With 16-bit activations (head.logits in the activation dtype)
+// `word` is in that dtype too and the logits GEMM runs in it; the cross entropy reads the 16-bit
+// logits and writes their 16-bit gradient in place; LayerNorm parameters, dword and the per-token
+// loss values stay fp32.
 void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head,
                       const InputActivations& inputs, const Workspace& ws, tensor::Tensor ln_weight,
                       tensor::Tensor word, tensor::Tensor dln_weight, tensor::Tensor dln_bias,
                       tensor::Tensor dword, float loss_scale, double loss_mask_sum,
                       const TensorParallel& tp = {}, std::int64_t vocab_start = 0,
-                      ops::Dx dword_mode = ops::Dx::kAccumulate, bool logits_hold_gradient = false);
+                      ops::Dx dword_mode = ops::Dx::kAccumulate);
 
 }  // namespace mds::model

@@ -211,34 +211,6 @@ void cross_entropy_backward(const DeviceContext& ctx, Tensor dlogits, Tensor log
   }
 }
 
-void cross_entropy_forward_backward(const DeviceContext& ctx, Tensor loss, Tensor max,
-                                    Tensor sum_exp, Tensor logits, Tensor targets, Tensor dloss) {
-  constexpr const char* kOp = "cross_entropy_forward_backward";
-  const bool on_device = detail::on_cuda(kOp, ctx,
-                                         {{"loss", loss},
-                                          {"max", max},
-                                          {"sum_exp", sum_exp},
-                                          {"logits", logits},
-                                          {"targets", targets},
-                                          {"dloss", dloss}});
-  if (!on_device) {
-    cross_entropy_forward(ctx, loss, max, sum_exp, logits, targets);
-    cross_entropy_backward(ctx, logits, logits, targets, max, sum_exp, dloss, 0);
-    return;
-  }
-  const Rows r = logits_rows(kOp, logits);
-  check_targets(kOp, targets, r.n);
-  per_token(kOp, {"loss", loss}, r.n);
-  per_token(kOp, {"max", max}, r.n);
-  per_token(kOp, {"sum_exp", sum_exp}, r.n);
-  per_token(kOp, {"dloss", dloss}, r.n);
-  if constexpr (detail::kCudaBuilt) {
-    cuda::cross_entropy_forward_backward(
-        ctx, loss.data<float>(), max.data<float>(), sum_exp.data<float>(), logits.raw(), r.dtype,
-        targets.data<std::int64_t>(), dloss.data<float>(), r.n, r.v);
-  }
-}
-
 float masked_mean_loss(const DeviceContext& ctx, Tensor loss, Tensor mask) {
   constexpr const char* kOp = "masked_mean_loss";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"loss", loss}, {"mask", mask}});

@@ -60,15 +60,6 @@ void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits, te
                             tensor::Tensor targets, tensor::Tensor max, tensor::Tensor sum_exp,
                             tensor::Tensor dloss, std::int64_t vocab_start = 0);
 
-// cross_entropy_forward, then cross_entropy_backward into the logits themselves (vocab_start 0),
-// for a training step that knows dloss before the forward: the same results bit for bit, the
-// logits left holding their gradient. On a device 16-bit logits of GPT-2's padded vocabulary are
-// read once instead of twice (kernels/cross_entropy.h).
-void cross_entropy_forward_backward(const DeviceContext& ctx, tensor::Tensor loss,
-                                    tensor::Tensor max, tensor::Tensor sum_exp,
-                                    tensor::Tensor logits, tensor::Tensor targets,
-                                    tensor::Tensor dloss);
-
 // Micro-batch loss Σ loss·mask / Σ mask (training.md §1.6.4); the sums run in token order in
 // double (closer to exact than upstream's fp32 tree sum, and thread-independent). On a device the
 // per-token values are copied to the host for that sum (it waits for the context's stream).

@@ -121,13 +121,9 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
           // The received activation is already in the buffer's input and the output stays in
           // the buffer's own tensor until SendActivation: nothing is copied.
           const model::MicroBatch batch = loaded ? *loaded : model::MicroBatch{};
-          // In training the last stage's backward of this micro-batch starts from
-          // input.loss_scale: its gradient can come with the loss.
-          loss += model_.forward_stage(
-              buffer, params, batch, input.dropout(mb),
-              first ? Tensor{} : model_.stage_input(buffer),
-              last ? Tensor{} : model_.stage_output(buffer),
-              grads != nullptr && last ? std::optional<float>(input.loss_scale) : std::nullopt);
+          loss += model_.forward_stage(buffer, params, batch, input.dropout(mb),
+                                       first ? Tensor{} : model_.stage_input(buffer),
+                                       last ? Tensor{} : model_.stage_output(buffer));
           loaded.reset();
           break;
         }

@@ -76,7 +76,7 @@ Options parse(int argc, char** argv) {
   app.add_option(
       "--only", o.only,
       "only this kernel family: embedding, layernorm, attention, gemm, gelu, activations16, "
-      "cross_entropy, cross_entropy16 or adam");
+      "cross_entropy or adam");
   flags.parse(argc, argv);
   if (o.hidden % o.heads != 0) {
     std::fprintf(stderr, "gpu_bench: error: --heads must divide --hidden\n");
@@ -710,42 +710,6 @@ bool bench_attention_fp32_and_bf16(const Options& o, const Peak& peak) {
   return bench_attention_bf16(o, peak) && fp32;
 }
 
-// The training step's loss on bf16 logits: the forward kernel then the in-place backward, against
-// the one kernel that reads each row once (kernels::cross_entropy_forward_backward; the same bits,
-// tests/gpu/cross_entropy_test.cpp). Validated against each other on the full rows.
-bool bench_cross_entropy16(const Options& o, const Peak& peak) {
-  const std::int64_t v = o.vocab, rows = o.batch * o.seq;
-  const auto n = static_cast<std::size_t>(rows * v), ur = static_cast<std::size_t>(rows);
-  constexpr double kH = 2.0;  // bytes of a bf16 logit
-  const auto logits0 = to_bf16_bits(random_floats(rows * v, 44, -4.0f, 4.0f));
-  Buffer<std::uint16_t> apart(logits0), together(logits0);
-  Buffer<float> loss(ur), max(ur), sum(ur), dloss(random_floats(rows, 45));
-  Buffer<std::int64_t> targets(random_ids(rows, v, 46));
-  const auto two_kernels = [&](std::uint16_t* logits) {
-    mds::kernels::cross_entropy_forward(loss.get(), max.get(), sum.get(), logits, DType::kBFloat16,
-                                        targets.get(), rows, v, nullptr);
-    mds::kernels::cross_entropy_backward(logits, logits, DType::kBFloat16, targets.get(), max.get(),
-                                         sum.get(), dloss.get(), rows, v, 0, nullptr);
-  };
-  const auto one_kernel = [&](std::uint16_t* logits) {
-    mds::kernels::cross_entropy_forward_backward(loss.get(), max.get(), sum.get(), logits,
-                                                 DType::kBFloat16, targets.get(), dloss.get(), rows,
-                                                 v, nullptr);
-  };
-  two_kernels(apart.get());
-  one_kernel(together.get());
-  const bool ok = validate("cross_entropy_forward_backward bf16", widen_bf16(together.download()),
-                           widen_bf16(apart.download()), 0.0);
-  // Timing only: after the first call the rows hold gradients, as good an input as any.
-  const double two_ms = time_ms([&] { two_kernels(apart.get()); }, o.iters);
-  report_bytes("cross_entropy fwd + bwd bf16, two kernels", two_ms,
-               3.0 * kH * static_cast<double>(n), peak);
-  const double one_ms = time_ms([&] { one_kernel(together.get()); }, o.iters);
-  report_bytes("cross_entropy fwd + bwd bf16, one kernel", one_ms,
-               2.0 * kH * static_cast<double>(n), peak);
-  return ok;
-}
-
 bool bench_activations16(const Options& o, const Peak& peak) {
   const std::int64_t cols = o.hidden, rows = o.batch * o.seq, ffn = 4 * o.hidden;
   const auto kind = mds::ops::GeluKind::kTanhFused;
@@ -874,7 +838,6 @@ int main(int argc, char** argv) {
         {"gelu", bench_gelu},
         {"activations16", bench_activations16},
         {"cross_entropy", bench_cross_entropy},
-        {"cross_entropy16", bench_cross_entropy16},
         {"adam", bench_adam}};
     bool ok = true;
     for (const auto& [name, run] : benches) {

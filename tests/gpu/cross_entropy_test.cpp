@@ -170,11 +170,6 @@ struct Run {
                                 d ? sum_exp.d : sum_exp.h, d ? dloss.d : dloss.h, vocab_start);
   }
 
-  // ops::cross_entropy_forward_backward on the device.
-  void forward_backward(const ops::DeviceContext& ctx) {
-    ops::cross_entropy_forward_backward(ctx, loss.d, max.d, sum_exp.d, logits.d, labels.d, dloss.d);
-  }
-
   gpu_test::Mirrored<E> logits;
   gpu_test::Mirrored<std::int64_t> labels;
   gpu_test::Mirrored<float> dloss, max, target_logit, sum_exp, loss;
@@ -234,35 +229,6 @@ TYPED_TEST(GpuCrossEntropy16Bit, LogitsAreReadAsTheirWidenedFp32Values) {
   }
   // A vocab shard [vocab_start, vocab_start + v) that some targets miss.
   check_16bit<TypeParam>(37, 1003, 500, false, 70);
-}
-
-// The training step's forward and backward in one op: GPT-2's padded vocabulary (50,304) and the
-// 51,200 limit take the one-kernel path, 50,257 (no multiple of 8) and 60,000 (too long a row)
-// the two kernels; either way max, sum_exp, loss and the gradient are the forward's and the
-// in-place backward's bit for bit.
-TYPED_TEST(GpuCrossEntropy16Bit, OneKernelForwardBackwardIsTheTwoKernelsBits) {
-  const ops::DeviceContext ctx(tensor::Device{tensor::DeviceKind::kCuda, 0});
-  const Case cases[] = {{64, 50304}, {5, 51200}, {3, 50257}, {2, 60000}, {9, 1000}};
-  std::uint32_t seed = 90;
-  for (const auto [n, v] : cases) {
-    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(v));
-    const auto logits =
-        rounded<TypeParam>(random_floats(static_cast<std::size_t>(n * v), seed, -8.0f, 8.0f));
-    auto targets = random_targets(n, v, seed + 1);
-    targets.front() = 0;
-    targets.back() = v - 1;
-    const auto dloss = random_floats(static_cast<std::size_t>(n), seed + 2);
-    Run<TypeParam> apart(ctx, logits, targets, dloss, n, v),
-        together(ctx, logits, targets, dloss, n, v);
-    apart.forward(&ctx, true, 0);
-    apart.backward(&ctx, 0);
-    together.forward_backward(ctx);
-    EXPECT_EQ(bits_of(together.max.download(ctx)), bits_of(apart.max.download(ctx)));
-    EXPECT_EQ(bits_of(together.sum_exp.download(ctx)), bits_of(apart.sum_exp.download(ctx)));
-    EXPECT_EQ(bits_of(together.loss.download(ctx)), bits_of(apart.loss.download(ctx)));
-    EXPECT_EQ(bits_of(together.logits.download(ctx)), bits_of(apart.logits.download(ctx)));
-    seed += 3;
-  }
 }
 
 }  // namespace

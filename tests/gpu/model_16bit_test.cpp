@@ -69,12 +69,10 @@ struct StepResult {
 // One forward and backward on `ctx`'s device from host buffers `half` and `compute`; without
 // `compute_copy` every parameter is read from `half`. The gradients go into a buffer of
 // `prefill` values, written over or added into as `write` says.
-// `gradient_with_loss` false runs forward_stage (no loss scale given) then backward_stage, so the
-// loss's gradient comes from the backward instead of with the forward.
 StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::DeviceContext& ctx,
                     const ParamBuffer& half, const ParamBuffer& compute, bool compute_copy,
                     model::GradientWrite write = model::GradientWrite::kOverwrite,
-                    float prefill = 0.0f, bool gradient_with_loss = true) {
+                    float prefill = 0.0f) {
   const tensor::Device where = ctx.device();
   ParamBuffer half_there(table, half.dtype(), where);
   ParamBuffer compute_there(table, DType::kFloat32, where);
@@ -88,12 +86,7 @@ StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::D
   StepResult r;
   const model::ModelParams params =
       compute_copy ? model::ModelParams(compute_there, half_there) : model::ModelParams(half_there);
-  if (gradient_with_loss) {
-    r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f, write);
-  } else {
-    r.loss = model.forward_stage(0, params, batch.view(o), dropout, {}, {});
-    model.backward_stage(0, params, grads, {}, {}, 4.0f, write);
-  }
+  r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f, write);
   r.grads = host_values(grads.flat());
   return r;
 }
@@ -160,22 +153,6 @@ TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
   for (std::size_t i = 0; i < added.grads.size(); ++i)
     different += written.grads[i] != added.grads[i];
   EXPECT_EQ(different, 0u);
-}
-
-// forward_backward computes the loss's gradient with the loss (one cross-entropy kernel on the
-// 16-bit logits); a forward without the loss scale leaves it to the backward (two kernels): the
-// same loss and gradients bit for bit.
-TEST_P(Model16BitOnDevice, LossGradientWithTheForwardIsTheBackwardsOwn) {
-  const Bounds bounds = GetParam();
-  const ModelOptions o = options_with(bounds.dtype);
-  const Weights w(o, bounds.dtype);
-  const ops::DeviceContext device(kCuda0);
-  const StepResult with_forward = one_step(o, w.table, device, w.half, w.compute, false);
-  const StepResult in_backward = one_step(o, w.table, device, w.half, w.compute, false,
-                                          model::GradientWrite::kOverwrite, 0.0f, false);
-  ASSERT_TRUE(std::isfinite(with_forward.loss));
-  EXPECT_EQ(with_forward.loss, in_backward.loss);
-  EXPECT_EQ(with_forward.grads, in_backward.grads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Model16BitOnDevice,

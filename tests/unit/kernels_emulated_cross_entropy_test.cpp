@@ -8,8 +8,7 @@
 // bf16/fp16 logits: bit for bit the kF32 kernels on the widened logits (max, target logit,
 // sum_exp, loss; the gradient rounded once), except the fused forward's one-pass sums (within 1e-6,
 // the gradient within one 16-bit ulp); the logits left unchanged by the forward, and against the
-// CPU's 16-bit steps with the bounds above (the gradient within one 16-bit ulp). The training
-// step's one-kernel forward and backward: bit for bit the forward kernel and the backward.
+// CPU's 16-bit steps with the bounds above (the gradient within one 16-bit ulp).
 // First the emulation (CUDA keywords, device_common.cuh's host twins), then the kernels.
 #include "tests/unit/emulated_device_common.h"
 
@@ -356,77 +355,6 @@ TEST(KernelsEmulatedCrossEntropy, OnePassRowsWithInfinitiesAndNaNsAsTwoPasses) {
     EXPECT_TRUE(std::isnan(got.sum_exp[row])) << row;
     EXPECT_TRUE(std::isnan(got.loss[row])) << row;
   }
-}
-
-// forward_backward_kernel on [n, v] logits stored as kS, in place: its outputs as run_kernels'
-// (after_forward left empty: the row is the gradient by then).
-template <Storage kS>
-KernelSteps<kS> run_forward_backward_kernel(
-    const std::vector<typename StorageOf<kS>::Elem>& logits0,
-    const GuardedBuffer<std::int64_t>& targets, const GuardedBuffer<float>& dloss, std::int64_t n,
-    std::int64_t v, const std::string& what) {
-  using T = typename StorageOf<kS>::Elem;
-  const auto un = static_cast<std::size_t>(n);
-  GuardedBuffer<T> logits(logits0);
-  GuardedBuffer<float> max(un), sum_exp(un), loss(un);
-  EXPECT_TRUE(ck::fused_row_fits<kS>(v, {logits.data()})) << what;
-  emulated::launch(ck::row_shape(n), [&] {
-    ck::forward_backward_kernel<kS>(loss.data(), max.data(), sum_exp.data(), logits.data(),
-                                    targets.data(), dloss.data(), v);
-  });
-  for (const std::size_t written : {logits.guard_bytes_written(), max.guard_bytes_written(),
-                                    sum_exp.guard_bytes_written(), loss.guard_bytes_written()}) {
-    EXPECT_EQ(written, 0u) << what;
-  }
-  return {max.values(), {}, sum_exp.values(), loss.values(), {}, logits.values()};
-}
-
-template <Storage kS>
-void check_forward_backward_kernel(const std::vector<float>& wide, std::int64_t n, std::int64_t v,
-                                   const std::vector<std::int64_t>& target_ids,
-                                   const std::string& what) {
-  const auto logits = to_storage<kS>(wide);
-  const GuardedBuffer<std::int64_t> targets(target_ids);
-  const GuardedBuffer<float> dloss(
-      emulated::random_floats(static_cast<std::size_t>(n), static_cast<std::uint32_t>(v)));
-  const KernelSteps<kS> got = run_forward_backward_kernel<kS>(logits, targets, dloss, n, v, what);
-  const KernelSteps<kS> two = run_kernels<kS>(logits, targets, dloss, n, v, 0, true, what);
-  EXPECT_EQ(bits_of(got.max), bits_of(two.max)) << what;
-  EXPECT_EQ(bits_of(got.sum_exp), bits_of(two.sum_exp)) << what;
-  EXPECT_EQ(bits_of(got.loss), bits_of(two.loss)) << what;
-  EXPECT_EQ(bits_of(to_fp32<kS>(got.dlogits)), bits_of(to_fp32<kS>(two.dlogits))) << what;
-}
-
-// The one-kernel forward and backward of a training step gives the forward kernel's and the
-// in-place backward's bits: rows of up to its 25 register chunks a thread (GPT-2's padded 50,304
-// and the 51,200 limit included), targets on a row's first and last element, and rows with -inf,
-// NaN and +inf. Rows past the limit, of no multiple of 8 or in fp32 are not its.
-TEST(KernelsEmulatedCrossEntropy, OneKernelForwardBackwardIsTheTwoKernelsBits) {
-  const Case cases[] = {{1, 8}, {3, 1000}, {5, 2048}, {3, 50304}, {2, 51200}};
-  for (const Case& c : cases) {
-    const std::string what = std::to_string(c.n) + "x" + std::to_string(c.v);
-    const auto wide = emulated::random_floats(static_cast<std::size_t>(c.n * c.v),
-                                              static_cast<std::uint32_t>(c.v), -8.0f, 8.0f);
-    std::vector<std::int64_t> targets = random_targets(c.n, c.v, 90);
-    targets.front() = 0;
-    targets.back() = c.v - 1;
-    check_forward_backward_kernel<Storage::kBF16>(wide, c.n, c.v, targets, "bf16 " + what);
-    check_forward_backward_kernel<Storage::kF16>(wide, c.n, c.v, targets, "fp16 " + what);
-  }
-  constexpr std::int64_t n = 4, v = 1000;
-  std::vector<float> wide =
-      emulated::random_floats(static_cast<std::size_t>(n * v), 81, -8.0f, 8.0f);
-  for (std::int64_t j = 0; j < v; j += 3) wide[static_cast<std::size_t>(j)] = -INFINITY;
-  for (std::int64_t j = 0; j < v; ++j) wide[static_cast<std::size_t>(v + j)] = -INFINITY;
-  wide[static_cast<std::size_t>(2 * v + 517)] = NAN;
-  wide[static_cast<std::size_t>(3 * v + 3)] = INFINITY;
-  check_forward_backward_kernel<Storage::kBF16>(wide, n, v, {601, 2, 3, 4}, "special rows");
-
-  const std::vector<std::uint16_t> row(51208);
-  EXPECT_TRUE(ck::fused_row_fits<Storage::kBF16>(51200, {row.data()}));
-  EXPECT_FALSE(ck::fused_row_fits<Storage::kBF16>(51208, {row.data()}));
-  EXPECT_FALSE(ck::fused_row_fits<Storage::kF16>(1001, {row.data()}));
-  EXPECT_FALSE(ck::fused_row_fits<Storage::kF32>(1000, {row.data()}));
 }
 
 // The loss kernel is a grid-stride loop (one thread per row before: rows past 2^24 were left
