@@ -1,7 +1,8 @@
 // Column sums over the rows of a [rows, cols] matrix for bias and LayerNorm parameter gradients,
 // in a fixed order so that results are deterministic, in one launch:
-//  - a kernel launched with column_shape(rows, cols) calls sum_columns: block (x, y) takes the 32
-//    columns of tile x and the kRowChunk rows of chunk y; its 8 warps' lanes each own one column
+//  - a kernel launched with column_shape(rows, cols, chunk_rows) calls sum_columns: block (x, y)
+//    takes the 32 columns of tile x and the chunk_rows rows of chunk y (kRowChunk unless the
+//    kernel asks for another size); its 8 warps' lanes each own one column
 //    and sum rows warp, warp + 8, … of the chunk in order; the 8 partial sums are added in warp
 //    order and stored, one per chunk and column, into the sink's partials ([kSums][chunks][cols]);
 //  - the block that finishes last among a column tile's chunks (an arrival counter per tile)
