@@ -31,6 +31,13 @@ void check_types(const GemmOptions& o) {
     base::fail("kernels::gemm: a bias pointer goes with a bias epilogue, and only with one");
   }
   if (o.batch < 1) base::fail("kernels::gemm: batch must be >= 1, got ", o.batch);
+  if ((o.epilogue == GemmEpilogue::kBiasGeluAux) != (o.aux != nullptr)) {
+    base::fail(
+        "kernels::gemm: an aux pointer goes with the kBiasGeluAux epilogue, and only with it");
+  }
+  if (o.aux != nullptr && o.batch != 1) {
+    base::fail("kernels::gemm: the kBiasGeluAux epilogue takes no batch, got ", o.batch);
+  }
 }
 
 // The largest power of two (up to 256) dividing the address: cuBLASLt's alignment preferences
@@ -82,6 +89,9 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
   if (m <= 0 || n <= 0) return;
   // cuBLASLt rejects empty layouts; ops::cpu::gemm would only scale C then.
   if (k <= 0) base::fail("kernels::gemm: k must be > 0, got ", k);
+  if (options.aux != nullptr && ldc % 8 != 0) {
+    base::fail("kernels::gemm: the kBiasGeluAux epilogue needs ldc divisible by 8, got ", ldc);
+  }
   const detail::GemmKey key{.m = m,
                             .n = n,
                             .k = k,
@@ -101,11 +111,12 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
                             .align_a = alignment_of(a.data),
                             .align_b = alignment_of(b.data),
                             .align_c = alignment_of(c),
+                            .align_aux = options.aux != nullptr ? alignment_of(options.aux) : 0,
                             .workspace_bytes = context.workspace_bytes()};
   context.plans()
       .find_or_make(context.handle(), key)
-      .run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, context.workspace(),
-           context.workspace_bytes(), stream);
+      .run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
+           context.workspace(), context.workspace_bytes(), stream);
 }
 
 void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,

@@ -65,9 +65,11 @@ enum class GemmMath {
 
 enum class GemmEpilogue {
   kNone,
-  kBias,      // + bias[n] on every row of C (after alpha·AB + beta·C)
-  kBiasGelu,  // gelu(… + bias) with cuBLASLt's tanh approximation; its input is not kept, so
-              // this is for inference (or a recomputing backward), not for ops::GeluKind parity
+  kBias,         // + bias[n] on every row of C (after alpha·AB + beta·C)
+  kBiasGelu,     // gelu(… + bias) with cuBLASLt's tanh approximation; its input is not kept, so
+                 // this is for inference (or a recomputing backward), not for ops::GeluKind parity
+  kBiasGeluAux,  // kBiasGelu, and its input (… + bias) written into GemmOptions::aux (C's dtype,
+                 // shape and ldc, which must be a multiple of 8; no batch): what a backward needs
 };
 
 struct GemmOptions {
@@ -76,6 +78,7 @@ struct GemmOptions {
   GemmMath math = GemmMath::kFp32;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   const void* bias = nullptr;  // [n] of the output dtype, for the bias epilogues
+  void* aux = nullptr;         // kBiasGeluAux's GELU input [m, ldc]
   // Strided batch: `batch` products, operand i at data + i·stride (elements).
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;

@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "base/error.h"
 #include "kernels/gemm_plan.cuh"
 
@@ -77,6 +79,24 @@ Layout::~Layout() {
   cublasLtMatrixLayoutDestroy(layout);
 }
 
+namespace {
+
+cublasLtEpilogue_t epilogue_of(GemmEpilogue epilogue) {
+  switch (epilogue) {
+    case GemmEpilogue::kNone:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::kBiasGelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::kBiasGeluAux:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  }
+  base::fail("kernels::gemm: unknown epilogue");
+}
+
+}  // namespace
+
 // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, and a row-major matrix read
 // column-major is its transpose. So cuBLASLt multiplies our B (as its "A") by our A (as its "B")
 // into an n × m column-major C: an operand stored untransposed is already op(X)ᵀ (CUBLAS_OP_N,
@@ -92,9 +112,15 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
   desc_.set(CUBLASLT_MATMUL_DESC_TRANSA, key.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   desc_.set(CUBLASLT_MATMUL_DESC_TRANSB, key.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   if (key.epilogue != GemmEpilogue::kNone) {
-    const cublasLtEpilogue_t epilogue =
-        key.epilogue == GemmEpilogue::kBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
-    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_of(key.epilogue));
+  }
+  if (key.epilogue == GemmEpilogue::kBiasGeluAux) {
+    // The GELU input has C's layout (cuBLASLt's n × m, leading dimension ldc). The heuristic reads
+    // the aux pointer's alignment from its value, so any address of the call's alignment stands
+    // in for it here; run() sets the call's own.
+    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ldc);
+    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+              reinterpret_cast<void*>(static_cast<std::uintptr_t>(key.align_aux)));
   }
   Preference preference;
   preference.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace_bytes);
@@ -124,9 +150,12 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
 }
 
 void GemmPlan::run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta,
-                   void* c, const void* bias, void* workspace, std::size_t workspace_bytes,
-                   cudaStream_t stream) {
+                   void* c, const void* bias, void* aux, void* workspace,
+                   std::size_t workspace_bytes, cudaStream_t stream) {
   if (key_.epilogue != GemmEpilogue::kNone) desc_.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (key_.epilogue == GemmEpilogue::kBiasGeluAux) {
+    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  }
   check_cublas(
       cublasLtMatmul(handle, desc_.desc, &alpha, b, first_.layout, a, second_.layout, &beta, c,
                      result_.layout, c, result_.layout, &algo_, workspace, workspace_bytes, stream),

@@ -33,7 +33,7 @@ struct GemmKey {
   GemmMath math = GemmMath::kFp32;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
-  std::uint32_t align_a = 0, align_b = 0, align_c = 0;
+  std::uint32_t align_a = 0, align_b = 0, align_c = 0, align_aux = 0;
   std::size_t workspace_bytes = 0;
 
   auto operator<=>(const GemmKey&) const = default;
@@ -69,10 +69,11 @@ class GemmPlan {
   // Fails (base::Error) when cuBLASLt offers no algorithm.
   GemmPlan(cublasLtHandle_t handle, const GemmKey& key);
 
-  // Queues C = epilogue(alpha·op(A)·op(B) + beta·C) on `stream`. `bias` (the epilogue's) is set
-  // per call: it is the one pointer a descriptor holds.
+  // Queues C = epilogue(alpha·op(A)·op(B) + beta·C) on `stream`. `bias` and `aux` (the
+  // epilogue's) are set per call: they are the pointers a descriptor holds.
   void run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta, void* c,
-           const void* bias, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+           const void* bias, void* aux, void* workspace, std::size_t workspace_bytes,
+           cudaStream_t stream);
 
  private:
   GemmKey key_;

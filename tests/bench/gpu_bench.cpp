@@ -482,8 +482,8 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
   report_flops("linear fc1 bwd bf16 (dx, fp32 dw, db)", bwd_ms, 2.0 * flops, peak.tensor_flops);
 
   // fc1 and its bias-GeLU as the model runs them (the GEMM, then the kernel), against cuBLASLt's
-  // GELU_BIAS epilogue in the GEMM: a probe for GELU_AUX_BIAS (which also stores the
-  // pre-activation the backward needs), not used in training yet.
+  // GELU_BIAS epilogue in the GEMM and GELU_AUX_BIAS (which also stores the pre-activation the
+  // backward needs): a probe for the epilogues, not used in training yet.
   Buffer<std::uint16_t> gelu(mn);
   const double split_ms = time_ms(
       [&] {
@@ -506,6 +506,18 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
       },
       o.iters);
   report_flops("fc1 fwd bf16: GEMM with the GELU_BIAS epilogue", fused_ms, flops,
+               peak.tensor_flops);
+  // GELU_AUX_BIAS also writes the GeLU input, which the backward reads: what training would run.
+  Buffer<std::uint16_t> pre(mn);
+  epilogue.epilogue = mds::kernels::GemmEpilogue::kBiasGeluAux;
+  epilogue.aux = pre.get();
+  const double aux_ms = time_ms(
+      [&] {
+        mds::kernels::gemm(context, m, n, k, 1.0f, {x.get(), k, false}, {w.get(), k, true}, 0.0f,
+                           gelu.get(), n, epilogue, nullptr);
+      },
+      o.iters);
+  report_flops("fc1 fwd bf16: GEMM with the GELU_AUX_BIAS epilogue", aux_ms, flops,
                peak.tensor_flops);
 }
 

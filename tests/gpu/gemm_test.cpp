@@ -247,6 +247,53 @@ TEST(GpuGemm, BiasGeluEpilogueIsCloseToCpuGelu) {
   MDS_EXPECT_CLOSE(out.download(), ref, 1e-3);
 }
 
+// GELU_AUX_BIAS: the same GeLU output as the kBiasGelu epilogue's bound, and the GeLU input
+// (x·Wᵀ + bias) kept in aux: fp32 within 1e-5 of the host's product plus bias; bf16 within its
+// rounding (the product may be rounded to 16 bits before the bias, as for kBias).
+TEST(GpuGemm, BiasGeluAuxEpilogueKeepsTheGeluInput) {
+  GemmContext context;
+  const std::int64_t m = 77, n = 3072, k = 768;
+  const auto x = random_floats(static_cast<std::size_t>(m * k), 98, -0.1f, 0.1f);
+  const auto weight = random_floats(static_cast<std::size_t>(n * k), 99, -0.1f, 0.1f);
+  const auto bias = random_floats(static_cast<std::size_t>(n), 100);
+  std::vector<float> pre(static_cast<std::size_t>(m * n)), ref(pre.size());
+  ops::cpu::linear_forward(pre.data(), x.data(), weight.data(), bias.data(), m, n, k);
+  ops::cpu::gelu_forward(ref.data(), pre.data(), static_cast<std::int64_t>(pre.size()),
+                         ops::GeluKind::kTanhOpenAI);
+
+  DeviceArray<float> dx(x), dw(weight), db(bias), out(pre.size()), aux(pre.size());
+  GemmOptions options;
+  options.epilogue = kernels::GemmEpilogue::kBiasGeluAux;
+  options.bias = db.get();
+  options.aux = aux.get();
+  kernels::gemm(context, m, n, k, 1.0f, {dx.get(), k, false}, {dw.get(), k, true}, 0.0f, out.get(),
+                n, options, nullptr);
+  MDS_EXPECT_CLOSE(aux.download(), pre, 1e-5);
+  MDS_EXPECT_CLOSE(out.download(), ref, 1e-3);
+
+  const DType bf16 = DType::kBFloat16;
+  DeviceArray<std::uint16_t> hx(bits16(x, bf16)), hw(bits16(weight, bf16)), hb(bits16(bias, bf16));
+  DeviceArray<std::uint16_t> hout(pre.size()), haux(pre.size());
+  GemmOptions half = options;
+  half.input = half.output = bf16;
+  half.bias = hb.get();
+  half.aux = haux.get();
+  kernels::gemm(context, m, n, k, 1.0f, {hx.get(), k, false}, {hw.get(), k, true}, 0.0f, hout.get(),
+                n, half, nullptr);
+  std::vector<float> pre16(pre.size()), ref16(pre.size());
+  const auto x16 = rounded(x, bf16), w16 = rounded(weight, bf16), b16 = rounded(bias, bf16);
+  ops::cpu::linear_forward(pre16.data(), x16.data(), w16.data(), b16.data(), m, n, k);
+  ops::cpu::gelu_forward(ref16.data(), pre16.data(), static_cast<std::int64_t>(pre16.size()),
+                         ops::GeluKind::kTanhOpenAI);
+  MDS_EXPECT_CLOSE(from_bits16(haux.download(), bf16), pre16, 1e-2);
+  MDS_EXPECT_CLOSE(from_bits16(hout.download(), bf16), ref16, 1e-2);
+
+  options.aux = nullptr;
+  EXPECT_THROW(kernels::gemm(context, m, n, k, 1.0f, {dx.get(), k, false}, {dw.get(), k, true},
+                             0.0f, out.get(), n, options, nullptr),
+               base::Error);
+}
+
 TEST(GpuGemm, BatchedMatmulMatchesCpu) {
   GemmContext context;
   const std::int64_t batch = 5, m = 31, n = 17, k = 64;
