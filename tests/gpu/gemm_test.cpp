@@ -226,12 +226,21 @@ TEST(GpuGemm, LinearForwardAndBackwardMatchCpu) {
   }
 }
 
+// An fc1-shaped product for the GeLU epilogues: x [m, k], weight [n, k], bias [n].
+struct GeluGemmInputs {
+  static constexpr std::int64_t m = 77, n = 3072, k = 768;
+  explicit GeluGemmInputs(std::uint32_t seed)
+      : x(random_floats(static_cast<std::size_t>(m * k), seed, -0.1f, 0.1f)),
+        weight(random_floats(static_cast<std::size_t>(n * k), seed + 1, -0.1f, 0.1f)),
+        bias(random_floats(static_cast<std::size_t>(n), seed + 2)) {}
+  std::vector<float> x, weight, bias;
+};
+
 TEST(GpuGemm, BiasGeluEpilogueIsCloseToCpuGelu) {
   GemmContext context;
-  const std::int64_t m = 77, n = 3072, k = 768;
-  const auto x = random_floats(static_cast<std::size_t>(m * k), 90, -0.1f, 0.1f);
-  const auto weight = random_floats(static_cast<std::size_t>(n * k), 91, -0.1f, 0.1f);
-  const auto bias = random_floats(static_cast<std::size_t>(n), 92);
+  const GeluGemmInputs in(90);
+  const std::int64_t m = in.m, n = in.n, k = in.k;
+  const auto& [x, weight, bias] = in;
   std::vector<float> pre(static_cast<std::size_t>(m * n)), ref(pre.size());
   ops::cpu::linear_forward(pre.data(), x.data(), weight.data(), nullptr, m, n, k);
   ops::cpu::bias_gelu_forward(ref.data(), pre.data(), bias.data(), m, n,
@@ -252,10 +261,9 @@ TEST(GpuGemm, BiasGeluEpilogueIsCloseToCpuGelu) {
 // rounding (the product may be rounded to 16 bits before the bias, as for kBias).
 TEST(GpuGemm, BiasGeluAuxEpilogueKeepsTheGeluInput) {
   GemmContext context;
-  const std::int64_t m = 77, n = 3072, k = 768;
-  const auto x = random_floats(static_cast<std::size_t>(m * k), 98, -0.1f, 0.1f);
-  const auto weight = random_floats(static_cast<std::size_t>(n * k), 99, -0.1f, 0.1f);
-  const auto bias = random_floats(static_cast<std::size_t>(n), 100);
+  const GeluGemmInputs in(98);
+  const std::int64_t m = in.m, n = in.n, k = in.k;
+  const auto& [x, weight, bias] = in;
   std::vector<float> pre(static_cast<std::size_t>(m * n)), ref(pre.size());
   ops::cpu::linear_forward(pre.data(), x.data(), weight.data(), bias.data(), m, n, k);
   ops::cpu::gelu_forward(ref.data(), pre.data(), static_cast<std::int64_t>(pre.size()),
