@@ -111,9 +111,7 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
       result_(cuda_type(key.output), key.n, key.m, key.ldc, key.batch, key.stride_c) {
   desc_.set(CUBLASLT_MATMUL_DESC_TRANSA, key.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   desc_.set(CUBLASLT_MATMUL_DESC_TRANSB, key.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
-  if (key.epilogue != GemmEpilogue::kNone) {
-    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_of(key.epilogue));
-  }
+  desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_of(key.epilogue));
   if (key.epilogue == GemmEpilogue::kBiasGeluAux) {
     // The GELU input has C's layout (cuBLASLt's n × m, leading dimension ldc). The heuristic reads
     // the aux pointer's alignment from its value, so any address of the call's alignment stands
