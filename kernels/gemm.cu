@@ -27,16 +27,27 @@ void check_types(const GemmOptions& o) {
   if (o.math == GemmMath::kTf32 && o.input != DType::kFloat32) {
     base::fail("kernels::gemm: TF32 math applies to float32 inputs only");
   }
-  if ((o.epilogue != GemmEpilogue::kNone) != (o.bias != nullptr)) {
+  const bool takes_bias = o.epilogue == GemmEpilogue::kBias ||
+                          o.epilogue == GemmEpilogue::kBiasGelu ||
+                          o.epilogue == GemmEpilogue::kBiasGeluAux;
+  if (takes_bias != (o.bias != nullptr)) {
     base::fail("kernels::gemm: a bias pointer goes with a bias epilogue, and only with one");
   }
   if (o.batch < 1) base::fail("kernels::gemm: batch must be >= 1, got ", o.batch);
-  if ((o.epilogue == GemmEpilogue::kBiasGeluAux) != (o.aux != nullptr)) {
+  const bool dgelu = o.epilogue == GemmEpilogue::kDGeluBiasGrad;
+  const bool takes_aux = o.epilogue == GemmEpilogue::kBiasGeluAux || dgelu;
+  if (takes_aux != (o.aux != nullptr)) {
     base::fail(
-        "kernels::gemm: an aux pointer goes with the kBiasGeluAux epilogue, and only with it");
+        "kernels::gemm: an aux pointer goes with the GeLU-aux epilogues, and only with them");
   }
   if (o.aux != nullptr && o.batch != 1) {
-    base::fail("kernels::gemm: the kBiasGeluAux epilogue takes no batch, got ", o.batch);
+    base::fail("kernels::gemm: the GeLU-aux epilogues take no batch, got ", o.batch);
+  }
+  if (dgelu != (o.bias_grad != nullptr)) {
+    base::fail("kernels::gemm: a bias_grad pointer goes with kDGeluBiasGrad, and only with it");
+  }
+  if (dgelu && o.input == DType::kFloat32) {
+    base::fail("kernels::gemm: kDGeluBiasGrad takes 16-bit inputs and output");
   }
 }
 
@@ -90,7 +101,10 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
   // cuBLASLt rejects empty layouts; ops::cpu::gemm would only scale C then.
   if (k <= 0) base::fail("kernels::gemm: k must be > 0, got ", k);
   if (options.aux != nullptr && ldc % 8 != 0) {
-    base::fail("kernels::gemm: the kBiasGeluAux epilogue needs ldc divisible by 8, got ", ldc);
+    base::fail("kernels::gemm: the GeLU-aux epilogues need ldc divisible by 8, got ", ldc);
+  }
+  if (options.epilogue == GemmEpilogue::kDGeluBiasGrad && beta != 0.0f) {
+    base::fail("kernels::gemm: kDGeluBiasGrad writes its output whole (beta = 0), got beta ", beta);
   }
   const detail::GemmKey key{.m = m,
                             .n = n,
@@ -115,7 +129,8 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
                             .workspace_bytes = context.workspace_bytes()};
   context.plans()
       .find_or_make(context.handle(), key)
-      .run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
+      .run(context.handle(), alpha, a.data, b.data, beta, c,
+           options.bias_grad != nullptr ? options.bias_grad : options.bias, options.aux,
            context.workspace(), context.workspace_bytes(), stream);
 }
 

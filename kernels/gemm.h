@@ -70,6 +70,9 @@ enum class GemmEpilogue {
                  // this is for inference (or a recomputing backward), not for ops::GeluKind parity
   kBiasGeluAux,  // kBiasGelu, and its input (… + bias) written into GemmOptions::aux (C's dtype,
                  // shape and ldc, which must be a multiple of 8; no batch): what a backward needs
+  kDGeluBiasGrad,  // the backward of kBiasGeluAux (cuBLASLt DGELU_BGRAD; 16-bit, beta = 0, no
+                   // batch): alpha·AB times gelu'(aux), aux the kept GeLU input in C's layout
+                   // (read), and its column sums Σ_rows into GemmOptions::bias_grad [n], C's dtype
 };
 
 struct GemmOptions {
@@ -78,7 +81,8 @@ struct GemmOptions {
   GemmMath math = GemmMath::kFp32;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   const void* bias = nullptr;  // [n] of the output dtype, for the bias epilogues
-  void* aux = nullptr;         // kBiasGeluAux's GELU input [m, ldc]
+  void* aux = nullptr;         // the GeLU epilogues' GeLU input [m, ldc]: written, or read
+  void* bias_grad = nullptr;   // kDGeluBiasGrad's column sums [n] of the output dtype
   // Strided batch: `batch` products, operand i at data + i·stride (elements).
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;

@@ -91,8 +91,14 @@ cublasLtEpilogue_t epilogue_of(GemmEpilogue epilogue) {
       return CUBLASLT_EPILOGUE_GELU_BIAS;
     case GemmEpilogue::kBiasGeluAux:
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case GemmEpilogue::kDGeluBiasGrad:
+      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   }
   base::fail("kernels::gemm: unknown epilogue");
+}
+
+bool uses_aux(GemmEpilogue epilogue) {
+  return epilogue == GemmEpilogue::kBiasGeluAux || epilogue == GemmEpilogue::kDGeluBiasGrad;
 }
 
 }  // namespace
@@ -112,7 +118,7 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
   desc_.set(CUBLASLT_MATMUL_DESC_TRANSA, key.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   desc_.set(CUBLASLT_MATMUL_DESC_TRANSB, key.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_of(key.epilogue));
-  if (key.epilogue == GemmEpilogue::kBiasGeluAux) {
+  if (uses_aux(key.epilogue)) {
     // The GELU input has C's layout (cuBLASLt's n × m, leading dimension ldc). The heuristic reads
     // the aux pointer's alignment from its value, so any address of the call's alignment stands
     // in for it here; run() sets the call's own.
@@ -151,9 +157,7 @@ void GemmPlan::run(cublasLtHandle_t handle, float alpha, const void* a, const vo
                    void* c, const void* bias, void* aux, void* workspace,
                    std::size_t workspace_bytes, cudaStream_t stream) {
   if (key_.epilogue != GemmEpilogue::kNone) desc_.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  if (key_.epilogue == GemmEpilogue::kBiasGeluAux) {
-    desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
-  }
+  if (uses_aux(key_.epilogue)) desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   check_cublas(
       cublasLtMatmul(handle, desc_.desc, &alpha, b, first_.layout, a, second_.layout, &beta, c,
                      result_.layout, c, result_.layout, &algo_, workspace, workspace_bytes, stream),

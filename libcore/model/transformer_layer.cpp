@@ -3,6 +3,7 @@
 #include "model/gpt_config.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "ops/gelu_epilogues.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 
@@ -108,6 +109,14 @@ void attention_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
   ops::attention_probs_backward(dqkv, dprobs, act.probs, act.qkv, setup.coeff);
 }
 
+// Whether fc1's bias and GeLU ride on the GEMMs' epilogues (ops/gelu_epilogues.h): then act.fc
+// holds the GeLU's input with the bias added, otherwise fc1's bias-free output.
+bool mlp_in_epilogues(const ops::DeviceContext& ctx, const LayerSetup& setup, const LayerWeights& w,
+                      const LayerActivations& act) {
+  return setup.gemm_gelu_epilogues &&
+         ops::gelu_epilogues_apply(ctx, act.fc, w.fc1_bias, setup.gelu);
+}
+
 }  // namespace
 
 void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
@@ -129,8 +138,12 @@ void transformer_layer_forward(const ops::DeviceContext& ctx, const LayerSetup& 
   // MLP block.
   ops::layernorm_forward(ctx, act.ln2, act.ln2_mean, act.ln2_rstd, act.attention_out, w.ln2_weight,
                          w.ln2_bias, eps);
-  ops::linear_forward(ctx, act.fc, act.ln2, w.fc1_weight);
-  ops::bias_gelu_forward(ctx, act.gelu, act.fc, w.fc1_bias, setup.gelu);
+  if (mlp_in_epilogues(ctx, setup, w, act)) {
+    ops::linear_bias_gelu_forward(ctx, act.gelu, act.fc, act.ln2, w.fc1_weight, w.fc1_bias);
+  } else {
+    ops::linear_forward(ctx, act.fc, act.ln2, w.fc1_weight);
+    ops::bias_gelu_forward(ctx, act.gelu, act.fc, w.fc1_bias, setup.gelu);
+  }
   ops::linear_forward(ctx, ws.hidden_a, act.gelu, w.fc2_weight);
   setup.tp.sum(ws.hidden_a);
   ops::bias_dropout_add_forward(ctx, output, ws.hidden_a, w.fc2_bias,
@@ -148,10 +161,16 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
   const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
   ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual,
                                  ops::Dx::kOverwrite);
-  ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
-                       ops::Dx::kOverwrite, gemm_weight_grads);
-  ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu,
-                          ops::Dx::kOverwrite);
+  if (mlp_in_epilogues(ctx, setup, w, act)) {
+    ops::linear_dgelu_backward(ctx, dfc, g.fc1_bias, dmlp, w.fc2_weight, act.fc);
+    ops::linear_backward(ctx, {}, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
+                         ops::Dx::kOverwrite, gemm_weight_grads);
+  } else {
+    ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
+                         ops::Dx::kOverwrite, gemm_weight_grads);
+    ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu,
+                            ops::Dx::kOverwrite);
+  }
   ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight, ops::Dx::kOverwrite,
                        gemm_weight_grads);
   setup.tp.sum(dln2);

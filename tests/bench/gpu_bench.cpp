@@ -36,6 +36,7 @@
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_gelu.h"
 #include "kernels/layernorm.h"
 #include "ops/cpu/adam.h"
 #include "ops/cpu/attention.h"
@@ -516,6 +517,33 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
   report_flops("fc1 fwd bf16: GEMM with the GELU_AUX_BIAS epilogue",
                time_epilogue(mds::kernels::GemmEpilogue::kBiasGeluAux, pre.get()), flops,
                peak.tensor_flops);
+
+  // The backward into fc1's output through fc2's dgrad GEMM (fc2's weight [h, 4h] in w's bytes,
+  // its dout in dx's): as the model runs it by default (the GEMM, then the GeLU backward kernel
+  // with fc1's bias gradient), and with --cublaslt-gelu-epilogues (DGELU_BGRAD), both reading the
+  // pre-activation the GELU_AUX_BIAS line above left in `pre`.
+  mds::kernels::GemmOptions plain;
+  plain.input = plain.output = DType::kBFloat16;
+  const double split_bwd_ms = time_ms(
+      [&] {
+        mds::kernels::gemm(context, m, n, k, 1.0f, {dx.get(), k, false}, {w.get(), n, false}, 0.0f,
+                           out.get(), n, plain, nullptr);
+        mds::kernels::bias_gelu_backward(gelu.get(), db.get(), out.get(), pre.get(), bias.get(),
+                                         DType::kBFloat16, DType::kBFloat16, m, n,
+                                         mds::ops::GeluKind::kTanhFused, scratch, nullptr, false);
+      },
+      o.iters);
+  report_flops("fc2 dgrad bf16: GEMM, then the GeLU backward kernel with dbias", split_bwd_ms,
+               flops, peak.tensor_flops);
+  mds::kernels::Scratch sums;
+  const double fused_bwd_ms = time_ms(
+      [&] {
+        mds::kernels::linear_dgelu_backward(context, gelu.get(), db.get(), dx.get(), w.get(),
+                                            pre.get(), DType::kBFloat16, m, k, n, &sums, nullptr);
+      },
+      o.iters);
+  report_flops("fc2 dgrad bf16: GEMM with the DGELU_BGRAD epilogue (+ dbias add)", fused_bwd_ms,
+               flops, peak.tensor_flops);
 }
 
 bool bench_gemm(const Options& o, const Peak& peak) {

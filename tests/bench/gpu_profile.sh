@@ -12,7 +12,8 @@
 #        scripts/pack-gpu-build.sh). Environment: MDS_NCU (default: ncu on PATH, else the newest
 #        under /opt/nvidia/nsight-compute or /usr/local/cuda/bin), MDS_PROFILE_ITERS (default 3),
 #        MDS_PROFILE_CSV_OUT (where to keep ncu's CSV, xz-compressed), MDS_PROFILE_MODEL
-#        (gpt2-124m, the default; gpt2-350m or gpt2-1.5b).
+#        (gpt2-124m, the default; gpt2-350m or gpt2-1.5b), MDS_PROFILE_FLAGS (more pretrain
+#        flags, e.g. --cublaslt-gelu-epilogues).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$repo/build/release}" && pwd)"
@@ -40,6 +41,8 @@ args() {  # iterations metrics-file → the pretrain flags, into the array `flag
     --clip-grad 1.0 --seed 1234 --split 100,0,0 --train-iters "$1" --log-interval 1
     --eval-interval 1000000 --eval-iters 1 --data-path "$work/shakespeare_text_document"
     "${tokenizer[@]}" --metrics-file "$2" --deepspeed --deepspeed_config "$work/ds.json")
+  # shellcheck disable=SC2206  # the extra flags are words
+  flags+=(${MDS_PROFILE_FLAGS:-})
 }
 args 8 "$work/plain.jsonl"
 "$build/bin/pretrain" "${flags[@]}" > "$work/plain.log" 2>&1 || { tail -20 "$work/plain.log" >&2; exit 1; }

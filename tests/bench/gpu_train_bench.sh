@@ -13,9 +13,11 @@
 # Usage: tests/bench/gpu_train_bench.sh [BUILD_DIR]   (default build/release, a CUDA build: the
 #        pack of scripts/pack-gpu-build.sh on a machine without our Debian libraries)
 # Environment: MDS_GPU_BENCH_CONFIGS (default "gpt2-124m gpt2-350m gpt2-1.5b"; "tiny" for a smoke
-#              run), MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
+#              run; NAME@B runs NAME with micro-batches of B, the global batch unchanged),
+#              MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
 #              MDS_GPU_BENCH_RUNS (default "mds-fp32 mds-bf16 torch-eager torch-fast": the rows
-#              measured for each config),
+#              measured for each config; mds-bf16-epilogues is mds-bf16 with
+#              --cublaslt-gelu-epilogues),
 #              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
 #              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
 #              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / MDS_PEAK_TFLOPS_FP32 (when the
@@ -30,8 +32,8 @@ warmup="${MDS_GPU_BENCH_WARMUP:-4}"
 runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
 for run in $runs; do
   case $run in
-    mds-fp32 | mds-bf16 | torch-eager | torch-fast) ;;
-    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-bf16, torch-eager, torch-fast)" >&2
+    mds-fp32 | mds-bf16 | mds-bf16-epilogues | torch-eager | torch-fast) ;;
+    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-bf16, mds-bf16-epilogues, torch-eager, torch-fast)" >&2
        exit 2 ;;
   esac
 done
@@ -41,8 +43,22 @@ trap 'rm -rf "$work"' EXIT
 source "$repo/tests/bench/bench_lib.sh"
 make_shakespeare_dataset "$work"
 
-# name → L h heads s b G (micro-batches of b, G per step)
+# name[@b] → L h heads s b G (micro-batches of b, G per step)
 config_values() {
+  local values
+  values="$(named_config_values "${1%@*}")" || return 1
+  if [[ "$1" == *@* ]]; then
+    local b="${1##*@}" G="${values##* }" L h heads s
+    if ! [[ "$b" =~ ^[1-9][0-9]*$ ]] || ((G % b != 0)); then
+      echo "config $1: the micro-batch must divide the global batch $G" >&2; return 1
+    fi
+    read -r L h heads s _ _ <<< "$values"
+    values="$L $h $heads $s $b $G"
+  fi
+  echo "$values"
+}
+
+named_config_values() {
   case "$1" in
     tiny) echo 2 64 4 64 2 4 ;;
     gpt2-124m) echo 12 768 12 1024 8 32 ;;
@@ -51,6 +67,8 @@ config_values() {
     *) echo "unknown config $1 (tiny, gpt2-124m, gpt2-350m, gpt2-1.5b)" >&2; exit 2 ;;
   esac
 }
+
+for config in $configs; do config_values "$config" > /dev/null || exit 2; done
 
 device_name() {
   if [ "$device" = cpu ]; then grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'
@@ -88,8 +106,8 @@ print(f"{sum(times) / len(times):.6f}")
 PY
 }
 
-run_ours() {  # L h heads s b G precision(fp32|bf16) → mean step seconds
-  local dir="$work/ours-$1-$2-$7"
+run_ours() {  # L h heads s b G precision(fp32|bf16) [pretrain flags...] → mean step seconds
+  local dir="$work/ours-$1-$2-$5-$7${8:+-extra}"
   mkdir -p "$dir"
   cat > "$dir/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $5, "train_batch_size": $6, "gradient_clipping": 1.0,
@@ -104,7 +122,7 @@ JSON
     --lr-decay-style cosine --lr-warmup-iters 1 --weight-decay 0.01 --clip-grad 1.0 --seed 1234 \
     --split 100,0,0 --train-iters "$iters" --log-interval 1 --eval-interval 1000000 \
     --eval-iters 1 --data-path "$work/shakespeare_text_document" "${tokenizer[@]}" \
-    --metrics-file "$dir/metrics.jsonl" --deepspeed --deepspeed_config "$dir/ds.json" \
+    --metrics-file "$dir/metrics.jsonl" --deepspeed --deepspeed_config "$dir/ds.json" "${@:8}" \
     > "$dir/log" 2>&1 || { tail -20 "$dir/log" >&2; return 1; }
   mean_elapsed "$dir/metrics.jsonl" "$warmup"
 }
@@ -138,7 +156,8 @@ add_row() {  # as row(); echoed at once too, so a run cut short still shows its 
   echo "${rows[-1]}" >&2
 }
 for config in $configs; do
-  read -r L h n s b G <<< "$(config_values "$config")"
+  values="$(config_values "$config")" || exit 2
+  read -r L h n s b G <<< "$values"
   flop=$(flop_per_token "$L" "$h" "$s" 50304)
   echo "== $config (L=$L h=$h heads=$n s=$s b=$b G=$G)" >&2
   if wanted mds-fp32; then
@@ -148,6 +167,11 @@ for config in $configs; do
   if wanted mds-bf16; then
     ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""
     add_row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
+  if wanted mds-bf16-epilogues; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --cublaslt-gelu-epilogues) || ours=""
+    add_row "mds pretrain, bf16, --cublaslt-gelu-epilogues" "$config" "$ours" $((G * s)) "$flop" \
+      "$(peak_tflops bf16)"
   fi
   if wanted torch-eager; then
     eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""

@@ -137,22 +137,54 @@ TEST_P(Model16BitOnDevice, OneStepWithoutComputeCopyIsBitIdentical) {
 }
 
 // The GEMMs' weight gradients written with beta = 0 over NaNs, the rest filled and added into:
-// the values of adding everything into zeros (== also equates a zero's sign), padding included.
+// the values of adding everything into zeros (== also equates a zero's sign), padding included;
+// with the GeLU in the GEMMs' epilogues too (fc1's bias gradient added by linear_dgelu_backward).
 TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
   const Bounds bounds = GetParam();
-  const ModelOptions o = options_with(bounds.dtype);
+  for (const bool epilogues : {false, true}) {
+    SCOPED_TRACE(epilogues ? "GeLU in the GEMM epilogues" : "GeLU kernels");
+    ModelOptions o = options_with(bounds.dtype);
+    o.gemm_gelu_epilogues = epilogues;
+    const Weights w(o, bounds.dtype);
+    const ops::DeviceContext device(kCuda0);
+    const StepResult added =
+        one_step(o, w.table, device, w.half, w.compute, false, model::GradientWrite::kAdd, 0.0f);
+    const StepResult written = one_step(o, w.table, device, w.half, w.compute, false,
+                                        model::GradientWrite::kOverwrite, std::nanf(""));
+    EXPECT_EQ(written.loss, added.loss);
+    ASSERT_EQ(written.grads.size(), added.grads.size());
+    std::size_t different = 0;
+    for (std::size_t i = 0; i < added.grads.size(); ++i)
+      different += written.grads[i] != added.grads[i];
+    EXPECT_EQ(different, 0u);
+  }
+}
+
+// ModelOptions::gemm_gelu_epilogues (--cublaslt-gelu-epilogues): fc1's bias and GeLU in cuBLASLt's
+// epilogues on the device against the host, whose kernels the option leaves alone. What differs
+// besides the one-step test's differences: cuBLASLt's tanh (within ~1e-3 of the host's GeLU,
+// GpuGemm.BiasGeluAuxEpilogueKeepsTheGeluInput: below a bf16 rounding, about two fp16 ones), the
+// bias added to the fp32 product before the one rounding (the kernels add it to the rounded
+// product), the pre-activation kept with the bias in 16 bits, and fc1's bias gradient rounded to
+// 16 bits. So the one-step bounds, fp16's doubled. The option must reach the device's layers:
+// the gradients differ from the kernels' run.
+TEST_P(Model16BitOnDevice, GeluEpiloguesFollowTheHost) {
+  const Bounds bounds = GetParam();
+  ModelOptions o = options_with(bounds.dtype);
   const Weights w(o, bounds.dtype);
-  const ops::DeviceContext device(kCuda0);
-  const StepResult added =
-      one_step(o, w.table, device, w.half, w.compute, false, model::GradientWrite::kAdd, 0.0f);
-  const StepResult written = one_step(o, w.table, device, w.half, w.compute, false,
-                                      model::GradientWrite::kOverwrite, std::nanf(""));
-  EXPECT_EQ(written.loss, added.loss);
-  ASSERT_EQ(written.grads.size(), added.grads.size());
-  std::size_t different = 0;
-  for (std::size_t i = 0; i < added.grads.size(); ++i)
-    different += written.grads[i] != added.grads[i];
-  EXPECT_EQ(different, 0u);
+  const ops::DeviceContext host, device(kCuda0);
+  const StepResult with_kernels = one_step(o, w.table, device, w.half, w.compute, false);
+  o.gemm_gelu_epilogues = true;
+  const StepResult want = one_step(o, w.table, host, w.half, w.compute, true);
+  const StepResult got = one_step(o, w.table, device, w.half, w.compute, false);
+  ASSERT_TRUE(std::isfinite(got.loss));
+  const double slack = bounds.dtype == DType::kFloat16 ? 2.0 : 1.0;
+  EXPECT_NEAR(got.loss, want.loss, slack * bounds.loss * std::abs(want.loss));
+  const double grads = relative_difference(got.grads, want.grads);
+  EXPECT_LT(grads, slack * bounds.grad_error);
+  EXPECT_NE(got.grads, with_kernels.grads);
+  std::printf("%s with the GeLU epilogues: loss device %.7g host %.7g, gradient ‖Δ‖/‖g‖ %.3g\n",
+              std::string(tensor::dtype_name(bounds.dtype)).c_str(), got.loss, want.loss, grads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Model16BitOnDevice,

@@ -11,6 +11,7 @@
 #include "config/flags.h"
 #include "pretrain_command_line.h"
 #include "test_support.h"
+#include "train/model_args.h"
 
 namespace mds::config {
 namespace {
@@ -364,6 +365,16 @@ TEST_F(PretrainArgsTest, HelpMarksTheMdsAdditions) {
   EXPECT_NE(help.find("mds additions (not upstream flags)"), std::string::npos);
   EXPECT_NE(help.find("--metrics-file"), std::string::npos);
   EXPECT_NE(help.find("Upstream flags this program refuses"), std::string::npos);
+}
+
+// An mds addition: off by default, and what the model options carry (the layers read it there).
+TEST_F(PretrainArgsTest, CublasLtGeluEpiloguesReachTheModelOptions) {
+  const PretrainArgs plain = parse(line());
+  EXPECT_FALSE(plain.cublaslt_gelu_epilogues);
+  EXPECT_FALSE(train::model_options_from_args(plain, 50304).gemm_gelu_epilogues);
+  const PretrainArgs asked = parse(with(line(), {"--cublaslt-gelu-epilogues"}));
+  EXPECT_TRUE(asked.cublaslt_gelu_epilogues);
+  EXPECT_TRUE(train::model_options_from_args(asked, 50304).gemm_gelu_epilogues);
 }
 
 TEST_F(PretrainArgsTest, ValidationRefusals) {

@@ -1,4 +1,5 @@
 #include "kernels/gelu.h"
+#include "kernels/gemm_gelu.h"
 
 #include "ops/cuda/backend.h"
 #include "ops/cuda/resources.h"
@@ -27,6 +28,22 @@ void bias_gelu_backward(const DeviceContext& ctx, void* dx, float* dbias, const 
                         GeluKind kind, bool accumulate) {
   kernels::bias_gelu_backward(dx, dbias, dout, x, bias, dtype, bias_dtype, rows, cols, kind,
                               ctx.cuda().column_sums, stream_of(ctx), accumulate);
+}
+
+void linear_bias_gelu_forward(const DeviceContext& ctx, void* out, void* pre_activation,
+                              const void* x, const void* weight, const void* bias,
+                              tensor::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k) {
+  Resources& r = ctx.cuda();
+  kernels::linear_bias_gelu_forward(r.gemm, out, pre_activation, x, weight, bias, dtype, m, n, k,
+                                    r.stream);
+}
+
+void linear_dgelu_backward(const DeviceContext& ctx, void* dpre, float* dbias, const void* dout,
+                           const void* weight, const void* pre_activation, tensor::DType dtype,
+                           std::int64_t m, std::int64_t n, std::int64_t k) {
+  Resources& r = ctx.cuda();
+  kernels::linear_dgelu_backward(r.gemm, dpre, dbias, dout, weight, pre_activation, dtype, m, n, k,
+                                 &r.scratch, r.stream);
 }
 
 }  // namespace mds::ops::cuda
