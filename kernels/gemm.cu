@@ -6,6 +6,7 @@
 #include "kernels/bias_grad_kernels.cuh"
 #include "kernels/check.h"
 #include "kernels/device_common.cuh"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_plan.cuh"
 #include "kernels/launch.cuh"
@@ -43,8 +44,14 @@ void check_types(const GemmOptions& o) {
   if (o.aux != nullptr && o.batch != 1) {
     base::fail("kernels::gemm: the GeLU-aux epilogues take no batch, got ", o.batch);
   }
-  if (dgelu != (o.bias_grad != nullptr)) {
-    base::fail("kernels::gemm: a bias_grad pointer goes with kDGeluBiasGrad, and only with it");
+  const bool sums = dgelu || o.epilogue == GemmEpilogue::kBiasGradFromA;
+  if (sums != (o.bias_grad != nullptr)) {
+    base::fail(
+        "kernels::gemm: a bias_grad pointer goes with the bias-gradient epilogues, and only "
+        "with them");
+  }
+  if (sums && o.batch != 1) {
+    base::fail("kernels::gemm: the bias-gradient epilogues take no batch, got ", o.batch);
   }
   if (dgelu && o.input == DType::kFloat32) {
     base::fail("kernels::gemm: kDGeluBiasGrad takes 16-bit inputs and output");
@@ -151,7 +158,10 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
-                     bool accumulate_dx, bool accumulate_dweight) {
+                     bool accumulate_dx, bool accumulate_dweight, bool dbias_in_epilogue) {
+  // The bias gradient from dweight's GEMM needs that GEMM (and rows to sum).
+  const bool dbias_by_gemm =
+      dbias_in_epilogue && dbias != nullptr && dweight != nullptr && m > 0 && n > 0 && k > 0;
   if (dx != nullptr && m > 0 && k > 0) {
     if (n > 0) {
       // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
@@ -168,15 +178,22 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
     if (m > 0) {
       GemmOptions fp32_out = options_for(dtype);
       fp32_out.output = tensor::DType::kFloat32;
+      // BGRADB writes its sums over whatever they overwrite: they go to scratch, then onto dbias.
+      float* sums = dbias_by_gemm ? scratch.partials(static_cast<std::size_t>(n), stream) : nullptr;
+      if (sums != nullptr) {
+        fp32_out.epilogue = GemmEpilogue::kBiasGradFromA;
+        fp32_out.bias_grad = sums;
+      }
       gemm(context, n, k, m, 1.0f, {dout, n, true}, {x, k, false}, accumulate_dweight ? 1.0f : 0.0f,
            dweight, k, fp32_out, stream);
+      if (sums != nullptr) add(dbias, dbias, sums, n, stream);
     } else if (!accumulate_dweight) {  // an empty sum
       check_cuda(
           cudaMemsetAsync(dweight, 0, static_cast<std::size_t>(n * k) * sizeof(float), stream),
           "kernels::linear_backward (cudaMemsetAsync)");
     }
   }
-  if (dbias != nullptr && n > 0) {
+  if (dbias != nullptr && n > 0 && !dbias_by_gemm) {
     detail::with_storage(dtype, "linear_backward", [&](auto s) {
       bias_grad_detail::with_bias_grad_kernel<decltype(s)::value>(
           m, n, dout, [&](auto kernel, const detail::LaunchShape& shape) {

@@ -93,6 +93,8 @@ cublasLtEpilogue_t epilogue_of(GemmEpilogue epilogue) {
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case GemmEpilogue::kDGeluBiasGrad:
       return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case GemmEpilogue::kBiasGradFromA:
+      return CUBLASLT_EPILOGUE_BGRADB;  // cuBLASLt's B is our A (see GemmPlan)
   }
   base::fail("kernels::gemm: unknown epilogue");
 }

@@ -196,7 +196,7 @@ struct PretrainArgs {
   // --device: auto | cpu | cuda[:N] (train/device_choice.h); when not given, $MDS_DEVICE, else
   // auto.
   std::string device = "auto";
-  bool cublaslt_gelu_epilogues = false;  // --cublaslt-gelu-epilogues (ModelOptions)
+  bool cublaslt_epilogues = false;  // --cublaslt-epilogues (ModelOptions)
 
   // --- derived by validate_pretrain_args
   int64_t rank = 0;        // $RANK

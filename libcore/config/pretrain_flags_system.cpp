@@ -88,10 +88,10 @@ void add_mds_additions(FlagSet& flags, PretrainArgs& a) {
   g.text("--device", a.device,
          "auto, cpu, cuda or cuda:N: where to train (auto: a CUDA device when there is one and "
          "the run can train there, else the CPU; without the flag $MDS_DEVICE decides, if set)");
-  g.store_true("--cublaslt-gelu-epilogues", a.cublaslt_gelu_epilogues,
+  g.store_true("--cublaslt-epilogues", a.cublaslt_epilogues,
                "on a CUDA device with --bf16 or --fp16, run fc1's bias and GeLU and their backward "
-               "in cuBLASLt's GEMM epilogues (its own tanh GeLU, within ~1e-3 of upstream's) "
-               "instead of mds's kernels; no effect elsewhere");
+               "and the other biases' gradients in cuBLASLt's GEMM epilogues (its own tanh GeLU, "
+               "within ~1e-3 of upstream's) instead of mds's kernels; no effect elsewhere");
 }
 
 void refuse_other_models(FlagSet& flags) {

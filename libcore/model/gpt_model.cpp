@@ -238,7 +238,7 @@ LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropo
   LayerSetup setup;
   setup.layernorm_epsilon = options_.layernorm_epsilon;
   setup.gelu = options_.gelu;
-  setup.gemm_gelu_epilogues = options_.gemm_gelu_epilogues;
+  setup.gemm_epilogues = options_.gemm_epilogues;
   // GPTModelPipe numbers its layers from 0 (training.md §1.4).
   setup.coeff = ops::query_key_layer_scaling_coeff(static_cast<int>(layer),
                                                    options_.apply_query_key_layer_scaling);

@@ -43,7 +43,7 @@ struct LayerSetup {
   ops::DropoutStream attention_probs, attention_residual, mlp_residual;
   TensorParallel tp;  // the TP group the row-parallel outputs and column-parallel inputs sum over
   ops::HeadRange heads;  // this rank's heads among the layer's (numbers the attention dropout)
-  bool gemm_gelu_epilogues = false;  // ModelOptions::gemm_gelu_epilogues
+  bool gemm_epilogues = false;  // ModelOptions::gemm_epilogues
 };
 
 // ParallelTransformerLayer (training.md §1.3–§1.5, §2), input and output [s, b, h], with the

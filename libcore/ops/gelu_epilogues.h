@@ -2,7 +2,7 @@
 // 16-bit MLP: the forward's GEMM, bias and GeLU in one call, and the backward's GeLU derivative
 // and fc1 bias gradient inside fc2's dgrad GEMM. cuBLASLt's tanh GeLU is not bit for bit any
 // ops::GeluKind (~1e-3 relative to kTanhOpenAI): a performance choice the model makes only when
-// asked (ModelOptions::gemm_gelu_epilogues). There is no host version: on the host the ops of
+// asked (ModelOptions::gemm_epilogues). There is no host version: on the host the ops of
 // ops/matmul.h and ops/gelu.h compute the same function, which the GPU tests compare against.
 #pragma once
 

@@ -30,7 +30,7 @@ model::ModelOptions model_options_from_args(const config::PretrainArgs& args,
     if (interval > 0) options.checkpoint_num_layers = interval;
   }
   options.micro_batch_size = args.micro_batch_size;
-  options.gemm_gelu_epilogues = args.cublaslt_gelu_epilogues;
+  options.gemm_epilogues = args.cublaslt_epilogues;
   return options;
 }
 

@@ -481,6 +481,20 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
       o.iters);
   // dx and dweight: two products of the forward's size (the dbias column sum is not counted).
   report_flops("linear fc1 bwd bf16 (dx, fp32 dw, db)", bwd_ms, 2.0 * flops, peak.tensor_flops);
+  // dweight and dbias alone: dbias by the column-sum kernel, then from the GEMM's BGRADB epilogue
+  // (--cublaslt-epilogues; its sums into scratch, then added onto dbias).
+  for (const bool epilogue : {false, true}) {
+    report_flops(epilogue ? "linear fc1 wgrad bf16 (fp32 dw) with the BGRADB epilogue for db"
+                          : "linear fc1 wgrad bf16 (fp32 dw), then the db column-sum kernel",
+                 time_ms(
+                     [&] {
+                       mds::kernels::linear_backward(
+                           context, nullptr, dw.get(), db.get(), out.get(), x.get(), w.get(),
+                           DType::kBFloat16, m, n, k, scratch, nullptr, true, true, epilogue);
+                     },
+                     o.iters),
+                 flops, peak.tensor_flops);
+  }
 
   // fc1 and its bias-GeLU as the model runs them (the GEMM, then the kernel), against cuBLASLt's
   // GELU_BIAS epilogue in the GEMM and GELU_AUX_BIAS (which also stores the pre-activation the
@@ -520,7 +534,7 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
 
   // The backward into fc1's output through fc2's dgrad GEMM (fc2's weight [h, 4h] in w's bytes,
   // its dout in dx's): as the model runs it by default (the GEMM, then the GeLU backward kernel
-  // with fc1's bias gradient), and with --cublaslt-gelu-epilogues (DGELU_BGRAD), both reading the
+  // with fc1's bias gradient), and with --cublaslt-epilogues (DGELU_BGRAD), both reading the
   // pre-activation the GELU_AUX_BIAS line above left in `pre`.
   mds::kernels::GemmOptions plain;
   plain.input = plain.output = DType::kBFloat16;
@@ -848,6 +862,27 @@ bool bench_activations16(const Options& o, const Peak& peak) {
       time_ms([&] { mds::kernels::add(sum.get(), x.get(), res.get(), bf16, rows * cols, nullptr); },
               o.iters),
       3.0 * kH * dn, peak);
+  // bias-dropout-add's backward as the model runs it (dx and the bias gradient in one pass), and
+  // the dropout's backward alone, which is what remains with --cublaslt-epilogues (the bias
+  // gradient then comes from the next weight GEMM, "… with the BGRADB epilogue" in gemm).
+  Buffer<float> dbias_bda(static_cast<std::size_t>(cols));
+  report_bytes("bias_dropout_add backward bf16 (dx and dbias)",
+               time_ms(
+                   [&] {
+                     mds::kernels::bias_dropout_add_backward(out.get(), dbias_bda.get(), nullptr,
+                                                             x.get(), bf16, rows, cols, stream,
+                                                             false, scratch, nullptr);
+                   },
+                   o.iters),
+               2.0 * kH * dn, peak);
+  report_bytes("dropout backward bf16 (dx alone)",
+               time_ms(
+                   [&] {
+                     mds::kernels::dropout_backward(out.get(), x.get(), bf16, rows * cols, stream,
+                                                    false, nullptr);
+                   },
+                   o.iters),
+               2.0 * kH * dn, peak);
   return ok;
 }
 

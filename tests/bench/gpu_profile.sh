@@ -13,7 +13,7 @@
 #        under /opt/nvidia/nsight-compute or /usr/local/cuda/bin), MDS_PROFILE_ITERS (default 3),
 #        MDS_PROFILE_CSV_OUT (where to keep ncu's CSV, xz-compressed), MDS_PROFILE_MODEL
 #        (gpt2-124m, the default; gpt2-350m or gpt2-1.5b), MDS_PROFILE_FLAGS (more pretrain
-#        flags, e.g. --cublaslt-gelu-epilogues).
+#        flags, e.g. --cublaslt-epilogues).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$repo/build/release}" && pwd)"

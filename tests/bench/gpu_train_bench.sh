@@ -17,7 +17,7 @@
 #              MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
 #              MDS_GPU_BENCH_RUNS (default "mds-fp32 mds-bf16 torch-eager torch-fast": the rows
 #              measured for each config; mds-bf16-epilogues is mds-bf16 with
-#              --cublaslt-gelu-epilogues),
+#              --cublaslt-epilogues),
 #              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
 #              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
 #              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / MDS_PEAK_TFLOPS_FP32 (when the
@@ -169,8 +169,8 @@ for config in $configs; do
     add_row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
   fi
   if wanted mds-bf16-epilogues; then
-    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --cublaslt-gelu-epilogues) || ours=""
-    add_row "mds pretrain, bf16, --cublaslt-gelu-epilogues" "$config" "$ours" $((G * s)) "$flop" \
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --cublaslt-epilogues) || ours=""
+    add_row "mds pretrain, bf16, --cublaslt-epilogues" "$config" "$ours" $((G * s)) "$flop" \
       "$(peak_tflops bf16)"
   fi
   if wanted torch-eager; then

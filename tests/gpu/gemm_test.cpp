@@ -227,6 +227,39 @@ TEST(GpuGemm, LinearForwardAndBackwardMatchCpu) {
   }
 }
 
+// BGRADB through kernels::linear_backward(…, dbias_in_epilogue): dweight as the plain GEMM's and
+// dbias (added onto a prefill) as the column-sum kernel's from the same 16-bit dout, x: fp32 sums
+// of the same values in other orders (1e-5); bf16 and fp16, a qkv-shaped and a small product,
+// dweight written over (beta = 0) and accumulated onto.
+TEST(GpuGemm, BiasGradFromAEpilogueGivesTheColumnSums) {
+  GemmContext context;
+  kernels::ColumnSumScratch scratch;
+  for (const Shape& s : {Shape{77, 2304, 768}, Shape{200, 24, 64}}) {
+    const auto mk = static_cast<std::size_t>(s.m * s.k), mn = static_cast<std::size_t>(s.m * s.n);
+    const auto nk = static_cast<std::size_t>(s.n * s.k), un = static_cast<std::size_t>(s.n);
+    const auto x = random_floats(mk, 111), dout = random_floats(mn, 112);
+    const auto dweight0 = random_floats(nk, 113), dbias0 = random_floats(un, 114);
+    for (const DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      for (const bool accumulate : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << "m=" << s.m << " n=" << s.n << " k=" << s.k << " "
+                     << tensor::dtype_name(dtype) << " accumulate " << accumulate);
+        DeviceArray<std::uint16_t> hx(bits16(x, dtype)), hdout(bits16(dout, dtype));
+        DeviceArray<float> w_sums(dweight0), b_sums(dbias0), w_epilogue(dweight0),
+            b_epilogue(dbias0);
+        kernels::linear_backward(context, nullptr, w_sums.get(), b_sums.get(), hdout.get(),
+                                 hx.get(), nullptr, dtype, s.m, s.n, s.k, scratch, nullptr, true,
+                                 accumulate, false);
+        kernels::linear_backward(context, nullptr, w_epilogue.get(), b_epilogue.get(), hdout.get(),
+                                 hx.get(), nullptr, dtype, s.m, s.n, s.k, scratch, nullptr, true,
+                                 accumulate, true);
+        MDS_EXPECT_CLOSE(w_epilogue.download(), w_sums.download(), 1e-5);
+        MDS_EXPECT_CLOSE(b_epilogue.download(), b_sums.download(), 1e-5);
+      }
+    }
+  }
+}
+
 // An fc1-shaped product for the GeLU epilogues: x [m, k], weight [n, k], bias [n].
 struct GeluGemmInputs {
   static constexpr std::int64_t m = 77, n = 3072, k = 768;

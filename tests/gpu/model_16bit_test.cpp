@@ -144,7 +144,7 @@ TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
   for (const bool epilogues : {false, true}) {
     SCOPED_TRACE(epilogues ? "GeLU in the GEMM epilogues" : "GeLU kernels");
     ModelOptions o = options_with(bounds.dtype);
-    o.gemm_gelu_epilogues = epilogues;
+    o.gemm_epilogues = epilogues;
     const Weights w(o, bounds.dtype);
     const ops::DeviceContext device(kCuda0);
     const StepResult added =
@@ -160,21 +160,23 @@ TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
   }
 }
 
-// ModelOptions::gemm_gelu_epilogues (--cublaslt-gelu-epilogues): fc1's bias and GeLU in cuBLASLt's
-// epilogues on the device against the host, whose kernels the option leaves alone. What differs
-// besides the one-step test's differences: cuBLASLt's tanh (within ~1e-3 of the host's GeLU,
+// ModelOptions::gemm_epilogues (--cublaslt-epilogues): fc1's bias and GeLU in cuBLASLt's
+// epilogues on the device, and the fc2, dense and qkv bias gradients from their weight GEMMs
+// (BGRADB), against the host, whose kernels the option leaves alone. What differs besides the
+// one-step test's differences: cuBLASLt's tanh (within ~1e-3 of the host's GeLU,
 // GpuGemm.BiasGeluAuxEpilogueKeepsTheGeluInput: below a bf16 rounding, about two fp16 ones), the
 // bias added to the fp32 product before the one rounding (the kernels add it to the rounded
-// product), the pre-activation kept with the bias in 16 bits, and fc1's bias gradient rounded to
-// 16 bits. So the one-step bounds, fp16's doubled. The option must reach the device's layers:
-// the gradients differ from the kernels' run.
-TEST_P(Model16BitOnDevice, GeluEpiloguesFollowTheHost) {
+// product), the pre-activation kept with the bias in 16 bits, fc1's bias gradient rounded to 16
+// bits, and the other bias gradients summed from the 16-bit gradient after the dropout (the
+// kernels sum it before its rounding). So the one-step bounds, fp16's doubled. The option must
+// reach the device's layers: the gradients differ from the kernels' run.
+TEST_P(Model16BitOnDevice, GemmEpiloguesFollowTheHost) {
   const Bounds bounds = GetParam();
   ModelOptions o = options_with(bounds.dtype);
   const Weights w(o, bounds.dtype);
   const ops::DeviceContext host, device(kCuda0);
   const StepResult with_kernels = one_step(o, w.table, device, w.half, w.compute, false);
-  o.gemm_gelu_epilogues = true;
+  o.gemm_epilogues = true;
   const StepResult want = one_step(o, w.table, host, w.half, w.compute, true);
   const StepResult got = one_step(o, w.table, device, w.half, w.compute, false);
   ASSERT_TRUE(std::isfinite(got.loss));
@@ -183,7 +185,7 @@ TEST_P(Model16BitOnDevice, GeluEpiloguesFollowTheHost) {
   const double grads = relative_difference(got.grads, want.grads);
   EXPECT_LT(grads, slack * bounds.grad_error);
   EXPECT_NE(got.grads, with_kernels.grads);
-  std::printf("%s with the GeLU epilogues: loss device %.7g host %.7g, gradient ‖Δ‖/‖g‖ %.3g\n",
+  std::printf("%s with the GEMM epilogues: loss device %.7g host %.7g, gradient ‖Δ‖/‖g‖ %.3g\n",
               std::string(tensor::dtype_name(bounds.dtype)).c_str(), got.loss, want.loss, grads);
 }
 

@@ -171,6 +171,21 @@ TEST_P(GptModel16Bit, IsDeterministicAndCheckpointingIsBitIdentical) {
   EXPECT_TRUE(bit_equal(first, bench.run(o)));
 }
 
+// ModelOptions::gemm_epilogues moves work into cuBLASLt's epilogues on a CUDA device only: on the
+// host the 16-bit model (with the compute copy or the 16-bit weights alone) gives the same bits
+// with it as without.
+TEST_P(GptModel16Bit, GemmEpiloguesLeaveTheHostAlone) {
+  const Bounds bounds = GetParam();
+  Bench bench(bounds.dtype);
+  ModelOptions o = tiny_options(bounds.dtype);
+  for (const bool compute_copy : {true, false}) {
+    o.gemm_epilogues = false;
+    const Result plain = bench.run(o, {1234, 3, 0, true}, compute_copy);
+    o.gemm_epilogues = true;
+    EXPECT_TRUE(bit_equal(plain, bench.run(o, {1234, 3, 0, true}, compute_copy)));
+  }
+}
+
 // What the trainer runs on a device: every parameter from the 16-bit weights. The ops widen the
 // LayerNorm weights, biases and embedding tables as they load them, so the loss and every
 // gradient are those of the compute-copy run, bit for bit (with dropout, and recomputing).

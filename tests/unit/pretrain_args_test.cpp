@@ -368,13 +368,13 @@ TEST_F(PretrainArgsTest, HelpMarksTheMdsAdditions) {
 }
 
 // An mds addition: off by default, and what the model options carry (the layers read it there).
-TEST_F(PretrainArgsTest, CublasLtGeluEpiloguesReachTheModelOptions) {
+TEST_F(PretrainArgsTest, CublasLtEpiloguesReachTheModelOptions) {
   const PretrainArgs plain = parse(line());
-  EXPECT_FALSE(plain.cublaslt_gelu_epilogues);
-  EXPECT_FALSE(train::model_options_from_args(plain, 50304).gemm_gelu_epilogues);
-  const PretrainArgs asked = parse(with(line(), {"--cublaslt-gelu-epilogues"}));
-  EXPECT_TRUE(asked.cublaslt_gelu_epilogues);
-  EXPECT_TRUE(train::model_options_from_args(asked, 50304).gemm_gelu_epilogues);
+  EXPECT_FALSE(plain.cublaslt_epilogues);
+  EXPECT_FALSE(train::model_options_from_args(plain, 50304).gemm_epilogues);
+  const PretrainArgs asked = parse(with(line(), {"--cublaslt-epilogues"}));
+  EXPECT_TRUE(asked.cublaslt_epilogues);
+  EXPECT_TRUE(train::model_options_from_args(asked, 50304).gemm_epilogues);
 }
 
 TEST_F(PretrainArgsTest, ValidationRefusals) {

@@ -81,7 +81,7 @@ void linear_forward(const DeviceContext& ctx, void* out, const void* x, const vo
 void linear_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
                      const void* dout, const void* x, const void* weight, tensor::DType dtype,
                      std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate_dx,
-                     bool accumulate_dweight);
+                     bool accumulate_dweight, bool dbias_in_epilogue);
 void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const void* b,
                     tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
                     std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta);
