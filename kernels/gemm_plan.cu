@@ -99,6 +99,24 @@ cublasLtEpilogue_t epilogue_of(GemmEpilogue epilogue) {
   base::fail("kernels::gemm: unknown epilogue");
 }
 
+const char* epilogue_name(GemmEpilogue epilogue) {
+  switch (epilogue) {
+    case GemmEpilogue::kNone:
+      return "no epilogue";
+    case GemmEpilogue::kBias:
+      return "epilogue BIAS";
+    case GemmEpilogue::kBiasGelu:
+      return "epilogue GELU_BIAS";
+    case GemmEpilogue::kBiasGeluAux:
+      return "epilogue GELU_AUX_BIAS";
+    case GemmEpilogue::kDGeluBiasGrad:
+      return "epilogue DGELU_BGRAD";
+    case GemmEpilogue::kBiasGradFromA:
+      return "epilogue BGRADB";
+  }
+  return "unknown epilogue";
+}
+
 bool uses_aux(GemmEpilogue epilogue) {
   return epilogue == GemmEpilogue::kBiasGeluAux || epilogue == GemmEpilogue::kDGeluBiasGrad;
 }
@@ -150,7 +168,8 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
   if (found == 0) {
     base::fail("kernels::gemm: cuBLASLt has no algorithm for m=", key.m, " n=", key.n, " k=", key.k,
                " (lda=", key.lda, " ldb=", key.ldb, " ldc=", key.ldc, ", ",
-               tensor::dtype_name(key.input), " -> ", tensor::dtype_name(key.output), ")");
+               tensor::dtype_name(key.input), " -> ", tensor::dtype_name(key.output), ", ",
+               epilogue_name(key.epilogue), ")");
   }
   algo_ = heuristic.algo;
 }
