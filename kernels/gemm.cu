@@ -67,11 +67,12 @@ std::uint32_t alignment_of(const void* p) {
   return align;
 }
 
-// 16-bit inputs write their own type; fp32 ones fp32.
-GemmOptions options_for(tensor::DType dtype) {
+// 16-bit inputs write their own type; fp32 ones fp32, with the context's fp32 math.
+GemmOptions options_for(const GemmContext& context, tensor::DType dtype) {
   GemmOptions options;
   options.input = dtype;
   options.output = dtype;
+  if (dtype == DType::kFloat32) options.math = context.fp32_math();
   return options;
 }
 
@@ -144,7 +145,7 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
 void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,
                     const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
                     std::int64_t k, cudaStream_t stream) {
-  GemmOptions options = options_for(dtype);
+  GemmOptions options = options_for(context, dtype);
   if (bias != nullptr) {
     // cuBLASLt's bias vector has the output's type by default. With 16-bit outputs some of its
     // algorithms round the product to 16 bits before adding the bias (seen on an H100, CUDA
@@ -167,7 +168,7 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
       // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
       // algorithms, as with the bias above) twice; beta = 0 does not read dx.
       gemm(context, m, k, n, 1.0f, {dout, n, false}, {weight, k, false},
-           accumulate_dx ? 1.0f : 0.0f, dx, k, options_for(dtype), stream);
+           accumulate_dx ? 1.0f : 0.0f, dx, k, options_for(context, dtype), stream);
     } else if (!accumulate_dx) {  // an empty product
       check_cuda(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(m * k) * tensor::dtype_size(dtype),
                                  stream),
@@ -176,7 +177,7 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
   }
   if (dweight != nullptr && n > 0 && k > 0) {
     if (m > 0) {
-      GemmOptions fp32_out = options_for(dtype);
+      GemmOptions fp32_out = options_for(context, dtype);
       fp32_out.output = tensor::DType::kFloat32;
       // BGRADB writes its sums over whatever they overwrite: they go to scratch, then onto dbias.
       float* sums = dbias_by_gemm ? scratch.partials(static_cast<std::size_t>(n), stream) : nullptr;
@@ -209,7 +210,7 @@ void batched_matmul(GemmContext& context, void* out, const void* a, const void* 
                     std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta,
                     cudaStream_t stream) {
   if (batch <= 0) return;
-  GemmOptions options = options_for(dtype);
+  GemmOptions options = options_for(context, dtype);
   options.batch = batch;
   options.stride_a = m * k;
   options.stride_b = k * n;

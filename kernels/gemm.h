@@ -22,6 +22,11 @@ namespace detail {
 class GemmPlanCache;
 }
 
+enum class GemmMath {
+  kFp32,  // fp32 inputs multiply in full fp32
+  kTf32,  // fp32 inputs may be rounded to TF32 (10-bit mantissa) on tensor cores; fp32 only
+};
+
 // A cuBLASLt handle, the device workspace its algorithms may use, and the plans of the GEMMs run
 // so far (descriptors and the heuristic's algorithm per shape, dtypes, transposes and operand
 // alignment), so each distinct GEMM asks the heuristic once. One context serves one stream and one
@@ -40,6 +45,10 @@ class GemmContext {
   cublasLtContext* handle() const { return handle_; }
   void* workspace() const { return workspace_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
+  // The math of linear_forward/backward and batched_matmul on fp32 operands (kFp32 unless set);
+  // kernels::gemm takes its own from GemmOptions.
+  GemmMath fp32_math() const { return fp32_math_; }
+  void set_fp32_math(GemmMath math) { fp32_math_ = math; }
   // How many distinct GEMMs have a plan.
   std::size_t cached_plans() const;
   detail::GemmPlanCache& plans() { return *plans_; }
@@ -49,6 +58,7 @@ class GemmContext {
   cublasLtContext* handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  GemmMath fp32_math_ = GemmMath::kFp32;
 };
 
 // A row-major matrix as stored: element (r, c) at data[r·ld + c]; op(X) = Xᵀ when transposed.
@@ -56,11 +66,6 @@ struct GemmOperand {
   const void* data;
   std::int64_t ld;
   bool transposed;
-};
-
-enum class GemmMath {
-  kFp32,  // fp32 inputs multiply in full fp32
-  kTf32,  // fp32 inputs may be rounded to TF32 (10-bit mantissa) on tensor cores; fp32 only
 };
 
 enum class GemmEpilogue {
@@ -98,9 +103,9 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
           GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
           const GemmOptions& options, cudaStream_t stream);
 
-// Twins of ops/cpu/matmul.h on activations and weights of one `dtype`: fp32 (full fp32 math), or
-// bf16/fp16 (fp32 accumulation, each 16-bit output rounded once; the bias has the same dtype;
-// dweight and dbias stay fp32).
+// Twins of ops/cpu/matmul.h on activations and weights of one `dtype`: fp32 (the context's
+// fp32_math: full fp32 unless set to TF32), or bf16/fp16 (fp32 accumulation, each 16-bit output
+// rounded once; the bias has the same dtype; dweight and dbias stay fp32).
 // out[m, n] = x[m, k] · weight[n, k]ᵀ (+ bias[n] when not null).
 void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,
                     const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,

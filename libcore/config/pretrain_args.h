@@ -197,6 +197,7 @@ struct PretrainArgs {
   // auto.
   std::string device = "auto";
   bool cublaslt_epilogues = false;  // --cublaslt-epilogues (ModelOptions)
+  bool tf32 = false;                // --tf32: fp32 GEMMs on a CUDA device in TF32
 
   // --- derived by validate_pretrain_args
   int64_t rank = 0;        // $RANK

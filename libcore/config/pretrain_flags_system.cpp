@@ -92,6 +92,10 @@ void add_mds_additions(FlagSet& flags, PretrainArgs& a) {
                "on a CUDA device with --bf16 or --fp16, run fc1's bias and GeLU and their backward "
                "and the other biases' gradients in cuBLASLt's GEMM epilogues (its own tanh GeLU, "
                "within ~1e-3 of upstream's) instead of mds's kernels; no effect elsewhere");
+  g.store_true("--tf32", a.tf32,
+               "on a CUDA device, fp32 GEMMs round their inputs to TF32 on tensor cores (as "
+               "torch.backends.cuda.matmul.allow_tf32 = True; off, as PyTorch's default since "
+               "1.12); no effect on 16-bit GEMMs or on the CPU");
 }
 
 void refuse_other_models(FlagSet& flags) {

@@ -13,10 +13,11 @@ namespace mds::ops {
 // what it calls).
 using tensor::kCudaBuilt;
 
-DeviceContext::DeviceContext(tensor::Device device) : device_(device) {
+DeviceContext::DeviceContext(tensor::Device device, Fp32Matmul fp32_matmul)
+    : device_(device), fp32_matmul_(fp32_matmul) {
   if (device.kind == tensor::DeviceKind::kCpu) return;
   if constexpr (kCudaBuilt) {
-    cuda_ = cuda::create_resources(device.index);
+    cuda_ = cuda::create_resources(device.index, fp32_matmul == Fp32Matmul::kTf32);
   } else {
     base::fail("a DeviceContext for ", tensor::device_name(device),
                " needs the CUDA backend, which this build does not have (BUILD_CUDA=OFF)");
@@ -28,7 +29,9 @@ DeviceContext::~DeviceContext() {
 }
 
 DeviceContext::DeviceContext(DeviceContext&& other) noexcept
-    : device_(other.device_), cuda_(std::exchange(other.cuda_, nullptr)) {
+    : device_(other.device_),
+      fp32_matmul_(other.fp32_matmul_),
+      cuda_(std::exchange(other.cuda_, nullptr)) {
   other.device_ = {};
 }
 
@@ -36,6 +39,7 @@ DeviceContext& DeviceContext::operator=(DeviceContext&& other) noexcept {
   if (this != &other) {
     release();
     device_ = std::exchange(other.device_, {});
+    fp32_matmul_ = other.fp32_matmul_;
     cuda_ = std::exchange(other.cuda_, nullptr);
   }
   return *this;

@@ -17,13 +17,19 @@ namespace cuda {
 struct Resources;  // ops/cuda/resources.h, compiled only with BUILD_CUDA
 }
 
+// How a CUDA context's GEMMs multiply fp32 operands: in full fp32 (the default, as PyTorch since
+// 1.12 and so upstream), or rounded to TF32 on tensor cores (10-bit mantissas, fp32 accumulation),
+// as torch.backends.cuda.matmul.allow_tf32 = True does: mds's --tf32. 16-bit GEMMs and the host
+// are not affected.
+enum class Fp32Matmul { kFp32, kTf32 };
+
 class DeviceContext {
  public:
   // The host.
   DeviceContext() = default;
   // The host for a CPU device; for a CUDA device, its stream and handles. Fails with one line when
   // the build has no CUDA backend or the device does not exist.
-  explicit DeviceContext(tensor::Device device);
+  explicit DeviceContext(tensor::Device device, Fp32Matmul fp32_matmul = Fp32Matmul::kFp32);
   ~DeviceContext();
   DeviceContext(DeviceContext&& other) noexcept;
   DeviceContext& operator=(DeviceContext&& other) noexcept;
@@ -31,6 +37,7 @@ class DeviceContext {
   DeviceContext& operator=(const DeviceContext&) = delete;
 
   tensor::Device device() const { return device_; }
+  Fp32Matmul fp32_matmul() const { return fp32_matmul_; }
   bool is_cuda() const { return device_.kind == tensor::DeviceKind::kCuda; }
   // Waits for the work queued so far and reports an asynchronous failure of it; nothing to do on
   // the host.
@@ -43,6 +50,7 @@ class DeviceContext {
   void release() noexcept;
 
   tensor::Device device_;
+  Fp32Matmul fp32_matmul_ = Fp32Matmul::kFp32;
   cuda::Resources* cuda_ = nullptr;  // owned; null on the host
 };
 

@@ -41,9 +41,9 @@ tensor::Device choose_inference_device(const config::PretrainArgs& args, int loc
   return choice.device;
 }
 
-void place_on_device(InferenceModel& model, tensor::Device device) {
+void place_on_device(InferenceModel& model, tensor::Device device, ops::Fp32Matmul fp32_matmul) {
   if (device.kind != tensor::DeviceKind::kCuda) return;
-  model.device = std::make_unique<ops::DeviceContext>(device);
+  model.device = std::make_unique<ops::DeviceContext>(device, fp32_matmul);
   auto params = std::make_unique<model::ParamBuffer>(*model.table, tensor::DType::kFloat32, device);
   tensor::copy(params->flat(), model.params->flat());
   model.params = std::move(params);

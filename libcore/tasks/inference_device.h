@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "config/pretrain_args.h"
+#include "ops/device_context.h"
 #include "tasks/inference_model.h"
 #include "tensor/tensor.h"
 
@@ -25,8 +26,9 @@ std::string inference_cuda_unsupported_reason(std::int64_t head_dim);
 tensor::Device choose_inference_device(const config::PretrainArgs& args, int local_rank,
                                        const base::Log& log);
 
-// Moves the loaded weights to `device` and gives the model a DeviceContext there (model.device);
-// nothing happens for the host.
-void place_on_device(InferenceModel& model, tensor::Device device);
+// Moves the loaded weights to `device` and gives the model a DeviceContext there (model.device),
+// whose fp32 GEMMs multiply as `fp32_matmul` says (--tf32); nothing happens for the host.
+void place_on_device(InferenceModel& model, tensor::Device device,
+                     ops::Fp32Matmul fp32_matmul = ops::Fp32Matmul::kFp32);
 
 }  // namespace mds::tasks

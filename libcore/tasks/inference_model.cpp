@@ -272,7 +272,7 @@ std::optional<InferenceModel> open_inference_model(InferenceProcesses& processes
   }
   InferenceModel model =
       load_inference_model(args, tokenizer.vocab_size(), checkpoint, processes.comms(), log);
-  place_on_device(model, device);
+  place_on_device(model, device, args.tf32 ? ops::Fp32Matmul::kTf32 : ops::Fp32Matmul::kFp32);
   return model;
 }
 

@@ -78,6 +78,7 @@ struct TrainerOptions {
   // device (any optimizer, any grid; the groups above must then take device tensors,
   // dist::device_grid_communicators).
   tensor::Device device;
+  ops::Fp32Matmul fp32_matmul = ops::Fp32Matmul::kFp32;  // --tf32: the device's fp32 GEMMs
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.

@@ -17,10 +17,11 @@
 #              MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
 #              MDS_GPU_BENCH_RUNS (default "mds-fp32 mds-bf16 torch-eager torch-fast": the rows
 #              measured for each config; mds-bf16-epilogues is mds-bf16 with
-#              --cublaslt-epilogues),
+#              --cublaslt-epilogues, mds-tf32 mds-fp32 with --tf32, its MFU against the TF32
+#              peak),
 #              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
 #              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
-#              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / MDS_PEAK_TFLOPS_FP32 (when the
+#              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / _TF32 / _FP32 (when the
 #              device is not in the table below).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -32,8 +33,8 @@ warmup="${MDS_GPU_BENCH_WARMUP:-4}"
 runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
 for run in $runs; do
   case $run in
-    mds-fp32 | mds-bf16 | mds-bf16-epilogues | torch-eager | torch-fast) ;;
-    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-bf16, mds-bf16-epilogues, torch-eager, torch-fast)" >&2
+    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-epilogues | torch-eager | torch-fast) ;;
+    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-epilogues, torch-eager, torch-fast)" >&2
        exit 2 ;;
   esac
 done
@@ -74,14 +75,18 @@ device_name() {
   if [ "$device" = cpu ]; then grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'
   else nvidia-smi --query-gpu=name --format=csv,noheader | head -1; fi
 }
-# Dense tensor-core peaks (TFLOP/s) from the vendors' data sheets: bf16, and fp32 without TF32.
-peak_tflops() {  # precision (bf16|fp32)
+# Dense tensor-core peaks (TFLOP/s) from the vendors' data sheets: bf16, TF32, and fp32 without
+# TF32.
+peak_tflops() {  # precision (bf16|tf32|fp32)
   local name; name="$(device_name)"
   local env_peak="MDS_PEAK_TFLOPS_${1^^}"
   if [ -n "${!env_peak:-}" ]; then echo "${!env_peak}"; return; fi
   case "$name:$1" in
     *H100*SXM*:bf16 | *H100*HBM3*:bf16 | *H200*:bf16) echo 989 ;;
     *H100*SXM*:fp32 | *H100*HBM3*:fp32 | *H200*:fp32) echo 67 ;;
+    *H100*SXM*:tf32 | *H100*HBM3*:tf32 | *H200*:tf32) echo 494 ;;
+    *H100*PCIe*:tf32) echo 378 ;;
+    *A100*:tf32) echo 156 ;;
     *H100*PCIe*:bf16) echo 756 ;;
     *H100*PCIe*:fp32) echo 51 ;;
     *A100*:bf16) echo 312 ;;
@@ -145,7 +150,7 @@ row() {  # what config seconds tokens-per-step flop-per-token peak
 }
 
 echo "device: $(device_name); $("$python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch');" \
-  "peaks (TFLOP/s): bf16 $(peak_tflops bf16), fp32 $(peak_tflops fp32); $iters steps, first $warmup untimed"
+  "peaks (TFLOP/s): bf16 $(peak_tflops bf16), tf32 $(peak_tflops tf32), fp32 $(peak_tflops fp32); $iters steps, first $warmup untimed"
 compile=(--compile)
 "$python" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null ||
   compile=()
@@ -163,6 +168,10 @@ for config in $configs; do
   if wanted mds-fp32; then
     ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" fp32) || ours=""
     add_row "mds pretrain, fp32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops fp32)"
+  fi
+  if wanted mds-tf32; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" fp32 --tf32) || ours=""
+    add_row "mds pretrain, fp32, --tf32" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops tf32)"
   fi
   if wanted mds-bf16; then
     ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""

@@ -126,6 +126,45 @@ TEST(OpsOnDevice, LinearAndBatchedProducts) {
   EXPECT_BOTH_CLOSE(ctx, r, 1e-5);
 }
 
+// A context with Fp32Matmul::kTf32 (pretrain --tf32): its fp32 products round their inputs to
+// TF32 (10-bit mantissas, fp32 accumulation), so they sit within TF32's error of the host's
+// (2^-11 relative per input, ~1e-3 of the norm over k = 768 terms) and measurably off it, where
+// the default context stays within fp32's 1e-5; the forward, both backward products and the
+// batched product alike.
+TEST(OpsOnDevice, Tf32ContextRoundsTheFp32Products) {
+  const DeviceContext fp32(kCuda0), tf32(kCuda0, ops::Fp32Matmul::kTf32);
+  EXPECT_EQ(tf32.fp32_matmul(), ops::Fp32Matmul::kTf32);
+  const std::int64_t m = 64, k = 768, n = 256;
+  for (const DeviceContext* ctx : {&fp32, &tf32}) {
+    const bool rounded = ctx == &tf32;
+    SCOPED_TRACE(rounded ? "TF32" : "fp32");
+    Mirrored<float> x(*ctx, values(m * k, 31), {m, k}), w(*ctx, values(n * k, 32), {n, k});
+    Mirrored<float> out(*ctx, values(m * n, 33), {m, n}), dout(*ctx, values(m * n, 34), {m, n});
+    Mirrored<float> dx(*ctx, values(m * k, 35), {m, k}), dw(*ctx, values(n * k, 36), {n, k});
+    ops::linear_forward(out.h, x.h, w.h);
+    ops::linear_forward(*ctx, out.d, x.d, w.d);
+    ops::linear_backward(dx.h, dw.h, {}, dout.h, x.h, w.h, ops::Dx::kOverwrite,
+                         ops::Dx::kOverwrite);
+    ops::linear_backward(*ctx, dx.d, dw.d, {}, dout.d, x.d, w.d, ops::Dx::kOverwrite,
+                         ops::Dx::kOverwrite);
+    const std::int64_t batch = 2;
+    Mirrored<float> p(*ctx, values(batch * 32 * k, 37), {batch, 32, k});
+    Mirrored<float> q(*ctx, values(batch * k * 48, 38), {batch, k, 48});
+    Mirrored<float> r(*ctx, values(batch * 32 * 48, 39), {batch, 32, 48});
+    ops::batched_matmul(r.h, p.h, q.h, false, false);
+    ops::batched_matmul(*ctx, r.d, p.d, q.d, false, false);
+    for (Mirrored<float>* t : {&out, &dx, &dw, &r}) {
+      const double error = gpu_test::relative_error(t->download(*ctx), t->host);
+      if (rounded) {
+        EXPECT_LT(error, 3e-3);
+        EXPECT_GT(error, 1e-5);
+      } else {
+        EXPECT_LT(error, 1e-5);
+      }
+    }
+  }
+}
+
 TEST(OpsOnDevice, DropoutMasksAreTheHostMasks) {
   const DeviceContext ctx(kCuda0);
   const std::int64_t rows = 17, cols = 255;

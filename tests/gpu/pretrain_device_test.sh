@@ -6,7 +6,7 @@
 # Then bf16 (BF16_Optimizer, ZeRO 0): 20 iterations on each, losses within 1e-3 (the 16-bit
 # weights' rounding can land one ulp apart where the fp32 runs differ by 1e-5; see
 # tests/gpu/training_mixed_precision_test.cpp), the same checkpoint files; and with
-# --cublaslt-epilogues within 1e-2.
+# --cublaslt-epilogues within 1e-2. An fp32 run with --tf32 stays within 1e-2 as well.
 # Exits 77 (skipped) without a CUDA device.
 source "$MDS_TESTS/e2e/lib.sh"
 source "$MDS_TESTS/e2e/pretrain_lib.sh"
@@ -50,6 +50,14 @@ PY
   pass "$4"
 }
 compare_losses "$WORK/cpu.jsonl" "$WORK/gpu.jsonl" 1e-4 "device losses within 1e-4 of the CPU's"
+# --tf32: the device's fp32 GEMMs round their inputs to TF32 (~1e-3 relative a product), so the
+# losses follow the CPU's within 1e-2, not 1e-4; the log says so, and only then.
+run gpu-tf32 cuda "${first_part[@]}" --tf32
+grep -q "> fp32 GEMMs round their inputs to TF32 (--tf32)" "$WORK/gpu-tf32.log" ||
+  fail "the --tf32 run does not say it uses TF32"
+grep -q "round their inputs to TF32" "$WORK/gpu.log" && fail "a run without --tf32 says it uses TF32"
+compare_losses "$WORK/cpu.jsonl" "$WORK/gpu-tf32.jsonl" 1e-2 \
+  "device losses with --tf32 within 1e-2 of the CPU's"
 
 (cd "$WORK/cpu-ckpt" && find . -type f | sort) > "$WORK/cpu-files"
 (cd "$WORK/gpu-ckpt" && find . -type f | sort) > "$WORK/gpu-files"

@@ -103,6 +103,12 @@ TEST(DeviceContext, HostContextHasNoDeviceState) {
   EXPECT_FALSE(explicit_host.is_cuda());
   ops::DeviceContext moved(std::move(host));
   EXPECT_FALSE(moved.is_cuda());
+  // The fp32 GEMM choice travels with the context (the host's GEMMs ignore it).
+  EXPECT_EQ(moved.fp32_matmul(), ops::Fp32Matmul::kFp32);
+  ops::DeviceContext tf32(Device{}, ops::Fp32Matmul::kTf32);
+  EXPECT_EQ(tf32.fp32_matmul(), ops::Fp32Matmul::kTf32);
+  moved = std::move(tf32);
+  EXPECT_EQ(moved.fp32_matmul(), ops::Fp32Matmul::kTf32);
 }
 
 // The CUDA plan swaps every layer's [b, n, s, s] probabilities for a [b, n, s] lse and drops the

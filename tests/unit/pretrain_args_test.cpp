@@ -377,6 +377,12 @@ TEST_F(PretrainArgsTest, CublasLtEpiloguesReachTheModelOptions) {
   EXPECT_TRUE(train::model_options_from_args(asked, 50304).gemm_epilogues);
 }
 
+// An mds addition: fp32 device GEMMs in TF32 only when asked (PyTorch's default since 1.12).
+TEST_F(PretrainArgsTest, Tf32IsOffUnlessAsked) {
+  EXPECT_FALSE(parse(line()).tf32);
+  EXPECT_TRUE(parse(with(line(), {"--tf32"})).tf32);
+}
+
 TEST_F(PretrainArgsTest, ValidationRefusals) {
   struct Case {
     std::vector<std::string> line;

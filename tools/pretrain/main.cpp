@@ -37,6 +37,7 @@
 #include "io/tensorboard_writer.h"
 #include "model/param_table.h"
 #include "model/pipeline_partition.h"
+#include "ops/device_context.h"
 #include "tensor/device_memory.h"
 #include "text/tokenizer_factory.h"
 #include "train/batch_rampup.h"
@@ -260,6 +261,10 @@ int run(int argc, char** argv, Processes& processes) {
     options.optimizer = train::optimizer_options_from_config(ds_config, adam);
     describe_gradient_overlap(options.optimizer, grid, log);
     options.device = choose_device(args, processes.launch.local_rank, log);
+    if (args.tf32 && options.device.kind == tensor::DeviceKind::kCuda) {
+      options.fp32_matmul = ops::Fp32Matmul::kTf32;
+      log.info(" > fp32 GEMMs round their inputs to TF32 (--tf32)");
+    }
     // Several ranks on devices: device tensors go over NCCL or through host MPI (--distributed-
     // backend); host tensors (losses, norms, flags) still over MPI.
     if (processes.world && options.device.kind == tensor::DeviceKind::kCuda) {

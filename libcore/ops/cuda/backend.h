@@ -19,7 +19,7 @@
 namespace mds::ops::cuda {
 
 // The context's stream, cuBLASLt handle and staging area (ops/cuda/resources.cpp).
-Resources* create_resources(int device_index);
+Resources* create_resources(int device_index, bool tf32);
 void destroy_resources(Resources* resources) noexcept;
 void synchronize(const DeviceContext& ctx);
 

@@ -23,7 +23,8 @@ int select_device(int index) {
 
 }  // namespace
 
-Resources::Resources(int device_index) : device(select_device(device_index)) {
+Resources::Resources(int device_index, bool tf32) : device(select_device(device_index)) {
+  gemm.set_fp32_math(tf32 ? kernels::GemmMath::kTf32 : kernels::GemmMath::kFp32);
   kernels::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
   // The scratch buffers grow through the stream-ordered pool (cudaMallocAsync), and kernels called
   // without one (tests, benchmarks) take theirs from it per call. With the default release
@@ -44,8 +45,8 @@ Resources::~Resources() {
   (void)cudaStreamDestroy(stream);
 }
 
-Resources* create_resources(int device_index) {
-  return new Resources(device_index);
+Resources* create_resources(int device_index, bool tf32) {
+  return new Resources(device_index, tf32);
 }
 
 void destroy_resources(Resources* resources) noexcept {

@@ -14,8 +14,9 @@
 namespace mds::ops::cuda {
 
 struct Resources {
-  // Makes the device current, then creates the handle, its workspace and the stream there.
-  explicit Resources(int device_index);
+  // Makes the device current, then creates the handle, its workspace and the stream there; with
+  // `tf32` the GEMMs of fp32 operands round them to TF32 (ops::Fp32Matmul::kTf32).
+  Resources(int device_index, bool tf32);
   ~Resources();
   Resources(const Resources&) = delete;
   Resources& operator=(const Resources&) = delete;
