@@ -60,9 +60,23 @@ void layernorm_backward(void* dx, float* dweight, float* dbias, const void* dout
   detail::with_storages(dtype, param_dtype, "layernorm_backward", [&](auto s, auto p) {
     constexpr Storage kS = decltype(s)::value;
     if (rows <= 0 || cols <= 0) return;
+    const int chunks = chunks_for(kernel_family, cols, {dx, dout, x, weight});
+    if ((dweight != nullptr || dbias != nullptr) && kernel_family == LayerNormKernel::kAuto &&
+        fused_backward_applies(chunks)) {
+      float* partials =
+          scratch.partials(static_cast<std::size_t>(2 * fused_chunks(rows) * cols), stream);
+      with_fused_backward_kernel<kS, decltype(p)::value>(
+          rows, chunks, [&](auto kernel, const detail::LaunchShape& shape) {
+            launch("kernels::layernorm_backward (dx, parameter sums)", kernel, shape, stream, dx,
+                   dout, x, weight, mean, rstd, rows, cols, partials);
+          });
+      launch("kernels::layernorm_backward (dweight, dbias)", backward_params_finish_kernel,
+             fused_finish_shape(cols), stream, partials, fused_chunks(rows), cols,
+             detail::ColumnOutputs<2>{{dweight, dbias}});
+      return;
+    }
     with_backward_dx_kernel<kS, decltype(p)::value>(
-        rows, chunks_for(kernel_family, cols, {dx, dout, x, weight}),
-        [&](auto kernel, const detail::LaunchShape& shape) {
+        rows, chunks, [&](auto kernel, const detail::LaunchShape& shape) {
           launch("kernels::layernorm_backward (dx)", kernel, shape, stream, dx, dout, x, weight,
                  mean, rstd, rows, cols);
         });

@@ -13,9 +13,13 @@ namespace mds::kernels {
 
 // kAuto: the forward, residual forward and backward dx take one warp per row (chunks of eight in
 // registers, 16-byte accesses) where rows are a multiple of 8 elements, at most 2048, and every
-// array is 16-byte aligned; one block per row elsewhere. kBlock forces the block kernels (tests,
-// benchmarks). Same arithmetic per element, other summation orders.
-enum class LayerNormKernel { kAuto, kBlock };
+// array is 16-byte aligned; one block per row elsewhere. Where the warp kernels take rows of at
+// most 1024, the backward sums dweight and dbias in the same pass as dx (then a small kernel adds
+// the blocks' sums up); elsewhere a column-sum kernel reads dout and x again for them.
+// kSeparateParams keeps that second read for every row (the backward before session 16), kBlock
+// forces the block kernels (tests, benchmarks). Same arithmetic per element, other summation
+// orders.
+enum class LayerNormKernel { kAuto, kBlock, kSeparateParams };
 
 // out = (x − mean)·rstd·weight + bias per row of [rows, cols]; mean and rstd [rows] are written.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,

@@ -255,6 +255,125 @@ __global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* 
   }
 }
 
+// ---- the backward with its parameter gradients in one pass --------------------------------------
+// backward_dx_warp_kernel's rows, kFusedRows a block (warp w takes rows w, w + kWarps, … of the
+// block's), each lane also summing dout·x̂ and dout over those rows for its columns; the block adds
+// its warps' sums in warp order and stores them as its chunk's partials ([2][chunks][cols], chunk
+// = blockIdx.x), which backward_params_finish_kernel adds onto dweight and dbias. dx has the bits
+// of backward_dx_warp_kernel (the same expressions); the parameter gradients their own fixed
+// order. dout and x are read once instead of a second time by backward_params_kernel. Up to
+// kMaxFusedChunks chunks a lane (rows of at most 1024): the sums take as many registers again
+// as the row, which at 8 chunks would spill.
+constexpr std::int64_t kFusedRows = 32;
+constexpr int kMaxFusedChunks = 4;
+
+template <Storage kS, Storage kP, int kChunks>
+__global__ void __launch_bounds__(kThreads, 2)
+    backward_fused_warp_kernel(void* dx, const void* dout, const void* x, const void* weight,
+                               const float* mean, const float* rstd, std::int64_t rows,
+                               std::int64_t cols, float* partials) {
+  static_assert(kChunks >= 1 && kChunks <= kMaxFusedChunks);
+  __shared__ float warp_sums[kWarps][kChunks * 256];  // one sum of the block's columns a warp
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t chunks = cols / 8;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kFusedRows;
+  const std::int64_t end = first + kFusedRows < rows ? first + kFusedRows : rows;
+  float dw[kChunks][8] = {}, db[kChunks][8] = {};  // this lane's columns over the warp's rows
+  for (std::int64_t row = first + warp; row < end; row += kWarps) {
+    const std::int64_t at = row * cols;
+    const float m = mean[row], s = rstd[row];
+    float g[kChunks][8] = {}, xhat[kChunks][8] = {};  // dout·weight and the normalized x
+    float g_sum = 0.0f, gx_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const std::int64_t k = lane + 32 * j;
+      if (k >= chunks) break;
+      float w[8];
+      load8<kS>(dout, at + 8 * k, g[j]);
+      load8<kS>(x, at + 8 * k, xhat[j]);
+      load8<kP>(weight, 8 * k, w);
+      for (int e = 0; e < 8; ++e) {
+        xhat[j][e] = (xhat[j][e] - m) * s;
+        dw[j][e] += g[j][e] * xhat[j][e];
+        db[j][e] += g[j][e];
+        g[j][e] = g[j][e] * w[e];
+        g_sum += g[j][e];
+        gx_sum += g[j][e] * xhat[j][e];
+      }
+    }
+    const float g_mean = detail::warp_sum(g_sum) / static_cast<float>(cols);
+    const float gx_mean = detail::warp_sum(gx_sum) / static_cast<float>(cols);
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const std::int64_t k = lane + 32 * j;
+      if (k >= chunks) break;
+      float d[8];
+      load8<kS>(dx, at + 8 * k, d);
+      for (int e = 0; e < 8; ++e) d[e] = d[e] + s * (g[j][e] - g_mean - xhat[j][e] * gx_mean);
+      store8<kS>(dx, at + 8 * k, d);
+    }
+  }
+#pragma unroll
+  for (int sum = 0; sum < 2; ++sum) {
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const std::int64_t k = lane + 32 * j;
+      if (k >= chunks) break;
+      for (int e = 0; e < 8; ++e) warp_sums[warp][8 * k + e] = sum == 0 ? dw[j][e] : db[j][e];
+    }
+    __syncthreads();
+    for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
+      float total = warp_sums[0][c];
+      for (int w = 1; w < kWarps; ++w) total += warp_sums[w][c];
+      partials[(sum * static_cast<std::int64_t>(gridDim.x) + blockIdx.x) * cols + c] = total;
+    }
+    __syncthreads();  // before the next sum overwrites warp_sums
+  }
+}
+
+// Adds backward_fused_warp_kernel's chunk partials onto dweight and dbias (null ones skipped), in
+// add_chunk_partials' order; launched with fused_finish_shape(cols).
+__global__ void backward_params_finish_kernel(const float* partials, std::int64_t chunks,
+                                              std::int64_t cols, detail::ColumnOutputs<2> outputs) {
+  detail::add_chunk_partials<2, detail::kColumnTile>(
+      partials, chunks, outputs, static_cast<std::int64_t>(blockIdx.x) * detail::kColumnTile, cols);
+}
+
+// The fused backward's blocks (its chunks) and the finish's launch.
+inline std::int64_t fused_chunks(std::int64_t rows) {
+  return (rows + kFusedRows - 1) / kFusedRows;
+}
+inline detail::LaunchShape fused_shape(std::int64_t rows) {
+  return {{detail::row_grid(fused_chunks(rows), "kernels::layernorm_backward")}, {kThreads}};
+}
+inline detail::LaunchShape fused_finish_shape(std::int64_t cols) {
+  return {{detail::column_blocks(cols)}, {detail::kColumnTile, detail::kRowLanes}};
+}
+
+// Whether the fused backward serves rows the warp kernels take with `chunks` chunks a lane
+// (warp_chunks' answer; 0 for the block kernels).
+inline bool fused_backward_applies(int chunks) {
+  return chunks >= 1 && chunks <= kMaxFusedChunks;
+}
+
+// launch(kernel, shape) with the fused backward for `chunks` (fused_backward_applies).
+template <Storage kS, Storage kP, typename Launch>
+void with_fused_backward_kernel(std::int64_t rows, int chunks, Launch launch) {
+  switch (chunks) {
+    case 1:
+      return launch(backward_fused_warp_kernel<kS, kP, 1>, fused_shape(rows));
+    case 2:
+      return launch(backward_fused_warp_kernel<kS, kP, 2>, fused_shape(rows));
+    case 3:
+      return launch(backward_fused_warp_kernel<kS, kP, 3>, fused_shape(rows));
+    case 4:
+      return launch(backward_fused_warp_kernel<kS, kP, 4>, fused_shape(rows));
+    default:
+      base::fail("kernels::layernorm_backward: no fused kernel for ", chunks, " chunks a lane");
+  }
+}
+
 // ---- which kernel, with which launch ------------------------------------------------------------
 
 // Chunks of eight per lane for the warp kernels (1 to 4, or 8), or 0 where they do not apply

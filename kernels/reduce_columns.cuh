@@ -64,32 +64,20 @@ struct ColumnSink {
   ColumnOutputs<kSums> outputs;
 };
 
-// After a block has stored its partials of the kTileCols columns from c0: counts its arrival in
-// its tile's counter, and if it is the tile's last chunk to arrive, adds every chunk's partials
-// of those columns onto the outputs, lane y of a column the chunks y, y + kRowLanes, … in order
-// and the lanes in lane order (a fixed order, whichever block is last), then zeroes the counter.
-// Each thread loads for every column of its x in the tile at once, so that the tile's last block,
-// which runs after all the others, waits for about one L2 round trip a row lane step instead of
-// one per 32 columns (taken 32 at a time with a barrier between, the tail cost 5 to 11 µs a
-// launch on an H100 in session 15, more than the second launch it replaced).
-// The fences order the partials before the arrival that publishes them and after the arrival
-// that finds them all; the partials are read past L1, which other SMs' stores do not update.
-// Every thread of the block calls it.
+// Adds every chunk's partials (partials[(k·chunks + chunk)·cols + c]) of the kTileCols columns from
+// c0 onto the outputs, lane y of a column the chunks y, y + kRowLanes, … in order and the lanes in
+// lane order (a fixed order, whichever block runs it). Each thread loads for every column of its
+// x in the tile at once, so that a block waits for about one L2 round trip a row lane step instead
+// of one per 32 columns (taken 32 at a time with a barrier between, the tail cost 5 to 11 µs a
+// launch on an H100 in session 15). The partials are read past L1, which other SMs' stores do not
+// update. Every thread of the block, (kColumnTile, kRowLanes) threads, calls it.
 template <int kSums, int kTileCols>
-__device__ void finish_tile_if_last(const ColumnSink<kSums>& sink, std::int64_t c0,
-                                    std::int64_t cols) {
+__device__ void add_chunk_partials(const float* partials, std::int64_t chunks,
+                                   const ColumnOutputs<kSums>& outputs, std::int64_t c0,
+                                   std::int64_t cols) {
   static_assert(kTileCols % kColumnTile == 0 && kTileCols <= kThreads);
   constexpr int kTiles = kTileCols / kColumnTile;
-  __shared__ unsigned arrived;
   __shared__ float lanes[kSums][kRowLanes][kTileCols];
-  const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
-  __threadfence();
-  __syncthreads();
-  if (leader) arrived = atomicAdd(sink.counters + blockIdx.x, 1u);
-  __syncthreads();
-  if (arrived != gridDim.y - 1) return;  // the same for every thread of the block
-  __threadfence();
-  const std::int64_t chunks = gridDim.y;
   float sums[kSums][kTiles] = {};
 #pragma unroll 4
   for (std::int64_t j = threadIdx.y; j < chunks; j += kRowLanes) {
@@ -98,7 +86,7 @@ __device__ void finish_tile_if_last(const ColumnSink<kSums>& sink, std::int64_t 
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
         const std::int64_t c = c0 + t * kColumnTile + threadIdx.x;
-        if (c < cols) sums[k][t] += __ldcg(sink.partials + (k * chunks + j) * cols + c);
+        if (c < cols) sums[k][t] += __ldcg(partials + (k * chunks + j) * cols + c);
       }
     }
   }
@@ -111,12 +99,31 @@ __device__ void finish_tile_if_last(const ColumnSink<kSums>& sink, std::int64_t 
   const std::int64_t c = c0 + column;
   if (column < kTileCols && c < cols) {
     for (int k = 0; k < kSums; ++k) {
-      if (sink.outputs.out[k] == nullptr) continue;
+      if (outputs.out[k] == nullptr) continue;
       float total = lanes[k][0][column];
       for (int y = 1; y < kRowLanes; ++y) total += lanes[k][y][column];
-      sink.outputs.out[k][c] += total;
+      outputs.out[k][c] += total;
     }
   }
+}
+
+// After a block has stored its partials of the kTileCols columns from c0: counts its arrival in
+// its tile's counter, and if it is the tile's last chunk to arrive, adds every chunk's partials
+// of those columns onto the outputs (add_chunk_partials), then zeroes the counter. The fences
+// order the partials before the arrival that publishes them and after the arrival that finds them
+// all. Every thread of the block calls it.
+template <int kSums, int kTileCols>
+__device__ void finish_tile_if_last(const ColumnSink<kSums>& sink, std::int64_t c0,
+                                    std::int64_t cols) {
+  __shared__ unsigned arrived;
+  const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
+  __threadfence();
+  __syncthreads();
+  if (leader) arrived = atomicAdd(sink.counters + blockIdx.x, 1u);
+  __syncthreads();
+  if (arrived != gridDim.y - 1) return;  // the same for every thread of the block
+  __threadfence();
+  add_chunk_partials<kSums, kTileCols>(sink.partials, gridDim.y, sink.outputs, c0, cols);
   if (leader) sink.counters[blockIdx.x] = 0;
 }
 

@@ -831,6 +831,25 @@ bool bench_activations16(const Options& o, const Peak& peak) {
             o.iters),
         4.0 * kH * dn, peak);
   }
+  // The whole backward with dweight and dbias as training runs it: dx, then the column-sum
+  // kernel reading dout and x again (before session 16), against dx and the sums in one pass plus
+  // the small kernel adding the blocks' sums (kAuto since session 16). Bytes: the dx pass's.
+  Buffer<float> ln_dw(static_cast<std::size_t>(cols)), ln_db(static_cast<std::size_t>(cols));
+  for (const auto family :
+       {mds::kernels::LayerNormKernel::kSeparateParams, mds::kernels::LayerNormKernel::kAuto}) {
+    report_bytes(family == mds::kernels::LayerNormKernel::kAuto
+                     ? "layernorm_backward bf16 with dweight, dbias (auto: one pass)"
+                     : "layernorm_backward bf16 with dweight, dbias (dx, then column sums)",
+                 time_ms(
+                     [&] {
+                       mds::kernels::layernorm_backward(dgrad.get(), ln_dw.get(), ln_db.get(),
+                                                        res.get(), x.get(), w.get(), mean.get(),
+                                                        rstd.get(), bf16, DType::kFloat32, rows,
+                                                        cols, scratch, nullptr, family);
+                     },
+                     o.iters),
+                 4.0 * kH * dn, peak);
+  }
   report_bytes("residual_layernorm_forward bf16",
                time_ms(
                    [&] {

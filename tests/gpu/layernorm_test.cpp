@@ -8,6 +8,8 @@
 
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/layernorm.h"
+#include "tensor/dtype.h"
+#include "tensor/round_to.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace mds {
@@ -134,6 +136,76 @@ TEST(GpuLayerNorm, WarpAndBlockKernelsBothMatchCpu) {
                                   ref_dmean.get(), ref_drstd.get(), kF32, kF32, rows, cols, scratch,
                                   nullptr, family);
       MDS_EXPECT_CLOSE(dgrad.download(), ref_dx, 1e-5);
+    }
+  }
+}
+
+// The backward with dweight and dbias: kAuto sums them in the dx pass where rows take 1 to 4
+// chunks a lane (768, 1024, 264 here; not 1600 or 2048), kSeparateParams with the column-sum
+// kernel. dx bit for bit the same (the same expressions), dweight and dbias (added onto starting
+// values) within 1e-5 of the host's for both, in bf16 too; over NaN-free outputs only.
+TEST(GpuLayerNorm, FusedParameterSumsMatchTheSeparateKernel) {
+  using kernels::LayerNormKernel;
+  for (const tensor::DType dtype : {tensor::DType::kFloat32, tensor::DType::kBFloat16}) {
+    for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{8192, 768},
+                                     {33, 768},
+                                     {9, 1024},
+                                     {5, 1600},
+                                     {70, 264}}) {
+      SCOPED_TRACE(testing::Message() << tensor::dtype_name(dtype) << " " << rows << "x" << cols);
+      const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+      const auto ur = static_cast<std::size_t>(rows);
+      const bool bf16 = dtype == tensor::DType::kBFloat16;
+      const auto stored = [&](std::vector<float> v) {  // the values the device holds, widened
+        if (bf16) {
+          for (float& f : v) f = tensor::to_float(tensor::round_to<tensor::BFloat16>(f));
+        }
+        return v;
+      };
+      const auto x = stored(random_floats(n, 50, 1.0f, 4.0f)), dout = stored(random_floats(n, 51));
+      const auto dx0 = stored(random_floats(n, 52));
+      const auto weight = random_floats(uc, 53), bias = random_floats(uc, 54);
+      const auto dweight0 = random_floats(uc, 55), dbias0 = random_floats(uc, 56);
+      std::vector<float> out(n), mean(ur), rstd(ur), want_dx = dx0, want_dw = dweight0,
+                                                     want_db = dbias0;
+      ops::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), weight.data(),
+                                  bias.data(), rows, cols, 1e-5f);
+      ops::cpu::layernorm_backward(want_dx.data(), want_dw.data(), want_db.data(), dout.data(),
+                                   x.data(), weight.data(), mean.data(), rstd.data(), rows, cols);
+      const auto to_device = [&](const std::vector<float>& v) {
+        if (!bf16) return DeviceArray<std::uint16_t>(0);
+        std::vector<std::uint16_t> b;
+        for (const float f : v) b.push_back(tensor::round_to<tensor::BFloat16>(f).bits);
+        return DeviceArray<std::uint16_t>(b);
+      };
+      std::vector<std::vector<float>> dx_of, dw_of, db_of;
+      for (const LayerNormKernel family :
+           {LayerNormKernel::kAuto, LayerNormKernel::kSeparateParams}) {
+        DeviceArray<float> x32(x), dout32(dout), dx32(dx0), w(weight), dmean(mean), drstd(rstd);
+        DeviceArray<float> dw(dweight0), db(dbias0);
+        DeviceArray<std::uint16_t> x16 = to_device(x), dout16 = to_device(dout),
+                                   dx16 = to_device(dx0);
+        kernels::ColumnSumScratch scratch;
+        kernels::layernorm_backward(
+            bf16 ? static_cast<void*>(dx16.get()) : dx32.get(), dw.get(), db.get(),
+            bf16 ? static_cast<const void*>(dout16.get()) : dout32.get(),
+            bf16 ? static_cast<const void*>(x16.get()) : x32.get(), w.get(), dmean.get(),
+            drstd.get(), dtype, tensor::DType::kFloat32, rows, cols, scratch, nullptr, family);
+        std::vector<float> got_dx;
+        if (bf16) {
+          for (const std::uint16_t b : dx16.download())
+            got_dx.push_back(tensor::to_float(tensor::BFloat16{b}));
+        } else {
+          got_dx = dx32.download();
+        }
+        dx_of.push_back(got_dx);
+        dw_of.push_back(dw.download());
+        db_of.push_back(db.download());
+        MDS_EXPECT_CLOSE(dw_of.back(), want_dw, 1e-5);
+        MDS_EXPECT_CLOSE(db_of.back(), want_db, 1e-5);
+        MDS_EXPECT_CLOSE(got_dx, want_dx, bf16 ? 1e-2 : 1e-5);
+      }
+      EXPECT_EQ(dx_of[0], dx_of[1]);
     }
   }
 }

@@ -218,6 +218,85 @@ void check_backward(Size size, const std::string& what) {
   EXPECT_EQ(untouched_dweight, dweight0) << what;
 }
 
+// The fused backward (dx and the parameter sums in one pass, then the finish kernel), for rows
+// the warp kernels take with 1 to 4 chunks a lane: dx bit for bit the dx warp kernel's (the same
+// expressions); dweight and dbias, added onto their starting values, within 1e-5 of the CPU's and
+// the same bits on a rerun (the blocks run in another order each time); either alone leaves the
+// other untouched and gives the same bits; the partials and outputs stay inside their guards.
+template <Storage kS>
+void check_fused_backward(Size size, const std::string& what) {
+  using T = typename StorageOf<kS>::Elem;
+  const auto n = static_cast<std::size_t>(size.rows * size.cols);
+  const auto uc = static_cast<std::size_t>(size.cols);
+  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 60, 1.0f, 4.0f)));
+  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(n, 61)));
+  const GuardedBuffer<float> weight(emulated::random_floats(uc, 62));
+  const std::vector<float> bias = emulated::random_floats(uc, 63);
+  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(n, 64));
+  const std::vector<float> dweight0 = emulated::random_floats(uc, 65);
+  const std::vector<float> dbias0 = emulated::random_floats(uc, 66);
+  const std::vector<float> wx = to_fp32<kS>(x.values()), wdout = to_fp32<kS>(dout.values());
+  const Forward forward = cpu_forward(wx, weight.values(), bias, size);
+  const GuardedBuffer<float> mean(forward.mean), rstd(forward.rstd);
+  std::vector<float> want_dx = to_fp32<kS>(dx0), want_dweight = dweight0, want_dbias = dbias0;
+  ops::cpu::layernorm_backward(want_dx.data(), want_dweight.data(), want_dbias.data(), wdout.data(),
+                               wx.data(), weight.data(), mean.data(), rstd.data(), size.rows,
+                               size.cols);
+
+  GuardedBuffer<T> dx(dx0);
+  const int chunks = lk::warp_chunks(size.cols, {dx.data(), dout.data(), x.data(), weight.data()});
+  ASSERT_TRUE(lk::fused_backward_applies(chunks)) << what;
+  lk::with_backward_dx_kernel<kS, Storage::kF32>(
+      size.rows, chunks, [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+        emulated::launch(shape, [&] {
+          kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
+                 size.rows, size.cols);
+        });
+      });
+  const std::vector<T> warp_dx = dx.values();
+
+  GuardedBuffer<float> dweight(dweight0), dbias(dbias0);
+  GuardedBuffer<float> partials(static_cast<std::size_t>(2 * lk::fused_chunks(size.rows)) * uc);
+  const auto run = [&](bool with_dweight, bool with_dbias) {
+    dx.assign(dx0);
+    dweight.assign(dweight0);
+    dbias.assign(dbias0);
+    partials.poison();
+    lk::with_fused_backward_kernel<kS, Storage::kF32>(
+        size.rows, chunks, [&](auto kernel, const kernels::detail::LaunchShape& shape) {
+          emulated::launch(shape, [&] {
+            kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
+                   size.rows, size.cols, partials.data());
+          });
+        });
+    const kernels::detail::ColumnOutputs<2> outputs{
+        {with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}};
+    emulated::launch(lk::fused_finish_shape(size.cols), [&] {
+      lk::backward_params_finish_kernel(partials.data(), lk::fused_chunks(size.rows), size.cols,
+                                        outputs);
+    });
+    EXPECT_EQ(dx.guard_bytes_written() + dweight.guard_bytes_written() +
+                  dbias.guard_bytes_written() + partials.guard_bytes_written(),
+              0u)
+        << what;
+    return std::make_tuple(dx.values(), dweight.values(), dbias.values());
+  };
+  const auto [got_dx, got_dweight, got_dbias] = run(true, true);
+  EXPECT_EQ(bits_of(got_dx), bits_of(warp_dx)) << what << " dx";
+  emulated::expect_activation_close<kS>(got_dx, want_dx, 1e-5, what + " dx");
+  emulated::expect_close(got_dweight, want_dweight, 1e-5, what + " dweight");
+  emulated::expect_close(got_dbias, want_dbias, 1e-5, what + " dbias");
+  const auto [again_dx, again_dweight, again_dbias] = run(true, true);
+  EXPECT_EQ(bits_of(again_dweight), bits_of(got_dweight)) << what << " rerun";
+  EXPECT_EQ(bits_of(again_dbias), bits_of(got_dbias)) << what << " rerun";
+  const auto [dx_w, only_dweight, untouched_dbias] = run(true, false);
+  EXPECT_EQ(bits_of(only_dweight), bits_of(got_dweight)) << what;
+  EXPECT_EQ(untouched_dbias, dbias0) << what;
+  const auto [dx_b, untouched_dweight, only_dbias] = run(false, true);
+  EXPECT_EQ(bits_of(only_dbias), bits_of(got_dbias)) << what;
+  EXPECT_EQ(untouched_dweight, dweight0) << what;
+}
+
 template <Storage kS>
 void check_storage(const std::vector<Size>& sizes) {
   for (const Size size : sizes) {
@@ -338,6 +417,26 @@ TEST(KernelsEmulatedLayerNorm, Fp32MatchesCpu) {
                                 {3, 512},
                                 {5, 2048},
                                 {2, 2056}});
+}
+
+// Rows of 1 to 4 chunks a lane (8 to 1024 elements), fewer rows than a block's warps, a last
+// block with part of its rows, several blocks.
+TEST(KernelsEmulatedLayerNorm, FusedBackwardMatchesCpuAndTheDxKernel) {
+  for (const Size size :
+       {Size{1, 8}, Size{3, 40}, Size{33, 256}, Size{70, 768}, Size{31, 1000}, Size{65, 1024}}) {
+    const std::string what = std::to_string(size.rows) + "x" + std::to_string(size.cols);
+    check_fused_backward<Storage::kF32>(size, "fp32 " + what);
+    check_fused_backward<Storage::kBF16>(size, "bf16 " + what);
+    check_fused_backward<Storage::kF16>(size, "fp16 " + what);
+  }
+}
+
+// The fused backward serves the warp kernels' rows up to 4 chunks a lane (1024 elements), not the
+// block kernels' (0) nor 8 chunks (GPT-2 1.5B's 1600).
+TEST(KernelsEmulatedLayerNorm, FusedBackwardWhereRowsTakeUpToFourChunks) {
+  EXPECT_FALSE(lk::fused_backward_applies(0));
+  for (const int chunks : {1, 2, 3, 4}) EXPECT_TRUE(lk::fused_backward_applies(chunks));
+  EXPECT_FALSE(lk::fused_backward_applies(8));
 }
 
 TEST(KernelsEmulatedLayerNorm, Bf16AndFp16WithinOneUlp) {
