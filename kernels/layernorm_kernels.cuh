@@ -266,9 +266,14 @@ __global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* 
 // as the row, which at 8 chunks would spill.
 constexpr std::int64_t kFusedRows = 32;
 constexpr int kMaxFusedChunks = 4;
+// Blocks an SM the registers must allow: two (at most 128 registers a thread) up to 3 chunks a
+// lane (ptxas, sm_80: 121 to 124 registers, no spills), one at 4 (156 registers, no spills; held
+// to two blocks it spilled 180 bytes).
+template <int kChunks>
+constexpr int kFusedMinBlocks = kChunks <= 3 ? 2 : 1;
 
 template <Storage kS, Storage kP, int kChunks>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kFusedMinBlocks<kChunks>)
     backward_fused_warp_kernel(void* dx, const void* dout, const void* x, const void* weight,
                                const float* mean, const float* rstd, std::int64_t rows,
                                std::int64_t cols, float* partials) {
