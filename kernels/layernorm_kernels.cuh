@@ -216,15 +216,16 @@ __global__ void forward_warp_kernel(void* out, float* mean, float* rstd, void* s
   }
 }
 
-template <Storage kS, Storage kP, int kChunks>
-__global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* x,
-                                        const void* weight, const float* mean, const float* rstd,
-                                        std::int64_t rows, std::int64_t cols) {
-  const std::int64_t row = warp_row(rows);
-  if (row < 0) return;
+// One row of the backward's dx for this lane's chunks (every lane of the warp calls it, the row
+// starting at element `at`): dx += rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dout·weight;
+// `each(j, e, dout, xhat)` sees every element's dout and x̂ as the row is read (the fused
+// backward sums them; the dx kernel passes a lambda that does nothing).
+template <Storage kS, Storage kP, int kChunks, typename Each>
+__device__ inline void backward_warp_row(void* dx, const void* dout, const void* x,
+                                         const void* weight, float m, float s, std::int64_t at,
+                                         std::int64_t cols, Each each) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t first = row * cols, chunks = cols / 8;
-  const float m = mean[row], s = rstd[row];
+  const std::int64_t chunks = cols / 8;
   float g[kChunks][8] = {}, xhat[kChunks][8] = {};  // dout·weight and the normalized x
   float g_sum = 0.0f, gx_sum = 0.0f;
 #pragma unroll
@@ -232,12 +233,13 @@ __global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* 
     const std::int64_t k = lane + 32 * j;
     if (k >= chunks) break;
     float w[8];
-    load8<kS>(dout, first + 8 * k, g[j]);
-    load8<kS>(x, first + 8 * k, xhat[j]);
+    load8<kS>(dout, at + 8 * k, g[j]);
+    load8<kS>(x, at + 8 * k, xhat[j]);
     load8<kP>(weight, 8 * k, w);
     for (int e = 0; e < 8; ++e) {
-      g[j][e] = g[j][e] * w[e];
       xhat[j][e] = (xhat[j][e] - m) * s;
+      each(j, e, g[j][e], xhat[j][e]);
+      g[j][e] = g[j][e] * w[e];
       g_sum += g[j][e];
       gx_sum += g[j][e] * xhat[j][e];
     }
@@ -249,10 +251,20 @@ __global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* 
     const std::int64_t k = lane + 32 * j;
     if (k >= chunks) break;
     float d[8];
-    load8<kS>(dx, first + 8 * k, d);
+    load8<kS>(dx, at + 8 * k, d);
     for (int e = 0; e < 8; ++e) d[e] = d[e] + s * (g[j][e] - g_mean - xhat[j][e] * gx_mean);
-    store8<kS>(dx, first + 8 * k, d);
+    store8<kS>(dx, at + 8 * k, d);
   }
+}
+
+template <Storage kS, Storage kP, int kChunks>
+__global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* x,
+                                        const void* weight, const float* mean, const float* rstd,
+                                        std::int64_t rows, std::int64_t cols) {
+  const std::int64_t row = warp_row(rows);
+  if (row < 0) return;
+  backward_warp_row<kS, kP, kChunks>(dx, dout, x, weight, mean[row], rstd[row], row * cols, cols,
+                                     [](int, int, float, float) {});
 }
 
 // ---- the backward with its parameter gradients in one pass --------------------------------------
@@ -286,38 +298,11 @@ __global__ void __launch_bounds__(kThreads, kFusedMinBlocks<kChunks>)
   const std::int64_t end = first + kFusedRows < rows ? first + kFusedRows : rows;
   float dw[kChunks][8] = {}, db[kChunks][8] = {};  // this lane's columns over the warp's rows
   for (std::int64_t row = first + warp; row < end; row += kWarps) {
-    const std::int64_t at = row * cols;
-    const float m = mean[row], s = rstd[row];
-    float g[kChunks][8] = {}, xhat[kChunks][8] = {};  // dout·weight and the normalized x
-    float g_sum = 0.0f, gx_sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const std::int64_t k = lane + 32 * j;
-      if (k >= chunks) break;
-      float w[8];
-      load8<kS>(dout, at + 8 * k, g[j]);
-      load8<kS>(x, at + 8 * k, xhat[j]);
-      load8<kP>(weight, 8 * k, w);
-      for (int e = 0; e < 8; ++e) {
-        xhat[j][e] = (xhat[j][e] - m) * s;
-        dw[j][e] += g[j][e] * xhat[j][e];
-        db[j][e] += g[j][e];
-        g[j][e] = g[j][e] * w[e];
-        g_sum += g[j][e];
-        gx_sum += g[j][e] * xhat[j][e];
-      }
-    }
-    const float g_mean = detail::warp_sum(g_sum) / static_cast<float>(cols);
-    const float gx_mean = detail::warp_sum(gx_sum) / static_cast<float>(cols);
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const std::int64_t k = lane + 32 * j;
-      if (k >= chunks) break;
-      float d[8];
-      load8<kS>(dx, at + 8 * k, d);
-      for (int e = 0; e < 8; ++e) d[e] = d[e] + s * (g[j][e] - g_mean - xhat[j][e] * gx_mean);
-      store8<kS>(dx, at + 8 * k, d);
-    }
+    backward_warp_row<kS, kP, kChunks>(dx, dout, x, weight, mean[row], rstd[row], row * cols, cols,
+                                       [&](int j, int e, float g, float xhat) {
+                                         dw[j][e] += g * xhat;
+                                         db[j][e] += g;
+                                       });
   }
 #pragma unroll
   for (int sum = 0; sum < 2; ++sum) {

@@ -140,52 +140,88 @@ void check_residual_forward(Size size, const std::string& what) {
   EXPECT_EQ(bits_of(out.values()), bits_of(first_out)) << what << " in place";
 }
 
+// A backward's inputs (random, seeds from `seed`), the statistics of the CPU forward (both sides
+// take the same ones), the starting gradients and the CPU's results from them.
+template <Storage kS>
+struct BackwardCase {
+  using T = typename StorageOf<kS>::Elem;
+  BackwardCase(Size size, std::uint32_t seed)
+      : n(static_cast<std::size_t>(size.rows * size.cols)),
+        x(to_storage<kS>(emulated::random_floats(n, seed, 1.0f, 4.0f))),
+        dout(to_storage<kS>(emulated::random_floats(n, seed + 1))),
+        weight(emulated::random_floats(static_cast<std::size_t>(size.cols), seed + 2)),
+        dx0(to_storage<kS>(emulated::random_floats(n, seed + 4))),
+        dweight0(emulated::random_floats(static_cast<std::size_t>(size.cols), seed + 5)),
+        dbias0(emulated::random_floats(static_cast<std::size_t>(size.cols), seed + 6)),
+        mean(static_cast<std::size_t>(size.rows)),
+        rstd(static_cast<std::size_t>(size.rows)) {
+    const std::vector<float> wx = to_fp32<kS>(x.values()), wdout = to_fp32<kS>(dout.values());
+    const std::vector<float> bias =
+        emulated::random_floats(static_cast<std::size_t>(size.cols), seed + 3);
+    const Forward forward = cpu_forward(wx, weight.values(), bias, size);
+    mean.assign(forward.mean);
+    rstd.assign(forward.rstd);
+    want_dx = to_fp32<kS>(dx0);
+    want_dweight = dweight0;
+    want_dbias = dbias0;
+    ops::cpu::layernorm_backward(want_dx.data(), want_dweight.data(), want_dbias.data(),
+                                 wdout.data(), wx.data(), weight.data(), mean.data(), rstd.data(),
+                                 size.rows, size.cols);
+  }
+  std::size_t n;
+  GuardedBuffer<T> x, dout;
+  GuardedBuffer<float> weight;
+  std::vector<T> dx0;
+  std::vector<float> dweight0, dbias0;
+  GuardedBuffer<float> mean, rstd;
+  std::vector<float> want_dx, want_dweight, want_dbias;
+};
+
+// Either parameter gradient alone (`run(with_dweight, with_dbias)` returns dx, dweight, dbias):
+// the other stays at its starting values, the given one has the bits it has with both.
+template <typename Run>
+void expect_either_alone(Run run, const std::vector<float>& dweight,
+                         const std::vector<float>& dbias, const std::vector<float>& dweight0,
+                         const std::vector<float>& dbias0, const std::string& what) {
+  const auto [dx_w, only_dweight, untouched_dbias] = run(true, false);
+  EXPECT_EQ(bits_of(only_dweight), bits_of(dweight)) << what;
+  EXPECT_EQ(untouched_dbias, dbias0) << what;
+  const auto [dx_b, untouched_dweight, only_dbias] = run(false, true);
+  EXPECT_EQ(bits_of(only_dbias), bits_of(dbias)) << what;
+  EXPECT_EQ(untouched_dweight, dweight0) << what;
+}
+
 template <Storage kS>
 void check_backward(Size size, const std::string& what) {
   using T = typename StorageOf<kS>::Elem;
-  const auto n = static_cast<std::size_t>(size.rows * size.cols);
-  const auto uc = static_cast<std::size_t>(size.cols);
-  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 40, 1.0f, 4.0f)));
-  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(n, 41)));
-  const GuardedBuffer<float> weight(emulated::random_floats(uc, 42));
-  const std::vector<float> bias = emulated::random_floats(uc, 43);
-  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(n, 44));
-  const std::vector<float> dweight0 = emulated::random_floats(uc, 45);
-  const std::vector<float> dbias0 = emulated::random_floats(uc, 46);
-  const std::vector<float> wx = to_fp32<kS>(x.values()), wdout = to_fp32<kS>(dout.values());
-  // mean and rstd of the CPU forward: both sides take the same statistics.
-  const Forward forward = cpu_forward(wx, weight.values(), bias, size);
-  const GuardedBuffer<float> mean(forward.mean), rstd(forward.rstd);
-  std::vector<float> want_dx = to_fp32<kS>(dx0), want_dweight = dweight0, want_dbias = dbias0;
-  ops::cpu::layernorm_backward(want_dx.data(), want_dweight.data(), want_dbias.data(), wdout.data(),
-                               wx.data(), weight.data(), mean.data(), rstd.data(), size.rows,
-                               size.cols);
-
-  GuardedBuffer<T> dx(dx0);
-  GuardedBuffer<float> dweight(dweight0), dbias(dbias0);
+  const BackwardCase<kS> c(size, 40);
+  GuardedBuffer<T> dx(c.dx0);
+  GuardedBuffer<float> dweight(c.dweight0), dbias(c.dbias0);
   // by_8: the parameter gradients through the kernel layernorm.cu picks (eight columns a thread
   // where cols and alignment allow), else through the one-column kernel.
   const auto run = [&](bool with_dweight, bool with_dbias, bool by_8 = true) {
-    dx.assign(dx0);
-    dweight.assign(dweight0);
-    dbias.assign(dbias0);
+    dx.assign(c.dx0);
+    dweight.assign(c.dweight0);
+    dbias.assign(c.dbias0);
     lk::with_backward_dx_kernel<kS, Storage::kF32>(
-        size.rows, lk::warp_chunks(size.cols, {dx.data(), dout.data(), x.data(), weight.data()}),
+        size.rows,
+        lk::warp_chunks(size.cols, {dx.data(), c.dout.data(), c.x.data(), c.weight.data()}),
         [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
-            kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
-                   size.rows, size.cols);
+            kernel(dx.data(), c.dout.data(), c.x.data(), c.weight.data(), c.mean.data(),
+                   c.rstd.data(), size.rows, size.cols);
           });
         });
     const kernels::detail::ColumnOutputs<2> outputs{
         {with_dweight ? dweight.data() : nullptr, with_dbias ? dbias.data() : nullptr}};
     const auto params = [&](auto kernel, const kernels::detail::LaunchShape& shape) {
       emulated::launch_column_sums<2>(shape, size.rows, size.cols, outputs, [&](const auto& sink) {
-        kernel(dout.data(), x.data(), mean.data(), rstd.data(), size.rows, size.cols, sink);
+        kernel(c.dout.data(), c.x.data(), c.mean.data(), c.rstd.data(), size.rows, size.cols, sink);
       });
     };
     if (by_8) {
-      lk::with_backward_params_kernel<kS>(size.rows, size.cols, {dout.data(), x.data()}, params);
+      lk::with_backward_params_kernel<kS>(size.rows, size.cols, {c.dout.data(), c.x.data()},
+                                          params);
     } else {
       params((lk::backward_params_kernel<kS, false>),
              kernels::detail::column_shape(size.rows, size.cols, lk::kParamsChunkRows));
@@ -196,26 +232,20 @@ void check_backward(Size size, const std::string& what) {
     return std::make_tuple(dx.values(), dweight.values(), dbias.values());
   };
   const auto [got_dx, got_dweight, got_dbias] = run(true, true);
-  emulated::expect_activation_close<kS>(got_dx, want_dx, 1e-5, what + " dx");
-  emulated::expect_close(got_dweight, want_dweight, 1e-5, what + " dweight");
-  emulated::expect_close(got_dbias, want_dbias, 1e-5, what + " dbias");
+  emulated::expect_activation_close<kS>(got_dx, c.want_dx, 1e-5, what + " dx");
+  emulated::expect_close(got_dweight, c.want_dweight, 1e-5, what + " dweight");
+  emulated::expect_close(got_dbias, c.want_dbias, 1e-5, what + " dbias");
   const auto [again_dx, again_dweight, again_dbias] = run(true, true);
   EXPECT_EQ(bits_of(again_dx), bits_of(got_dx)) << what << " rerun";
   EXPECT_EQ(bits_of(again_dweight), bits_of(got_dweight)) << what << " rerun";
   EXPECT_EQ(bits_of(again_dbias), bits_of(got_dbias)) << what << " rerun";
   // Eight columns a thread sum each column in the same order: the same bits as one column.
-  if (kernels::detail::fits_columns8(size.cols, {dout.data(), x.data()})) {
+  if (kernels::detail::fits_columns8(size.cols, {c.dout.data(), c.x.data()})) {
     const auto [dx_1, dweight_1, dbias_1] = run(true, true, false);
     EXPECT_EQ(bits_of(dweight_1), bits_of(got_dweight)) << what << " one column a thread";
     EXPECT_EQ(bits_of(dbias_1), bits_of(got_dbias)) << what << " one column a thread";
   }
-  // Either parameter gradient alone: the other stays as it was, the given one as with both.
-  const auto [dx_w, only_dweight, untouched_dbias] = run(true, false);
-  EXPECT_EQ(bits_of(only_dweight), bits_of(got_dweight)) << what;
-  EXPECT_EQ(untouched_dbias, dbias0) << what;
-  const auto [dx_b, untouched_dweight, only_dbias] = run(false, true);
-  EXPECT_EQ(bits_of(only_dbias), bits_of(got_dbias)) << what;
-  EXPECT_EQ(untouched_dweight, dweight0) << what;
+  expect_either_alone(run, got_dweight, got_dbias, c.dweight0, c.dbias0, what);
 }
 
 // The fused backward (dx and the parameter sums in one pass, then the finish kernel), for rows
@@ -226,47 +256,33 @@ void check_backward(Size size, const std::string& what) {
 template <Storage kS>
 void check_fused_backward(Size size, const std::string& what) {
   using T = typename StorageOf<kS>::Elem;
-  const auto n = static_cast<std::size_t>(size.rows * size.cols);
   const auto uc = static_cast<std::size_t>(size.cols);
-  const GuardedBuffer<T> x(to_storage<kS>(emulated::random_floats(n, 60, 1.0f, 4.0f)));
-  const GuardedBuffer<T> dout(to_storage<kS>(emulated::random_floats(n, 61)));
-  const GuardedBuffer<float> weight(emulated::random_floats(uc, 62));
-  const std::vector<float> bias = emulated::random_floats(uc, 63);
-  const std::vector<T> dx0 = to_storage<kS>(emulated::random_floats(n, 64));
-  const std::vector<float> dweight0 = emulated::random_floats(uc, 65);
-  const std::vector<float> dbias0 = emulated::random_floats(uc, 66);
-  const std::vector<float> wx = to_fp32<kS>(x.values()), wdout = to_fp32<kS>(dout.values());
-  const Forward forward = cpu_forward(wx, weight.values(), bias, size);
-  const GuardedBuffer<float> mean(forward.mean), rstd(forward.rstd);
-  std::vector<float> want_dx = to_fp32<kS>(dx0), want_dweight = dweight0, want_dbias = dbias0;
-  ops::cpu::layernorm_backward(want_dx.data(), want_dweight.data(), want_dbias.data(), wdout.data(),
-                               wx.data(), weight.data(), mean.data(), rstd.data(), size.rows,
-                               size.cols);
-
-  GuardedBuffer<T> dx(dx0);
-  const int chunks = lk::warp_chunks(size.cols, {dx.data(), dout.data(), x.data(), weight.data()});
+  const BackwardCase<kS> c(size, 60);
+  GuardedBuffer<T> dx(c.dx0);
+  const int chunks =
+      lk::warp_chunks(size.cols, {dx.data(), c.dout.data(), c.x.data(), c.weight.data()});
   ASSERT_TRUE(lk::fused_backward_applies(chunks)) << what;
   lk::with_backward_dx_kernel<kS, Storage::kF32>(
       size.rows, chunks, [&](auto kernel, const kernels::detail::LaunchShape& shape) {
         emulated::launch(shape, [&] {
-          kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
-                 size.rows, size.cols);
+          kernel(dx.data(), c.dout.data(), c.x.data(), c.weight.data(), c.mean.data(),
+                 c.rstd.data(), size.rows, size.cols);
         });
       });
   const std::vector<T> warp_dx = dx.values();
 
-  GuardedBuffer<float> dweight(dweight0), dbias(dbias0);
+  GuardedBuffer<float> dweight(c.dweight0), dbias(c.dbias0);
   GuardedBuffer<float> partials(static_cast<std::size_t>(2 * lk::fused_chunks(size.rows)) * uc);
   const auto run = [&](bool with_dweight, bool with_dbias) {
-    dx.assign(dx0);
-    dweight.assign(dweight0);
-    dbias.assign(dbias0);
+    dx.assign(c.dx0);
+    dweight.assign(c.dweight0);
+    dbias.assign(c.dbias0);
     partials.poison();
     lk::with_fused_backward_kernel<kS, Storage::kF32>(
         size.rows, chunks, [&](auto kernel, const kernels::detail::LaunchShape& shape) {
           emulated::launch(shape, [&] {
-            kernel(dx.data(), dout.data(), x.data(), weight.data(), mean.data(), rstd.data(),
-                   size.rows, size.cols, partials.data());
+            kernel(dx.data(), c.dout.data(), c.x.data(), c.weight.data(), c.mean.data(),
+                   c.rstd.data(), size.rows, size.cols, partials.data());
           });
         });
     const kernels::detail::ColumnOutputs<2> outputs{
@@ -283,18 +299,13 @@ void check_fused_backward(Size size, const std::string& what) {
   };
   const auto [got_dx, got_dweight, got_dbias] = run(true, true);
   EXPECT_EQ(bits_of(got_dx), bits_of(warp_dx)) << what << " dx";
-  emulated::expect_activation_close<kS>(got_dx, want_dx, 1e-5, what + " dx");
-  emulated::expect_close(got_dweight, want_dweight, 1e-5, what + " dweight");
-  emulated::expect_close(got_dbias, want_dbias, 1e-5, what + " dbias");
+  emulated::expect_activation_close<kS>(got_dx, c.want_dx, 1e-5, what + " dx");
+  emulated::expect_close(got_dweight, c.want_dweight, 1e-5, what + " dweight");
+  emulated::expect_close(got_dbias, c.want_dbias, 1e-5, what + " dbias");
   const auto [again_dx, again_dweight, again_dbias] = run(true, true);
   EXPECT_EQ(bits_of(again_dweight), bits_of(got_dweight)) << what << " rerun";
   EXPECT_EQ(bits_of(again_dbias), bits_of(got_dbias)) << what << " rerun";
-  const auto [dx_w, only_dweight, untouched_dbias] = run(true, false);
-  EXPECT_EQ(bits_of(only_dweight), bits_of(got_dweight)) << what;
-  EXPECT_EQ(untouched_dbias, dbias0) << what;
-  const auto [dx_b, untouched_dweight, only_dbias] = run(false, true);
-  EXPECT_EQ(bits_of(only_dbias), bits_of(got_dbias)) << what;
-  EXPECT_EQ(untouched_dweight, dweight0) << what;
+  expect_either_alone(run, got_dweight, got_dbias, c.dweight0, c.dbias0, what);
 }
 
 template <Storage kS>
