@@ -279,8 +279,8 @@ __global__ void backward_dx_warp_kernel(void* dx, const void* dout, const void* 
 constexpr std::int64_t kFusedRows = 32;
 constexpr int kMaxFusedChunks = 4;
 // Blocks an SM the registers must allow: two (at most 128 registers a thread) up to 3 chunks a
-// lane (ptxas, sm_80: 121 to 124 registers, no spills), one at 4 (156 registers, no spills; held
-// to two blocks it spilled 180 bytes).
+// lane (ptxas, sm_80 and sm_90: 56 to 128 registers, no spills), one at 4 (156 to 168 registers,
+// no spills; held to two blocks it spilled 180 bytes).
 template <int kChunks>
 constexpr int kFusedMinBlocks = kChunks <= 3 ? 2 : 1;
 
