@@ -322,12 +322,37 @@ __global__ void __launch_bounds__(kThreads, kFusedMinBlocks<kChunks>)
   }
 }
 
-// Adds backward_fused_warp_kernel's chunk partials onto dweight and dbias (null ones skipped), in
-// add_chunk_partials' order; launched with fused_finish_shape(cols).
-__global__ void backward_params_finish_kernel(const float* partials, std::int64_t chunks,
-                                              std::int64_t cols, detail::ColumnOutputs<2> outputs) {
-  detail::add_chunk_partials<2, detail::kColumnTile>(
-      partials, chunks, outputs, static_cast<std::int64_t>(blockIdx.x) * detail::kColumnTile, cols);
+// backward_params_finish_kernel's blocks: kFinishCols columns, kFinishLanes lanes over their
+// chunks. Narrow, so that GPT-2's 768 columns make 96 blocks: each lane's sum is a chain of L2
+// loads, and with 24 blocks of 32 columns (add_chunk_partials' tiles) a call took 10 µs on an
+// H100 (session 17), 0.25 ms of a 124M micro-batch.
+constexpr int kFinishCols = 8;
+constexpr int kFinishLanes = kThreads / kFinishCols;
+
+// Adds backward_fused_warp_kernel's chunk partials onto dweight and dbias (null ones skipped):
+// lane y of a column the chunks y, y + kFinishLanes, … in order, then the lanes in lane order (a
+// fixed order, whichever block runs it); launched with fused_finish_shape(cols).
+__global__ void __launch_bounds__(kThreads)
+    backward_params_finish_kernel(const float* partials, std::int64_t chunks, std::int64_t cols,
+                                  detail::ColumnOutputs<2> outputs) {
+  __shared__ float lanes[2][kFinishLanes][kFinishCols];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kFinishCols + threadIdx.x;
+  float sums[2] = {};
+  if (c < cols) {
+#pragma unroll 4
+    for (std::int64_t j = threadIdx.y; j < chunks; j += kFinishLanes) {
+      sums[0] += __ldcg(partials + j * cols + c);
+      sums[1] += __ldcg(partials + (chunks + j) * cols + c);
+    }
+  }
+  for (int k = 0; k < 2; ++k) lanes[k][threadIdx.y][threadIdx.x] = sums[k];
+  __syncthreads();
+  const int k = static_cast<int>(threadIdx.y);  // lanes 0 and 1 add dweight and dbias
+  if (k < 2 && c < cols && outputs.out[k] != nullptr) {
+    float total = lanes[k][0][threadIdx.x];
+    for (int y = 1; y < kFinishLanes; ++y) total += lanes[k][y][threadIdx.x];
+    outputs.out[k][c] += total;
+  }
 }
 
 // The fused backward's blocks (its chunks) and the finish's launch.
@@ -338,7 +363,8 @@ inline detail::LaunchShape fused_shape(std::int64_t rows) {
   return {{detail::row_grid(fused_chunks(rows), "kernels::layernorm_backward")}, {kThreads}};
 }
 inline detail::LaunchShape fused_finish_shape(std::int64_t cols) {
-  return {{detail::column_blocks(cols)}, {detail::kColumnTile, detail::kRowLanes}};
+  return {{static_cast<unsigned>((cols + kFinishCols - 1) / kFinishCols)},
+          {kFinishCols, kFinishLanes}};
 }
 
 // Whether the fused backward serves rows the warp kernels take with `chunks` chunks a lane

@@ -431,10 +431,12 @@ TEST(KernelsEmulatedLayerNorm, Fp32MatchesCpu) {
 }
 
 // Rows of 1 to 4 chunks a lane (8 to 1024 elements), fewer rows than a block's warps, a last
-// block with part of its rows, several blocks.
+// block with part of its rows, several blocks; 66 blocks' partials, more than the finish's lanes
+// of a column (kFinishLanes) take in one step.
 TEST(KernelsEmulatedLayerNorm, FusedBackwardMatchesCpuAndTheDxKernel) {
-  for (const Size size :
-       {Size{1, 8}, Size{3, 40}, Size{33, 256}, Size{70, 768}, Size{31, 1000}, Size{65, 1024}}) {
+  static_assert(2100 / lk::kFusedRows > 2 * lk::kFinishLanes);
+  for (const Size size : {Size{1, 8}, Size{3, 40}, Size{33, 256}, Size{70, 768}, Size{31, 1000},
+                          Size{65, 1024}, Size{2100, 24}}) {
     const std::string what = std::to_string(size.rows) + "x" + std::to_string(size.cols);
     check_fused_backward<Storage::kF32>(size, "fp32 " + what);
     check_fused_backward<Storage::kBF16>(size, "bf16 " + what);
