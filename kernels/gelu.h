@@ -21,7 +21,8 @@ void gelu_backward(float* dx, const float* dout, const float* x, std::int64_t n,
 void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64_t rows,
                        std::int64_t cols, ops::GeluKind kind, cudaStream_t stream);
 // g = gelu'(x + bias)·dout; dx += g; dbias[c] += Σ_rows g (rows in a fixed order, deterministic).
-// dbias may be null. dx must not alias dout.
+// dbias may be null; so may bias, when x already holds the GeLU's input (a GEMM epilogue added
+// the bias). dx must not alias dout.
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, ops::GeluKind kind,
                         ColumnSumScratch& scratch, cudaStream_t stream);

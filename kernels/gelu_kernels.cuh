@@ -108,7 +108,7 @@ __global__ void backward_bias_kernel(void* dx, const void* dout, const void* x, 
   const auto [c, first, end] = detail::column_block(rows);
   float sums[1] = {};
   if (c < cols) {
-    const float b = load<kP>(bias, c);
+    const float b = bias != nullptr ? load<kP>(bias, c) : 0.0f;  // x + 0 is x, bit for bit
     for (std::int64_t r0 = first + threadIdx.y; r0 < end; r0 += kGroup * kStep) {
       float z[kGroup] = {}, d[kGroup] = {}, old[kGroup] = {};
       for (int t = 0; t < kGroup; ++t) {
@@ -156,7 +156,11 @@ __global__ void backward_bias8_kernel(void* dx, const void* dout, const void* x,
       [&](std::int64_t r, std::int64_t i, const Row& row, float(&sums)[1][8]) {
         float z[8], b[8], d[8], old[8] = {};
         detail::widen8<kS>(row.x, z);
-        load8<kP>(bias, i - r * cols, b);
+        if (bias != nullptr) {
+          load8<kP>(bias, i - r * cols, b);
+        } else {
+          for (float& v : b) v = 0.0f;
+        }
         detail::widen8<kS>(row.dout, d);
         if (accumulate) detail::widen8<kS>(row.dx, old);
         for (int j = 0; j < 8; ++j) {

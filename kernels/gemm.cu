@@ -6,7 +6,6 @@
 #include "kernels/bias_grad_kernels.cuh"
 #include "kernels/check.h"
 #include "kernels/device_common.cuh"
-#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_plan.cuh"
 #include "kernels/launch.cuh"
@@ -35,26 +34,11 @@ void check_types(const GemmOptions& o) {
     base::fail("kernels::gemm: a bias pointer goes with a bias epilogue, and only with one");
   }
   if (o.batch < 1) base::fail("kernels::gemm: batch must be >= 1, got ", o.batch);
-  const bool dgelu = o.epilogue == GemmEpilogue::kDGeluBiasGrad;
-  const bool takes_aux = o.epilogue == GemmEpilogue::kBiasGeluAux || dgelu;
-  if (takes_aux != (o.aux != nullptr)) {
-    base::fail(
-        "kernels::gemm: an aux pointer goes with the GeLU-aux epilogues, and only with them");
+  if ((o.epilogue == GemmEpilogue::kBiasGeluAux) != (o.aux != nullptr)) {
+    base::fail("kernels::gemm: an aux pointer goes with the GeLU-aux epilogue, and only with it");
   }
   if (o.aux != nullptr && o.batch != 1) {
-    base::fail("kernels::gemm: the GeLU-aux epilogues take no batch, got ", o.batch);
-  }
-  const bool sums = dgelu || o.epilogue == GemmEpilogue::kBiasGradFromA;
-  if (sums != (o.bias_grad != nullptr)) {
-    base::fail(
-        "kernels::gemm: a bias_grad pointer goes with the bias-gradient epilogues, and only "
-        "with them");
-  }
-  if (sums && o.batch != 1) {
-    base::fail("kernels::gemm: the bias-gradient epilogues take no batch, got ", o.batch);
-  }
-  if (dgelu && o.input == DType::kFloat32) {
-    base::fail("kernels::gemm: kDGeluBiasGrad takes 16-bit inputs and output");
+    base::fail("kernels::gemm: the GeLU-aux epilogue takes no batch, got ", o.batch);
   }
 }
 
@@ -109,10 +93,7 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
   // cuBLASLt rejects empty layouts; ops::cpu::gemm would only scale C then.
   if (k <= 0) base::fail("kernels::gemm: k must be > 0, got ", k);
   if (options.aux != nullptr && ldc % 8 != 0) {
-    base::fail("kernels::gemm: the GeLU-aux epilogues need ldc divisible by 8, got ", ldc);
-  }
-  if (options.epilogue == GemmEpilogue::kDGeluBiasGrad && beta != 0.0f) {
-    base::fail("kernels::gemm: kDGeluBiasGrad writes its output whole (beta = 0), got beta ", beta);
+    base::fail("kernels::gemm: the GeLU-aux epilogue needs ldc divisible by 8, got ", ldc);
   }
   const detail::GemmKey key{.m = m,
                             .n = n,
@@ -137,8 +118,7 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
                             .workspace_bytes = context.workspace_bytes()};
   context.plans()
       .find_or_make(context.handle(), key)
-      .run(context.handle(), alpha, a.data, b.data, beta, c,
-           options.bias_grad != nullptr ? options.bias_grad : options.bias, options.aux,
+      .run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
            context.workspace(), context.workspace_bytes(), stream);
 }
 
@@ -159,10 +139,7 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
-                     bool accumulate_dx, bool accumulate_dweight, bool dbias_in_epilogue) {
-  // The bias gradient from dweight's GEMM needs that GEMM (and rows to sum).
-  const bool dbias_by_gemm =
-      dbias_in_epilogue && dbias != nullptr && dweight != nullptr && m > 0 && n > 0 && k > 0;
+                     bool accumulate_dx, bool accumulate_dweight) {
   if (dx != nullptr && m > 0 && k > 0) {
     if (n > 0) {
       // beta = 1 on a 16-bit dx: cuBLASLt widens it and adds the product, rounded once or (some
@@ -179,22 +156,15 @@ void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbia
     if (m > 0) {
       GemmOptions fp32_out = options_for(context, dtype);
       fp32_out.output = tensor::DType::kFloat32;
-      // BGRADB writes its sums over whatever they overwrite: they go to scratch, then onto dbias.
-      float* sums = dbias_by_gemm ? scratch.partials(static_cast<std::size_t>(n), stream) : nullptr;
-      if (sums != nullptr) {
-        fp32_out.epilogue = GemmEpilogue::kBiasGradFromA;
-        fp32_out.bias_grad = sums;
-      }
       gemm(context, n, k, m, 1.0f, {dout, n, true}, {x, k, false}, accumulate_dweight ? 1.0f : 0.0f,
            dweight, k, fp32_out, stream);
-      if (sums != nullptr) add(dbias, dbias, sums, n, stream);
     } else if (!accumulate_dweight) {  // an empty sum
       check_cuda(
           cudaMemsetAsync(dweight, 0, static_cast<std::size_t>(n * k) * sizeof(float), stream),
           "kernels::linear_backward (cudaMemsetAsync)");
     }
   }
-  if (dbias != nullptr && n > 0 && !dbias_by_gemm) {
+  if (dbias != nullptr && n > 0) {
     detail::with_storage(dtype, "linear_backward", [&](auto s) {
       bias_grad_detail::with_bias_grad_kernel<decltype(s)::value>(
           m, n, dout, [&](auto kernel, const detail::LaunchShape& shape) {

@@ -75,12 +75,6 @@ enum class GemmEpilogue {
                  // this is for inference (or a recomputing backward), not for ops::GeluKind parity
   kBiasGeluAux,  // kBiasGelu, and its input (… + bias) written into GemmOptions::aux (C's dtype,
                  // shape and ldc, which must be a multiple of 8; no batch): what a backward needs
-  kDGeluBiasGrad,  // the backward of kBiasGeluAux (cuBLASLt DGELU_BGRAD; 16-bit, beta = 0, no
-                   // batch): alpha·AB times gelu'(aux), aux the kept GeLU input in C's layout
-                   // (read), and its column sums Σ_rows into GemmOptions::bias_grad [n], C's dtype
-  kBiasGradFromA,  // C as kNone, and bias_grad[i] = Σ_j op(A)[i, j] (op(A)'s rows over the
-                   // reduction, C's dtype, [m]): a weight gradient's GEMM, op(A) = doutᵀ, giving
-                   // the bias gradient Σ_rows dout too (cuBLASLt BGRADB, our A being its B)
 };
 
 struct GemmOptions {
@@ -89,8 +83,7 @@ struct GemmOptions {
   GemmMath math = GemmMath::kFp32;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   const void* bias = nullptr;  // [n] of the output dtype, for the bias epilogues
-  void* aux = nullptr;         // the GeLU epilogues' GeLU input [m, ldc]: written, or read
-  void* bias_grad = nullptr;   // the bias-gradient epilogues' sums, of the output dtype
+  void* aux = nullptr;         // kBiasGeluAux's GeLU input [m, ldc], written
   // Strided batch: `batch` products, operand i at data + i·stride (elements).
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
@@ -111,15 +104,13 @@ void linear_forward(GemmContext& context, void* out, const void* x, const void* 
                     const void* bias, tensor::DType dtype, std::int64_t m, std::int64_t n,
                     std::int64_t k, cudaStream_t stream);
 // dx += dout · weight (dx = … without accumulate_dx: beta = 0, dx not read); dweight += doutᵀ · x;
-// dbias += Σ_rows dout (a fixed-order column sum, deterministic; with dbias_in_epilogue, where
-// dweight is asked for too, cuBLASLt's sums from dweight's GEMM, kBiasGradFromA, added onto dbias
-// from `scratch`). Null gradient pointers are skipped. A 16-bit dx is accumulated with beta = 1 on
+// dbias += Σ_rows dout (a fixed-order column sum, deterministic). Null gradient pointers are
+// skipped. A 16-bit dx is accumulated with beta = 1 on
 // a 16-bit C (gemm.cu: some cuBLASLt algorithms round the product to 16 bits before adding).
 void linear_backward(GemmContext& context, void* dx, float* dweight, float* dbias, const void* dout,
                      const void* x, const void* weight, tensor::DType dtype, std::int64_t m,
                      std::int64_t n, std::int64_t k, ColumnSumScratch& scratch, cudaStream_t stream,
-                     bool accumulate_dx = true, bool accumulate_dweight = true,
-                     bool dbias_in_epilogue = false);
+                     bool accumulate_dx = true, bool accumulate_dweight = true);
 // out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i < batch, packed [batch, ·, ·].
 void batched_matmul(GemmContext& context, void* out, const void* a, const void* b,
                     tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,

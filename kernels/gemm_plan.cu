@@ -91,10 +91,6 @@ cublasLtEpilogue_t epilogue_of(GemmEpilogue epilogue) {
       return CUBLASLT_EPILOGUE_GELU_BIAS;
     case GemmEpilogue::kBiasGeluAux:
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case GemmEpilogue::kDGeluBiasGrad:
-      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    case GemmEpilogue::kBiasGradFromA:
-      return CUBLASLT_EPILOGUE_BGRADB;  // cuBLASLt's B is our A (see GemmPlan)
   }
   base::fail("kernels::gemm: unknown epilogue");
 }
@@ -109,16 +105,12 @@ const char* epilogue_name(GemmEpilogue epilogue) {
       return "epilogue GELU_BIAS";
     case GemmEpilogue::kBiasGeluAux:
       return "epilogue GELU_AUX_BIAS";
-    case GemmEpilogue::kDGeluBiasGrad:
-      return "epilogue DGELU_BGRAD";
-    case GemmEpilogue::kBiasGradFromA:
-      return "epilogue BGRADB";
   }
   return "unknown epilogue";
 }
 
 bool uses_aux(GemmEpilogue epilogue) {
-  return epilogue == GemmEpilogue::kBiasGeluAux || epilogue == GemmEpilogue::kDGeluBiasGrad;
+  return epilogue == GemmEpilogue::kBiasGeluAux;
 }
 
 }  // namespace

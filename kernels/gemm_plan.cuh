@@ -69,9 +69,8 @@ class GemmPlan {
   // Fails (base::Error) when cuBLASLt offers no algorithm.
   GemmPlan(cublasLtHandle_t handle, const GemmKey& key);
 
-  // Queues C = epilogue(alpha·op(A)·op(B) + beta·C) on `stream`. `bias` (kDGeluBiasGrad: the
-  // bias gradient it writes) and `aux` (the epilogue's) are set per call: they are the pointers a
-  // descriptor holds.
+  // Queues C = epilogue(alpha·op(A)·op(B) + beta·C) on `stream`. `bias` and `aux` (the
+  // epilogue's) are set per call: they are the pointers a descriptor holds.
   void run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta, void* c,
            const void* bias, void* aux, void* workspace, std::size_t workspace_bytes,
            cudaStream_t stream);

@@ -89,9 +89,9 @@ void add_mds_additions(FlagSet& flags, PretrainArgs& a) {
          "auto, cpu, cuda or cuda:N: where to train (auto: a CUDA device when there is one and "
          "the run can train there, else the CPU; without the flag $MDS_DEVICE decides, if set)");
   g.store_true("--cublaslt-epilogues", a.cublaslt_epilogues,
-               "on a CUDA device with --bf16 or --fp16, run fc1's bias and GeLU and their backward "
-               "and the other biases' gradients in cuBLASLt's GEMM epilogues (its own tanh GeLU, "
-               "within ~1e-3 of upstream's) instead of mds's kernels; no effect elsewhere");
+               "on a CUDA device with --bf16 or --fp16, run fc1's bias and GeLU in its cuBLASLt "
+               "GEMM's epilogue (its own tanh GeLU, within ~1e-3 of upstream's) instead of mds's "
+               "kernel; no effect elsewhere");
   g.store_true("--tf32", a.tf32,
                "on a CUDA device, fp32 GEMMs round their inputs to TF32 on tensor cores (as "
                "torch.backends.cuda.matmul.allow_tf32 = True; off, as PyTorch's default since "

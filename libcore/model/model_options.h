@@ -25,10 +25,9 @@ struct ModelOptions {
   // --bf16/--fp16 on a GPU (the ops compute in fp32 and round each output once). LayerNorm
   // statistics, attention probabilities/lse, logits and losses stay fp32 whatever it is.
   tensor::DType activation_dtype = tensor::DType::kFloat32;
-  // mds's --cublaslt-epilogues: on a CUDA device with 16-bit activations, fc1's bias and
-  // GeLU (and in the backward the GeLU derivative and fc1's bias gradient) run in cuBLASLt's GEMM
-  // epilogues with its own tanh GeLU (ops/gelu_epilogues.h) instead of ops::bias_gelu_*, and the
-  // fc2, dense and qkv bias gradients come from their weight GEMMs (ops::BiasGradFrom).
+  // mds's --cublaslt-epilogues: on a CUDA device with 16-bit activations, fc1's bias and GeLU
+  // run in its GEMM's epilogue with cuBLASLt's own tanh GeLU (ops/gelu_epilogues.h) instead of
+  // ops::bias_gelu_forward; the backward is the GeLU kernel's at the kept input.
   bool gemm_epilogues = false;
 };
 

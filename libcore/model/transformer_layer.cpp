@@ -109,19 +109,12 @@ void attention_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
   ops::attention_probs_backward(dqkv, dprobs, act.probs, act.qkv, setup.coeff);
 }
 
-// Whether cuBLASLt's epilogues carry work of the layer's kernels (ModelOptions::gemm_epilogues):
-// on a CUDA device with 16-bit activations.
-bool in_epilogues(const ops::DeviceContext& ctx, const LayerSetup& setup,
-                  const LayerActivations& act) {
-  return setup.gemm_epilogues && ctx.is_cuda() && act.qkv.dtype() != tensor::DType::kFloat32;
-}
-
-// Whether fc1's bias and GeLU ride on the GEMMs' epilogues too (ops/gelu_epilogues.h): then act.fc
-// holds the GeLU's input with the bias added, otherwise fc1's bias-free output.
+// Whether fc1's bias and GeLU ride on its GEMM's epilogue (ModelOptions::gemm_epilogues,
+// ops/gelu_epilogues.h): then act.fc holds the GeLU's input with the bias added, otherwise fc1's
+// bias-free output.
 bool mlp_in_epilogues(const ops::DeviceContext& ctx, const LayerSetup& setup, const LayerWeights& w,
                       const LayerActivations& act) {
-  return in_epilogues(ctx, setup, act) &&
-         ops::gelu_epilogues_apply(ctx, act.fc, w.fc1_bias, setup.gelu);
+  return setup.gemm_epilogues && ops::gelu_epilogues_apply(ctx, act.fc, w.fc1_bias, setup.gelu);
 }
 
 }  // namespace
@@ -164,27 +157,16 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
                                 ops::Dx gemm_weight_grads) {
   // The ops add into every gradient they produce; each scratch gradient here is written whole by
   // the op producing it (Dx::kOverwrite: no zero fill beforehand, on a device no read of it).
-  // MLP block: ws.grad = ∂L/∂out. With the epilogues the three biases before a GEMM's weight
-  // gradient (fc2, dense, qkv) take their gradients from that GEMM (BGRADB) instead of the
-  // bias-dropout-add backward or the column-sum kernel.
-  const bool epilogues = in_epilogues(ctx, setup, act);
-  const ops::BiasGradFrom bias_grads =
-      epilogues ? ops::BiasGradFrom::kGemmEpilogue : ops::BiasGradFrom::kColumnSums;
-  const auto summed_here = [&](Tensor dbias) { return epilogues ? Tensor{} : dbias; };
-  const auto summed_by_gemm = [&](Tensor dbias) { return epilogues ? dbias : Tensor{}; };
+  // MLP block: ws.grad = ∂L/∂out.
   const Tensor dmlp = ws.hidden_a, dgelu = ws.ffn_a, dfc = ws.ffn_b, dln2 = ws.hidden_b;
-  ops::bias_dropout_add_backward(ctx, dmlp, summed_here(g.fc2_bias), {}, ws.grad,
-                                 setup.mlp_residual, ops::Dx::kOverwrite);
-  if (mlp_in_epilogues(ctx, setup, w, act)) {
-    ops::linear_dgelu_backward(ctx, dfc, g.fc1_bias, dmlp, w.fc2_weight, act.fc);
-    ops::linear_backward(ctx, {}, g.fc2_weight, summed_by_gemm(g.fc2_bias), dmlp, act.gelu,
-                         w.fc2_weight, ops::Dx::kOverwrite, gemm_weight_grads, bias_grads);
-  } else {
-    ops::linear_backward(ctx, dgelu, g.fc2_weight, summed_by_gemm(g.fc2_bias), dmlp, act.gelu,
-                         w.fc2_weight, ops::Dx::kOverwrite, gemm_weight_grads, bias_grads);
-    ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, w.fc1_bias, setup.gelu,
-                            ops::Dx::kOverwrite);
-  }
+  ops::bias_dropout_add_backward(ctx, dmlp, g.fc2_bias, {}, ws.grad, setup.mlp_residual,
+                                 ops::Dx::kOverwrite);
+  ops::linear_backward(ctx, dgelu, g.fc2_weight, {}, dmlp, act.gelu, w.fc2_weight,
+                       ops::Dx::kOverwrite, gemm_weight_grads);
+  // act.fc holds the bias already when fc1's epilogue added it.
+  const Tensor fc1_bias = mlp_in_epilogues(ctx, setup, w, act) ? Tensor{} : w.fc1_bias;
+  ops::bias_gelu_backward(ctx, dfc, g.fc1_bias, dgelu, act.fc, fc1_bias, setup.gelu,
+                          ops::Dx::kOverwrite);
   ops::linear_backward(ctx, dln2, g.fc1_weight, {}, dfc, act.ln2, w.fc1_weight, ops::Dx::kOverwrite,
                        gemm_weight_grads);
   setup.tp.sum(dln2);
@@ -193,15 +175,14 @@ void transformer_layer_backward(const ops::DeviceContext& ctx, const LayerSetup&
 
   // Attention block: ws.grad = ∂L/∂attention_out.
   const Tensor ddense = ws.hidden_a, dcontext = ws.context, dqkv = ws.qkv;
-  ops::bias_dropout_add_backward(ctx, ddense, summed_here(g.dense_bias), {}, ws.grad,
-                                 setup.attention_residual, ops::Dx::kOverwrite);
-  ops::linear_backward(ctx, dcontext, g.dense_weight, summed_by_gemm(g.dense_bias), ddense,
-                       act.context, w.dense_weight, ops::Dx::kOverwrite, gemm_weight_grads,
-                       bias_grads);
+  ops::bias_dropout_add_backward(ctx, ddense, g.dense_bias, {}, ws.grad, setup.attention_residual,
+                                 ops::Dx::kOverwrite);
+  ops::linear_backward(ctx, dcontext, g.dense_weight, {}, ddense, act.context, w.dense_weight,
+                       ops::Dx::kOverwrite, gemm_weight_grads);
   attention_backward(ctx, setup, act, ws, dqkv, dcontext);
   const Tensor dln1 = ws.hidden_a;
   ops::linear_backward(ctx, dln1, g.qkv_weight, g.qkv_bias, dqkv, act.ln1, w.qkv_weight,
-                       ops::Dx::kOverwrite, gemm_weight_grads, bias_grads);
+                       ops::Dx::kOverwrite, gemm_weight_grads);
   setup.tp.sum(dln1);
   layernorm_input_backward(ctx, setup, ws.grad, g.ln1_weight, g.ln1_bias, dln1, input, w.ln1_weight,
                            act.ln1_mean, act.ln1_rstd);

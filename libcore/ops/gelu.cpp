@@ -73,32 +73,38 @@ void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tenso
   constexpr const char* kOp = "bias_gelu_backward";
   const bool on_device = detail::on_cuda(
       kOp, ctx, {{"dx", dx}, {"dbias", dbias}, {"dout", dout}, {"x", x}, {"bias", bias}});
-  if (bias.shape().rank() != 1) {
+  const bool has_bias = detail::given(bias);
+  if (has_bias && bias.shape().rank() != 1) {
     base::fail("ops::", kOp, ": bias must be [F], got ", bias.shape().to_string());
   }
-  const std::int64_t rows = detail::rows_with_last_dim(kOp, {"x", x}, bias.dim(0));
+  const tensor::Shape& x_shape = x.shape();
+  const std::int64_t cols =
+      has_bias ? bias.dim(0) : (x_shape.rank() > 0 ? x_shape[x_shape.rank() - 1] : 0);
+  const std::int64_t rows = detail::rows_with_last_dim(kOp, {"x", x}, cols);
   const DType dtype = detail::activation_dtype(kOp, {"x", x}, {{"dx", dx}, {"dout", dout}});
-  const DType bias_dtype = detail::parameter_dtype(kOp, {"x", x}, {"bias", bias}, {});
+  const DType bias_dtype =
+      has_bias ? detail::parameter_dtype(kOp, {"x", x}, {"bias", bias}, {}) : DType::kFloat32;
   detail::expect_shape(kOp, {"dx", dx}, x.shape());
   detail::expect_shape(kOp, {"dout", dout}, x.shape());
   float* dbias_ptr = nullptr;
   if (detail::given(dbias)) {
     detail::expect_dtype(kOp, {"dbias", dbias}, DType::kFloat32);
-    detail::expect_shape(kOp, {"dbias", dbias}, bias.shape());
+    detail::expect_shape(kOp, {"dbias", dbias}, tensor::Shape{cols});
     dbias_ptr = dbias.data<float>();
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(), bias.raw(), dtype,
-                               bias_dtype, rows, bias.dim(0), kind, dx_mode == Dx::kAccumulate);
+      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(),
+                               has_bias ? bias.raw() : nullptr, dtype, bias_dtype, rows, cols, kind,
+                               dx_mode == Dx::kAccumulate);
     }
     return;
   }
   const cpu::Fp32View vdx(dx), vdout(dout), vx(x), vbias(bias);
   // The host overwrites by adding onto zeros: the bits of the fill-then-accumulate it replaces.
   if (dx_mode == Dx::kOverwrite) std::fill_n(vdx.data(), dx.numel(), 0.0f);
-  cpu::bias_gelu_backward(vdx.data(), dbias_ptr, vdout.data(), vx.data(), vbias.data(), rows,
-                          bias.dim(0), kind);
+  cpu::bias_gelu_backward(vdx.data(), dbias_ptr, vdout.data(), vx.data(), vbias.data(), rows, cols,
+                          kind);
   vdx.store();
 }
 

@@ -34,7 +34,9 @@ void gelu_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor d
 void bias_gelu_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor x,
                        tensor::Tensor bias, GeluKind kind = GeluKind::kTanhFused);
 // With g = gelu'(x + bias)·dout: dx += g (dx = g with Dx::kOverwrite) and dbias += Σ_rows g
-// (upstream returns the same g as the gradient of both inputs). dx must not alias dout.
+// (upstream returns the same g as the gradient of both inputs). dx must not alias dout. bias may
+// be left empty where x already holds it (ops/gelu_epilogues.h's pre-activation): g =
+// gelu'(x)·dout.
 void bias_gelu_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dbias,
                         tensor::Tensor dout, tensor::Tensor x, tensor::Tensor bias,
                         GeluKind kind = GeluKind::kTanhFused, Dx dx_mode = Dx::kAccumulate);

@@ -16,18 +16,18 @@ bool sixteen_bit(DType dtype) {
   return dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 }
 
-// x [m, k]·weight[n, k]ᵀ: the weight's [n, k] and the rows of `x` [..., k] (`x` the dout of a
-// backward, whose last dimension is n, with `backward`); fails naming the op otherwise.
+// x [m, k]·weight[n, k]ᵀ: the weight's [n, k] and the rows of `x` [..., k]; fails naming the op
+// otherwise.
 struct Product {
   std::int64_t m, n, k;
 };
 
-Product product_of(const char* op, detail::Arg x, Tensor weight, bool backward) {
+Product product_of(const char* op, detail::Arg x, Tensor weight) {
   if (weight.shape().rank() != 2) {
     base::fail("ops::", op, ": weight must be [out, in], got ", weight.shape().to_string());
   }
   const std::int64_t n = weight.dim(0), k = weight.dim(1);
-  return {detail::rows_with_last_dim(op, x, backward ? n : k), n, k};
+  return {detail::rows_with_last_dim(op, x, k), n, k};
 }
 
 DType expect_sixteen_bit(const char* op, detail::Arg x, std::initializer_list<detail::Arg> others) {
@@ -62,7 +62,7 @@ void linear_bias_gelu_forward(const DeviceContext& ctx, Tensor out, Tensor pre_a
                                       {"x", x},
                                       {"weight", weight},
                                       {"bias", bias}}));
-  const Product p = product_of(kOp, {"x", x}, weight, false);
+  const Product p = product_of(kOp, {"x", x}, weight);
   const DType dtype = expect_sixteen_bit(
       kOp, {"x", x},
       {{"out", out}, {"pre_activation", pre_activation}, {"weight", weight}, {"bias", bias}});
@@ -76,32 +76,6 @@ void linear_bias_gelu_forward(const DeviceContext& ctx, Tensor out, Tensor pre_a
   if constexpr (detail::kCudaBuilt) {
     cuda::linear_bias_gelu_forward(ctx, out.raw(), pre_activation.raw(), x.raw(), weight.raw(),
                                    bias.raw(), dtype, p.m, p.n, p.k);
-  }
-}
-
-void linear_dgelu_backward(const DeviceContext& ctx, Tensor dpre, Tensor dbias, Tensor dout,
-                           Tensor weight, Tensor pre_activation) {
-  constexpr const char* kOp = "linear_dgelu_backward";
-  expect_device(kOp, detail::on_cuda(kOp, ctx,
-                                     {{"dpre", dpre},
-                                      {"dbias", dbias},
-                                      {"dout", dout},
-                                      {"weight", weight},
-                                      {"pre_activation", pre_activation}}));
-  const auto [m, n, k] = product_of(kOp, {"dout", dout}, weight, true);
-  const DType dtype =
-      expect_sixteen_bit(kOp, {"dout", dout},
-                         {{"dpre", dpre}, {"weight", weight}, {"pre_activation", pre_activation}});
-  if (detail::rows_with_last_dim(kOp, {"pre_activation", pre_activation}, k) != m) {
-    base::fail("ops::", kOp, ": pre_activation ", pre_activation.shape().to_string(),
-               " does not match dout ", dout.shape().to_string());
-  }
-  detail::expect_shape(kOp, {"dpre", dpre}, pre_activation.shape());
-  detail::expect_dtype(kOp, {"dbias", dbias}, DType::kFloat32);
-  detail::expect_shape(kOp, {"dbias", dbias}, {k});
-  if constexpr (detail::kCudaBuilt) {
-    cuda::linear_dgelu_backward(ctx, dpre.raw(), dbias.data<float>(), dout.raw(), weight.raw(),
-                                pre_activation.raw(), dtype, m, n, k);
   }
 }
 

@@ -45,8 +45,7 @@ void linear_forward(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weigh
 }
 
 void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor dbias, Tensor dout,
-                     Tensor x, Tensor weight, Dx dx_mode, Dx dweight_mode,
-                     BiasGradFrom dbias_from) {
+                     Tensor x, Tensor weight, Dx dx_mode, Dx dweight_mode) {
   constexpr const char* kOp = "linear_backward";
   const bool on_device = detail::on_cuda(kOp, ctx,
                                          {{"dx", dx},
@@ -83,8 +82,7 @@ void linear_backward(const DeviceContext& ctx, Tensor dx, Tensor dweight, Tensor
     if constexpr (detail::kCudaBuilt) {
       cuda::linear_backward(ctx, detail::given(dx) ? dx.raw() : nullptr, dweight_ptr, dbias_ptr,
                             dout.raw(), x.raw(), weight.raw(), dtype, m, n, k,
-                            dx_mode == Dx::kAccumulate, dweight_mode == Dx::kAccumulate,
-                            dbias_from == BiasGradFrom::kGemmEpilogue && dtype != DType::kFloat32);
+                            dx_mode == Dx::kAccumulate, dweight_mode == Dx::kAccumulate);
     }
     return;
   }

@@ -32,16 +32,11 @@ void linear_forward(const DeviceContext& ctx, tensor::Tensor out, tensor::Tensor
 
 // dx[..., K] += dout[..., N] · weight[N, K] (= with dx_mode Dx::kOverwrite);
 // dweight[N, K] += doutᵀ · x (= with dweight_mode Dx::kOverwrite); dbias[N] += Σ_rows dout. Any of
-// dx, dweight, dbias may be tensor::Tensor{} to skip that product. On a CUDA device with 16-bit
-// activations and dweight asked for, BiasGradFrom::kGemmEpilogue takes dbias from cuBLASLt's
-// BGRADB epilogue on dweight's GEMM (its own summation order) instead of the column-sum kernel;
-// elsewhere it changes nothing.
-enum class BiasGradFrom { kColumnSums, kGemmEpilogue };
+// dx, dweight, dbias may be tensor::Tensor{} to skip that product.
 void linear_backward(const DeviceContext& ctx, tensor::Tensor dx, tensor::Tensor dweight,
                      tensor::Tensor dbias, tensor::Tensor dout, tensor::Tensor x,
                      tensor::Tensor weight, Dx dx_mode = Dx::kAccumulate,
-                     Dx dweight_mode = Dx::kAccumulate,
-                     BiasGradFrom dbias_from = BiasGradFrom::kColumnSums);
+                     Dx dweight_mode = Dx::kAccumulate);
 
 // out[B, M, N] = alpha · op(a)[B, M, K] · op(b)[B, K, N] + beta · out, where op transposes the
 // last two dims when asked (a stored [B, K, M] if transpose_a, b stored [B, N, K] if transpose_b).

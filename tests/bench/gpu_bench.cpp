@@ -481,24 +481,10 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
       o.iters);
   // dx and dweight: two products of the forward's size (the dbias column sum is not counted).
   report_flops("linear fc1 bwd bf16 (dx, fp32 dw, db)", bwd_ms, 2.0 * flops, peak.tensor_flops);
-  // dweight and dbias alone: dbias by the column-sum kernel, then from the GEMM's BGRADB epilogue
-  // (--cublaslt-epilogues; its sums into scratch, then added onto dbias).
-  for (const bool epilogue : {false, true}) {
-    report_flops(epilogue ? "linear fc1 wgrad bf16 (fp32 dw) with the BGRADB epilogue for db"
-                          : "linear fc1 wgrad bf16 (fp32 dw), then the db column-sum kernel",
-                 time_ms(
-                     [&] {
-                       mds::kernels::linear_backward(
-                           context, nullptr, dw.get(), db.get(), out.get(), x.get(), w.get(),
-                           DType::kBFloat16, m, n, k, scratch, nullptr, true, true, epilogue);
-                     },
-                     o.iters),
-                 flops, peak.tensor_flops);
-  }
 
-  // fc1 and its bias-GeLU as the model runs them (the GEMM, then the kernel), against cuBLASLt's
-  // GELU_BIAS epilogue in the GEMM and GELU_AUX_BIAS (which also stores the pre-activation the
-  // backward needs): a probe for the epilogues, not used in training yet.
+  // fc1 and its bias-GeLU as the model runs them by default (the GEMM, then the kernel), against
+  // cuBLASLt's GELU_BIAS epilogue in the GEMM and GELU_AUX_BIAS (which also stores the
+  // pre-activation the backward needs: --cublaslt-epilogues).
   Buffer<std::uint16_t> gelu(mn);
   const double split_ms = time_ms(
       [&] {
@@ -510,7 +496,7 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
       },
       o.iters);
   report_flops("fc1 fwd bf16: GEMM, then the bias-GeLU kernel", split_ms, flops, peak.tensor_flops);
-  // GELU_AUX_BIAS also writes the GeLU input, which the backward reads: what training would run.
+  // GELU_AUX_BIAS also writes the GeLU input, which the backward reads.
   Buffer<std::uint16_t> pre(mn);
   const auto time_epilogue = [&](mds::kernels::GemmEpilogue kind, void* aux) {
     mds::kernels::GemmOptions epilogue;
@@ -531,33 +517,6 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
   report_flops("fc1 fwd bf16: GEMM with the GELU_AUX_BIAS epilogue",
                time_epilogue(mds::kernels::GemmEpilogue::kBiasGeluAux, pre.get()), flops,
                peak.tensor_flops);
-
-  // The backward into fc1's output through fc2's dgrad GEMM (fc2's weight [h, 4h] in w's bytes,
-  // its dout in dx's): as the model runs it by default (the GEMM, then the GeLU backward kernel
-  // with fc1's bias gradient), and with --cublaslt-epilogues (DGELU_BGRAD), both reading the
-  // pre-activation the GELU_AUX_BIAS line above left in `pre`.
-  mds::kernels::GemmOptions plain;
-  plain.input = plain.output = DType::kBFloat16;
-  const double split_bwd_ms = time_ms(
-      [&] {
-        mds::kernels::gemm(context, m, n, k, 1.0f, {dx.get(), k, false}, {w.get(), n, false}, 0.0f,
-                           out.get(), n, plain, nullptr);
-        mds::kernels::bias_gelu_backward(gelu.get(), db.get(), out.get(), pre.get(), bias.get(),
-                                         DType::kBFloat16, DType::kBFloat16, m, n,
-                                         mds::ops::GeluKind::kTanhFused, scratch, nullptr, false);
-      },
-      o.iters);
-  report_flops("fc2 dgrad bf16: GEMM, then the GeLU backward kernel with dbias", split_bwd_ms,
-               flops, peak.tensor_flops);
-  mds::kernels::Scratch sums;
-  const double fused_bwd_ms = time_ms(
-      [&] {
-        mds::kernels::linear_dgelu_backward(context, gelu.get(), db.get(), dx.get(), w.get(),
-                                            pre.get(), DType::kBFloat16, m, k, n, &sums, nullptr);
-      },
-      o.iters);
-  report_flops("fc2 dgrad bf16: GEMM with the DGELU_BGRAD epilogue (+ dbias add)", fused_bwd_ms,
-               flops, peak.tensor_flops);
 }
 
 bool bench_gemm(const Options& o, const Peak& peak) {
@@ -882,8 +841,7 @@ bool bench_activations16(const Options& o, const Peak& peak) {
               o.iters),
       3.0 * kH * dn, peak);
   // bias-dropout-add's backward as the model runs it (dx and the bias gradient in one pass), and
-  // the dropout's backward alone, which is what remains with --cublaslt-epilogues (the bias
-  // gradient then comes from the next weight GEMM, "… with the BGRADB epilogue" in gemm).
+  // the dropout's backward alone: what the bias gradient's column sums cost.
   Buffer<float> dbias_bda(static_cast<std::size_t>(cols));
   report_bytes("bias_dropout_add backward bf16 (dx and dbias)",
                time_ms(

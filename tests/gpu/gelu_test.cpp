@@ -65,6 +65,25 @@ TEST(GpuGelu, BiasBackwardMatchesCpu) {
   }
 }
 
+// No bias, x holding it already (--cublaslt-epilogues' pre-activation): dx and the column sums
+// against the host's (the 16-bit case runs in Model16BitOnDevice.GemmEpiloguesFollowTheHost).
+TEST(GpuGelu, BiasBackwardWithoutBiasMatchesCpu) {
+  for (const auto [rows, cols] : gpu_test::matrix_sizes()) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+    const auto n = static_cast<std::size_t>(rows * cols), uc = static_cast<std::size_t>(cols);
+    const auto x = random_floats(n, 12), dout = random_floats(n, 13);
+    auto ref_dx = random_floats(n, 14), ref_dbias = random_floats(uc, 15);
+    DeviceArray<float> dx(ref_dx), dbias(ref_dbias), dx_in(x), ddout(dout);
+    ops::cpu::bias_gelu_backward(ref_dx.data(), ref_dbias.data(), dout.data(), x.data(), nullptr,
+                                 rows, cols, GeluKind::kTanhFused);
+    kernels::ColumnSumScratch scratch;
+    kernels::bias_gelu_backward(dx.get(), dbias.get(), ddout.get(), dx_in.get(), nullptr, rows,
+                                cols, GeluKind::kTanhFused, scratch, nullptr);
+    MDS_EXPECT_CLOSE(dx.download(), ref_dx, kBound);
+    MDS_EXPECT_CLOSE(dbias.download(), ref_dbias, 1e-5);
+  }
+}
+
 TEST(GpuGelu, BiasBackwardIsDeterministic) {
   const std::int64_t rows = 300, cols = 77;
   const auto n = static_cast<std::size_t>(rows * cols);

@@ -227,39 +227,6 @@ TEST(GpuGemm, LinearForwardAndBackwardMatchCpu) {
   }
 }
 
-// BGRADB through kernels::linear_backward(…, dbias_in_epilogue): dweight as the plain GEMM's and
-// dbias (added onto a prefill) as the column-sum kernel's from the same 16-bit dout, x: fp32 sums
-// of the same values in other orders (1e-5); bf16 and fp16, a qkv-shaped and a small product,
-// dweight written over (beta = 0) and accumulated onto.
-TEST(GpuGemm, BiasGradFromAEpilogueGivesTheColumnSums) {
-  GemmContext context;
-  kernels::ColumnSumScratch scratch;
-  for (const Shape& s : {Shape{77, 2304, 768}, Shape{200, 24, 64}}) {
-    const auto mk = static_cast<std::size_t>(s.m * s.k), mn = static_cast<std::size_t>(s.m * s.n);
-    const auto nk = static_cast<std::size_t>(s.n * s.k), un = static_cast<std::size_t>(s.n);
-    const auto x = random_floats(mk, 111), dout = random_floats(mn, 112);
-    const auto dweight0 = random_floats(nk, 113), dbias0 = random_floats(un, 114);
-    for (const DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-      for (const bool accumulate : {false, true}) {
-        SCOPED_TRACE(testing::Message()
-                     << "m=" << s.m << " n=" << s.n << " k=" << s.k << " "
-                     << tensor::dtype_name(dtype) << " accumulate " << accumulate);
-        DeviceArray<std::uint16_t> hx(bits16(x, dtype)), hdout(bits16(dout, dtype));
-        DeviceArray<float> w_sums(dweight0), b_sums(dbias0), w_epilogue(dweight0),
-            b_epilogue(dbias0);
-        kernels::linear_backward(context, nullptr, w_sums.get(), b_sums.get(), hdout.get(),
-                                 hx.get(), nullptr, dtype, s.m, s.n, s.k, scratch, nullptr, true,
-                                 accumulate, false);
-        kernels::linear_backward(context, nullptr, w_epilogue.get(), b_epilogue.get(), hdout.get(),
-                                 hx.get(), nullptr, dtype, s.m, s.n, s.k, scratch, nullptr, true,
-                                 accumulate, true);
-        MDS_EXPECT_CLOSE(w_epilogue.download(), w_sums.download(), 1e-5);
-        MDS_EXPECT_CLOSE(b_epilogue.download(), b_sums.download(), 1e-5);
-      }
-    }
-  }
-}
-
 // An fc1-shaped product for the GeLU epilogues: x [m, k], weight [n, k], bias [n].
 struct GeluGemmInputs {
   static constexpr std::int64_t m = 77, n = 3072, k = 768;
@@ -334,42 +301,6 @@ TEST(GpuGemm, BiasGeluAuxEpilogueKeepsTheGeluInput) {
   EXPECT_THROW(kernels::gemm(context, m, n, k, 1.0f, {dx.get(), k, false}, {dw.get(), k, true},
                              0.0f, out.get(), n, options, nullptr),
                base::Error);
-}
-
-// DGELU_BGRAD through kernels::linear_dgelu_backward, at fc2's dgrad shape (dout [m, h], fc2's
-// weight [h, 4h]): dpre = (dout·weight)·gelu'(pre) written over NaNs, and the bias gradient
-// added onto what dbias held, against the host's product and kTanhOpenAI derivative on the same
-// 16-bit inputs: within the 16-bit roundings of dpre and of the sums and cuBLASLt's own tanh
-// (1e-2 of the norms), for bf16 and fp16.
-TEST(GpuGemm, DGeluBiasGradEpilogueIsTheGeluBackward) {
-  GemmContext context;
-  const std::int64_t m = 77, n = 768, k = 3072;
-  const auto mk = static_cast<std::size_t>(m * k);
-  const auto dout = random_floats(static_cast<std::size_t>(m * n), 101, -0.1f, 0.1f);
-  const auto weight = random_floats(static_cast<std::size_t>(n * k), 102, -0.1f, 0.1f);
-  const auto pre = random_floats(mk, 103, -3.0f, 3.0f);
-  const auto prefill = random_floats(static_cast<std::size_t>(k), 104);
-  for (const DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-    SCOPED_TRACE(tensor::dtype_name(dtype));
-    const auto d16 = rounded(dout, dtype), w16 = rounded(weight, dtype), p16 = rounded(pre, dtype);
-    std::vector<float> product(mk), want(mk, 0.0f);
-    ops::cpu::gemm(m, k, n, 1.0f, {d16.data(), n, false}, {w16.data(), k, false}, 0.0f,
-                   product.data(), k);
-    ops::cpu::gelu_backward(want.data(), product.data(), p16.data(), m * k,
-                            ops::GeluKind::kTanhOpenAI);
-    std::vector<float> want_bias = prefill;
-    for (std::int64_t r = 0; r < m; ++r) {
-      for (std::int64_t c = 0; c < k; ++c) want_bias[c] += want[r * k + c];
-    }
-    DeviceArray<std::uint16_t> hd(bits16(dout, dtype)), hw(bits16(weight, dtype));
-    DeviceArray<std::uint16_t> hp(bits16(pre, dtype)),
-        hdpre(std::vector<std::uint16_t>(mk, 0xFFFF));
-    DeviceArray<float> dbias(prefill);
-    kernels::linear_dgelu_backward(context, hdpre.get(), dbias.get(), hd.get(), hw.get(), hp.get(),
-                                   dtype, m, n, k, nullptr, nullptr);
-    MDS_EXPECT_CLOSE(from_bits16(hdpre.download(), dtype), want, 1e-2);
-    MDS_EXPECT_CLOSE(dbias.download(), want_bias, 1e-2);
-  }
 }
 
 TEST(GpuGemm, BatchedMatmulMatchesCpu) {

@@ -138,7 +138,7 @@ TEST_P(Model16BitOnDevice, OneStepWithoutComputeCopyIsBitIdentical) {
 
 // The GEMMs' weight gradients written with beta = 0 over NaNs, the rest filled and added into:
 // the values of adding everything into zeros (== also equates a zero's sign), padding included;
-// with the GeLU in the GEMMs' epilogues too (fc1's bias gradient added by linear_dgelu_backward).
+// with fc1's bias and GeLU in its GEMM's epilogue too (the GeLU backward then takes no bias).
 TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
   const Bounds bounds = GetParam();
   for (const bool epilogues : {false, true}) {
@@ -161,15 +161,13 @@ TEST_P(Model16BitOnDevice, OverwritingOverNaNsWritesWhatAddingIntoZerosWrites) {
 }
 
 // ModelOptions::gemm_epilogues (--cublaslt-epilogues): fc1's bias and GeLU in cuBLASLt's
-// epilogues on the device, and the fc2, dense and qkv bias gradients from their weight GEMMs
-// (BGRADB), against the host, whose kernels the option leaves alone. What differs besides the
-// one-step test's differences: cuBLASLt's tanh (within ~1e-3 of the host's GeLU,
+// epilogue on the device against the host, whose kernels the option leaves alone. What differs
+// besides the one-step test's differences: cuBLASLt's tanh (within ~1e-3 of the host's GeLU,
 // GpuGemm.BiasGeluAuxEpilogueKeepsTheGeluInput: below a bf16 rounding, about two fp16 ones), the
 // bias added to the fp32 product before the one rounding (the kernels add it to the rounded
-// product), the pre-activation kept with the bias in 16 bits, fc1's bias gradient rounded to 16
-// bits, and the other bias gradients summed from the 16-bit gradient after the dropout (the
-// kernels sum it before its rounding). So the one-step bounds, fp16's doubled. The option must
-// reach the device's layers: the gradients differ from the kernels' run.
+// product), and the pre-activation kept with the bias in 16 bits, which the GeLU backward reads.
+// So the one-step bounds, fp16's doubled. The option must reach the device's layers: the
+// gradients differ from the kernels' run.
 TEST_P(Model16BitOnDevice, GemmEpiloguesFollowTheHost) {
   const Bounds bounds = GetParam();
   ModelOptions o = options_with(bounds.dtype);

@@ -145,24 +145,27 @@ void check_backward(Size size, const std::string& what) {
   };
   // The kernel gelu.cu picks (eight columns a thread where cols and alignment allow), or the
   // one-column kernel.
-  const auto with_dbias_by = [&](bool by_8, bool accumulate) {
+  const auto with_dbias_by = [&](bool by_8, bool accumulate, const float* b) {
     const auto stage = [&](auto kernel, const kernels::detail::LaunchShape& shape) {
-      emulated::launch_column_sums<1>(shape, size.rows, size.cols, {{got_dbias.data()}},
-                                      [&](const auto& sink) {
-                                        kernel(dx.data(), dout.data(), x.data(), bias.data(),
-                                               size.rows, size.cols, accumulate, sink);
-                                      });
+      emulated::launch_column_sums<1>(
+          shape, size.rows, size.cols, {{got_dbias.data()}}, [&](const auto& sink) {
+            kernel(dx.data(), dout.data(), x.data(), b, size.rows, size.cols, accumulate, sink);
+          });
     };
     if (by_8) {
       gk::with_backward_bias_kernel<kS, Storage::kF32, kKind>(
-          size.rows, size.cols, {dx.data(), dout.data(), x.data(), bias.data()}, stage);
+          size.rows, size.cols, {dx.data(), dout.data(), x.data(), b}, stage);
     } else {
       stage(gk::backward_bias_kernel<kS, Storage::kF32, kKind>,
             kernels::detail::column_shape(size.rows, size.cols));
     }
   };
-  const auto with_dbias = [&](bool accumulate = true) { with_dbias_by(true, accumulate); };
-  const auto with_dbias_by_1 = [&](bool accumulate = true) { with_dbias_by(false, accumulate); };
+  const auto with_dbias = [&](bool accumulate = true) {
+    with_dbias_by(true, accumulate, bias.data());
+  };
+  const auto with_dbias_by_1 = [&](bool accumulate = true) {
+    with_dbias_by(false, accumulate, bias.data());
+  };
   emulated::expect_activation_close<kS>(run(plain).first, dx_plain, 2e-6, what + " backward");
   emulated::expect_activation_close<kS>(run(nodbias).first, dx_nodbias, 2e-6,
                                         what + " bias backward, no dbias");
@@ -175,6 +178,20 @@ void check_backward(Size size, const std::string& what) {
   const auto by_1 = run(with_dbias_by_1);  // the one-column kernel: the same bits
   EXPECT_EQ(bits_of(by_1.first), bits_of(got.first)) << what << " one column a thread";
   EXPECT_EQ(bits_of(by_1.second), bits_of(got.second)) << what << " one column a thread";
+
+  // No bias, x holding it already (the GEMM epilogue's pre-activation): the plain backward's dx
+  // bits, and their column sums as the host's.
+  std::vector<float> dbias_unbiased = dbias0, dx_unbiased = to_fp32<kS>(dx0);
+  ops::cpu::bias_gelu_backward(dx_unbiased.data(), dbias_unbiased.data(), wdout.data(), wx.data(),
+                               nullptr, size.rows, size.cols, kKind);
+  EXPECT_EQ(dx_unbiased, dx_plain) << what << " host, no bias";
+  const auto plain_dx = run(plain).first;
+  for (const bool by_8 : {true, false}) {
+    const auto unbiased = run([&] { with_dbias_by(by_8, true, nullptr); });
+    EXPECT_EQ(bits_of(unbiased.first), bits_of(plain_dx)) << what << " no bias, by 8: " << by_8;
+    emulated::expect_close(unbiased.second, dbias_unbiased, 1e-5,
+                           what + " no bias, dbias, by 8: " + std::to_string(by_8));
+  }
 
   // accumulate false (dx = g): from NaNs, every element written with the values of accumulating
   // onto zeros (equal as numbers: −0 may stay −0), the same dbias.

@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/error.h"
 #include "ops/gelu.h"
 #include "ops_test_util.h"
 
@@ -107,6 +108,30 @@ TEST(OpsBiasGelu, BackwardOverwritesDxWhenAsked) {
                      GeluKind::kTanhFused, Dx::kOverwrite);
   EXPECT_EQ(dx, want);
   EXPECT_EQ(db, db_want);
+}
+
+// With no bias, x holding it already (the cuBLASLt epilogue's pre-activation,
+// ops/gelu_epilogues.h): the bits of the biased backward on the bias-free x, since x + b is what
+// the op adds first; a bias-free x of a wrong width is named.
+TEST(OpsBiasGelu, BackwardWithoutBiasTakesXAsTheGeluInput) {
+  constexpr int kRows = 5, kF = 8;
+  auto x = random_floats(kRows * kF, 4, -3, 3), b = random_floats(kF, 5);
+  auto dout = random_floats(kRows * kF, 6);
+  std::vector<float> pre(x.size());
+  for (int i = 0; i < kRows * kF; ++i) pre[i] = x[i] + b[i % kF];
+  std::vector<float> want(x.size(), 0.5f), db_want(kF, 1.0f);
+  bias_gelu_backward(view(want, {kRows, kF}), view(db_want, {kF}), view(dout, {kRows, kF}),
+                     view(x, {kRows, kF}), view(b, {kF}));
+  std::vector<float> dx(x.size(), 0.5f), db(kF, 1.0f);
+  bias_gelu_backward(view(dx, {kRows, kF}), view(db, {kF}), view(dout, {kRows, kF}),
+                     view(pre, {kRows, kF}), tensor::Tensor{});
+  EXPECT_EQ(dx, want);
+  EXPECT_EQ(db, db_want);
+  std::vector<float> short_db(kF - 1);
+  EXPECT_THROW(
+      bias_gelu_backward(view(dx, {kRows, kF}), view(short_db, {kF - 1}), view(dout, {kRows, kF}),
+                         view(pre, {kRows, kF}), tensor::Tensor{}),
+      base::Error);
 }
 
 }  // namespace

@@ -86,7 +86,8 @@ MDS_VECTOR_CLONES void backward_block(float* dx, float* sums, const float* dout,
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t c = begin; c < end; ++c) {
         const std::int64_t i = r * cols + c;
-        const float g = gelu_derivative_of<decltype(k)::value>(x[i] + bias[c]) * dout[i];
+        const float z = bias != nullptr ? x[i] + bias[c] : x[i];
+        const float g = gelu_derivative_of<decltype(k)::value>(z) * dout[i];
         sums[c - begin] += g;
         dx[i] += g;
       }

@@ -13,7 +13,7 @@ void gelu_forward(float* out, const float* x, std::int64_t n, GeluKind kind);
 void gelu_backward(float* dx, const float* dout, const float* x, std::int64_t n, GeluKind kind);
 void bias_gelu_forward(float* out, const float* x, const float* bias, std::int64_t rows,
                        std::int64_t cols, GeluKind kind);
-// dbias may be null.
+// dbias may be null, and bias too (x then holds the GeLU's input whole).
 void bias_gelu_backward(float* dx, float* dbias, const float* dout, const float* x,
                         const float* bias, std::int64_t rows, std::int64_t cols, GeluKind kind);
 

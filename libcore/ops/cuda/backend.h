@@ -81,18 +81,15 @@ void linear_forward(const DeviceContext& ctx, void* out, const void* x, const vo
 void linear_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
                      const void* dout, const void* x, const void* weight, tensor::DType dtype,
                      std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate_dx,
-                     bool accumulate_dweight, bool dbias_in_epilogue);
+                     bool accumulate_dweight);
 void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const void* b,
                     tensor::DType dtype, std::int64_t batch, std::int64_t m, std::int64_t n,
                     std::int64_t k, bool transpose_a, bool transpose_b, float alpha, float beta);
 
-// kernels/gemm_gelu.h: 16-bit x, weight, bias, out, pre_activation, dout, dpre; dbias fp32.
+// kernels/gemm_gelu.h: 16-bit x, weight, bias, out, pre_activation.
 void linear_bias_gelu_forward(const DeviceContext& ctx, void* out, void* pre_activation,
                               const void* x, const void* weight, const void* bias,
                               tensor::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k);
-void linear_dgelu_backward(const DeviceContext& ctx, void* dpre, float* dbias, const void* dout,
-                           const void* weight, const void* pre_activation, tensor::DType dtype,
-                           std::int64_t m, std::int64_t n, std::int64_t k);
 
 // kernels/dropout.h
 void dropout_forward(const DeviceContext& ctx, void* out, const void* x, const void* bias,

@@ -38,12 +38,4 @@ void linear_bias_gelu_forward(const DeviceContext& ctx, void* out, void* pre_act
                                     r.stream);
 }
 
-void linear_dgelu_backward(const DeviceContext& ctx, void* dpre, float* dbias, const void* dout,
-                           const void* weight, const void* pre_activation, tensor::DType dtype,
-                           std::int64_t m, std::int64_t n, std::int64_t k) {
-  Resources& r = ctx.cuda();
-  kernels::linear_dgelu_backward(r.gemm, dpre, dbias, dout, weight, pre_activation, dtype, m, n, k,
-                                 &r.scratch, r.stream);
-}
-
 }  // namespace mds::ops::cuda

@@ -14,11 +14,10 @@ void linear_forward(const DeviceContext& ctx, void* out, const void* x, const vo
 void linear_backward(const DeviceContext& ctx, void* dx, float* dweight, float* dbias,
                      const void* dout, const void* x, const void* weight, tensor::DType dtype,
                      std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate_dx,
-                     bool accumulate_dweight, bool dbias_in_epilogue) {
+                     bool accumulate_dweight) {
   Resources& r = ctx.cuda();
   kernels::linear_backward(r.gemm, dx, dweight, dbias, dout, x, weight, dtype, m, n, k,
-                           r.column_sums, r.stream, accumulate_dx, accumulate_dweight,
-                           dbias_in_epilogue);
+                           r.column_sums, r.stream, accumulate_dx, accumulate_dweight);
 }
 
 void batched_matmul(const DeviceContext& ctx, void* out, const void* a, const void* b,
