@@ -85,11 +85,12 @@ std::size_t GemmContext::cached_plans() const {
   return plans_->size();
 }
 
-void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-          GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
-          const GemmOptions& options, cudaStream_t stream) {
-  check_types(options);
-  if (m <= 0 || n <= 0) return;
+namespace {
+
+// The plan of a GEMM with m, n > 0, checking what gemm() documents.
+detail::GemmPlan& plan_of(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k,
+                          GemmOperand a, GemmOperand b, const void* c, std::int64_t ldc,
+                          const GemmOptions& options) {
   // cuBLASLt rejects empty layouts; ops::cpu::gemm would only scale C then.
   if (k <= 0) base::fail("kernels::gemm: k must be > 0, got ", k);
   if (options.aux != nullptr && ldc % 8 != 0) {
@@ -116,10 +117,75 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
                             .align_c = alignment_of(c),
                             .align_aux = options.aux != nullptr ? alignment_of(options.aux) : 0,
                             .workspace_bytes = context.workspace_bytes()};
-  context.plans()
-      .find_or_make(context.handle(), key)
+  return context.plans().find_or_make(context.handle(), key);
+}
+
+// A start and a stop event, destroyed however the timing ends.
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    check_cuda(cudaEventCreate(&start), "kernels::time_gemm_algorithms (cudaEventCreate)");
+    const cudaError_t status = cudaEventCreate(&stop);
+    if (status != cudaSuccess) cudaEventDestroy(start);
+    check_cuda(status, "kernels::time_gemm_algorithms (cudaEventCreate)");
+  }
+  ~TimingEvents() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+
+  // Milliseconds per call of `calls` calls of `call` after one warm-up.
+  template <typename Call>
+  float per_call(const Call& call, int calls, cudaStream_t stream) {
+    call();
+    check_cuda(cudaEventRecord(start, stream), "kernels::time_gemm_algorithms (cudaEventRecord)");
+    for (int i = 0; i < calls; ++i) call();
+    check_cuda(cudaEventRecord(stop, stream), "kernels::time_gemm_algorithms (cudaEventRecord)");
+    check_cuda(cudaEventSynchronize(stop), "kernels::time_gemm_algorithms (cudaEventSynchronize)");
+    float ms = 0.0f;
+    check_cuda(cudaEventElapsedTime(&ms, start, stop),
+               "kernels::time_gemm_algorithms (cudaEventElapsedTime)");
+    return ms / static_cast<float>(calls);
+  }
+};
+
+}  // namespace
+
+void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+          GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
+          const GemmOptions& options, cudaStream_t stream) {
+  check_types(options);
+  if (m <= 0 || n <= 0) return;
+  plan_of(context, m, n, k, a, b, c, ldc, options)
       .run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
            context.workspace(), context.workspace_bytes(), stream);
+}
+
+std::vector<float> time_gemm_algorithms(GemmContext& context, std::int64_t m, std::int64_t n,
+                                        std::int64_t k, float alpha, GemmOperand a, GemmOperand b,
+                                        float beta, void* c, std::int64_t ldc,
+                                        const GemmOptions& options, int max_algorithms, int iters,
+                                        cudaStream_t stream) {
+  check_types(options);
+  if (m <= 0 || n <= 0 || max_algorithms <= 0 || iters <= 0) return {};
+  // A plan of its own: the cached one keeps the heuristic's first choice.
+  detail::GemmPlan plan(context.handle(), plan_of(context, m, n, k, a, b, c, ldc, options).key());
+  TimingEvents events;
+  std::vector<float> times;
+  const std::vector<detail::GemmAlgorithm> algorithms =
+      plan.candidates(context.handle(), max_algorithms);
+  for (const detail::GemmAlgorithm& algorithm : algorithms) {
+    plan.use(algorithm);
+    times.push_back(events.per_call(
+        [&] {
+          plan.run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
+                   context.workspace(), context.workspace_bytes(), stream);
+        },
+        iters, stream));
+  }
+  return times;
 }
 
 void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kernels/column_sum_scratch.h"
 #include "tensor/dtype.h"
@@ -95,6 +96,16 @@ struct GemmOptions {
 void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
           GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
           const GemmOptions& options, cudaStream_t stream);
+
+// For benchmarks (and a future tuner): the GEMM above run with each of up to `max_algorithms`
+// algorithms cuBLASLt's heuristic offers for it, in its order (the first is the one gemm() runs),
+// milliseconds per call as the mean of `iters` calls after one warm-up. C is overwritten (with
+// beta ≠ 0, accumulated onto) many times.
+std::vector<float> time_gemm_algorithms(GemmContext& context, std::int64_t m, std::int64_t n,
+                                        std::int64_t k, float alpha, GemmOperand a, GemmOperand b,
+                                        float beta, void* c, std::int64_t ldc,
+                                        const GemmOptions& options, int max_algorithms, int iters,
+                                        cudaStream_t stream);
 
 // Twins of ops/cpu/matmul.h on activations and weights of one `dtype`: fp32 (the context's
 // fp32_math: full fp32 unless set to TF32), or bf16/fp16 (fp32 accumulation, each 16-bit output

@@ -138,32 +138,39 @@ GemmPlan::GemmPlan(cublasLtHandle_t handle, const GemmKey& key)
     desc_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
               reinterpret_cast<void*>(static_cast<std::uintptr_t>(key.align_aux)));
   }
-  Preference preference;
-  preference.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace_bytes);
-  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
-  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
-  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
-  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
-  if (key.output != tensor::DType::kFloat32) {
-    // A split-K reduced in place or in the output type would round each partial sum to 16 bits;
-    // only fp32 partials keep "alpha·AB + beta·C in fp32, rounded once".
-    preference.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                   std::uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE});
-  }
-
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  check_cublas(cublasLtMatmulAlgoGetHeuristic(handle, desc_.desc, first_.layout, second_.layout,
-                                              result_.layout, result_.layout, preference.preference,
-                                              1, &heuristic, &found),
-               "kernels::gemm (heuristic)");
-  if (found == 0) {
+  const std::vector<GemmAlgorithm> found = candidates(handle, 1);
+  if (found.empty()) {
     base::fail("kernels::gemm: cuBLASLt has no algorithm for m=", key.m, " n=", key.n, " k=", key.k,
                " (lda=", key.lda, " ldb=", key.ldb, " ldc=", key.ldc, ", ",
                tensor::dtype_name(key.input), " -> ", tensor::dtype_name(key.output), ", ",
                epilogue_name(key.epilogue), ")");
   }
-  algo_ = heuristic.algo;
+  algo_ = found.front().algo;
+}
+
+std::vector<GemmAlgorithm> GemmPlan::candidates(cublasLtHandle_t handle, int max) const {
+  Preference preference;
+  preference.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key_.workspace_bytes);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key_.align_b);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key_.align_a);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key_.align_c);
+  preference.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key_.align_c);
+  if (key_.output != tensor::DType::kFloat32) {
+    // A split-K reduced in place or in the output type would round each partial sum to 16 bits;
+    // only fp32 partials keep "alpha·AB + beta·C in fp32, rounded once".
+    preference.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                   std::uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE});
+  }
+  cublasLtMatmulHeuristicResult_t results[kMaxCandidates] = {};
+  int found = 0;
+  check_cublas(
+      cublasLtMatmulAlgoGetHeuristic(handle, desc_.desc, first_.layout, second_.layout,
+                                     result_.layout, result_.layout, preference.preference,
+                                     max < kMaxCandidates ? max : kMaxCandidates, results, &found),
+      "kernels::gemm (heuristic)");
+  std::vector<GemmAlgorithm> algorithms;
+  for (int i = 0; i < found; ++i) algorithms.push_back({results[i].algo});
+  return algorithms;
 }
 
 void GemmPlan::run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta,

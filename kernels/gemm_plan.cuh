@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "kernels/gemm.h"
 
@@ -63,11 +64,25 @@ struct Layout {
   Layout& operator=(const Layout&) = delete;
 };
 
+// One algorithm the heuristic offers. Named, because nvcc (13.0) fails an internal assertion
+// destroying a std::vector of cuBLASLt's unnamed typedef'd structs.
+struct GemmAlgorithm {
+  cublasLtMatmulAlgo_t algo;
+};
+
 // The descriptors of one GEMM and the algorithm the heuristic chose for it.
 class GemmPlan {
  public:
   // Fails (base::Error) when cuBLASLt offers no algorithm.
   GemmPlan(cublasLtHandle_t handle, const GemmKey& key);
+
+  // Up to `max` (at most kMaxCandidates) algorithms the heuristic offers for the key's
+  // preferences (workspace, alignments, reduction scheme), best first by its estimate: the plan's
+  // own is the first. use() makes run() take another.
+  static constexpr int kMaxCandidates = 16;
+  std::vector<GemmAlgorithm> candidates(cublasLtHandle_t handle, int max) const;
+  void use(const GemmAlgorithm& algorithm) { algo_ = algorithm.algo; }
+  const GemmKey& key() const { return key_; }
 
   // Queues C = epilogue(alpha·op(A)·op(B) + beta·C) on `stream`. `bias` and `aux` (the
   // epilogue's) are set per call: they are the pointers a descriptor holds.

@@ -519,6 +519,68 @@ void bench_linear_bf16(mds::kernels::GemmContext& context, const Options& o, con
                peak.tensor_flops);
 }
 
+// Each bf16 GEMM of a training micro-batch (the four layer products forward, dgrad into bf16 and
+// wgrad into fp32, and the LM head's) run with every algorithm cuBLASLt's heuristic offers (up to
+// 16): the heuristic's first choice, which kernels::gemm runs, against the fastest, and what the
+// micro-batch's GEMMs would take with each. Decides whether a GEMM autotuner is worth having.
+void bench_gemm_algorithms(mds::kernels::GemmContext& context, const Options& o, const Peak& peak) {
+  struct Product {
+    const char* name;
+    std::int64_t out, in, count;  // weight [out, in]; count per micro-batch
+  };
+  const std::int64_t h = o.hidden, tokens = o.batch * o.seq;
+  const std::int64_t layers = 12;  // GPT-2 124M's; the LM head once
+  const Product products[] = {{"qkv", 3 * h, h, layers},
+                              {"dense", h, h, layers},
+                              {"fc1", 4 * h, h, layers},
+                              {"fc2", h, 4 * h, layers},
+                              {"lm head", o.vocab, h, 1}};
+  const auto widest = static_cast<std::size_t>(o.vocab > 4 * h ? o.vocab : 4 * h);
+  Buffer<std::uint16_t> x(static_cast<std::size_t>(tokens) * widest),
+      w(widest * static_cast<std::size_t>(h > 4 * h ? h : 4 * h)),
+      out(static_cast<std::size_t>(tokens) * widest);
+  Buffer<float> dw(widest * static_cast<std::size_t>(4 * h));
+  check_cuda(cudaMemset(x.get(), 0x3C, static_cast<std::size_t>(tokens) * widest * 2), "memset");
+  check_cuda(cudaMemset(w.get(), 0x3C, widest * static_cast<std::size_t>(4 * h) * 2), "memset");
+  mds::kernels::GemmOptions bf16;
+  bf16.input = bf16.output = DType::kBFloat16;
+  mds::kernels::GemmOptions wgrad = bf16;
+  wgrad.output = DType::kFloat32;
+  double first_total = 0.0, best_total = 0.0;
+  for (const Product& p : products) {
+    // forward out[t, n] = x[t, k]·W[n, k]ᵀ; dgrad dx[t, k] = dout[t, n]·W[n, k];
+    // wgrad dW[n, k] = dout[t, n]ᵀ·x[t, k].
+    const std::int64_t n = p.out, k = p.in;
+    const std::vector<std::pair<std::string, std::vector<float>>> passes = {
+        {"forward", mds::kernels::time_gemm_algorithms(
+                        context, tokens, n, k, 1.0f, {x.get(), k, false}, {w.get(), k, true}, 0.0f,
+                        out.get(), n, bf16, 16, o.iters, nullptr)},
+        {"dgrad", mds::kernels::time_gemm_algorithms(context, tokens, k, n, 1.0f,
+                                                     {x.get(), n, false}, {w.get(), k, false}, 0.0f,
+                                                     out.get(), k, bf16, 16, o.iters, nullptr)},
+        {"wgrad", mds::kernels::time_gemm_algorithms(
+                      context, n, k, tokens, 1.0f, {x.get(), n, true}, {out.get(), k, false}, 0.0f,
+                      dw.get(), k, wgrad, 16, o.iters, nullptr)}};
+    const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(n) * k;
+    for (const auto& [pass, times] : passes) {
+      if (times.empty()) continue;
+      std::size_t best = 0;
+      for (std::size_t i = 1; i < times.size(); ++i) best = times[i] < times[best] ? i : best;
+      const std::string name = "gemm algorithms " + std::string(p.name) + " " + pass;
+      std::printf(
+          "%-34s heuristic %.3f ms (%.0f TFLOP/s), best %.3f ms (%.0f TFLOP/s, #%zu of %zu)\n",
+          name.c_str(), times[0], flops / (times[0] * 1e9), times[best],
+          flops / (times[best] * 1e9), best + 1, times.size());
+      first_total += static_cast<double>(p.count) * times[0];
+      best_total += static_cast<double>(p.count) * times[best];
+    }
+  }
+  std::printf(
+      "gemm algorithms, a micro-batch's GEMMs: heuristic %.3f ms, best of each %.3f ms "
+      "(%.1f%% less; bf16 peak %.0f TFLOP/s)\n",
+      first_total, best_total, 100.0 * (1.0 - best_total / first_total), peak.tensor_flops / 1e12);
+}
+
 bool bench_gemm(const Options& o, const Peak& peak) {
   mds::kernels::GemmContext context;
   const std::int64_t m = o.batch * o.seq, n = 4 * o.hidden, k = o.hidden;  // the MLP's fc1
@@ -567,6 +629,7 @@ bool bench_gemm(const Options& o, const Peak& peak) {
     report_flops(variant.name, ms, flops, variant.peak);
   }
   bench_linear_bf16(context, o, peak);
+  bench_gemm_algorithms(context, o, peak);
   return ok;
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "base/error.h"
 #include "kernels/gemm_gelu.h"
 #include "ops/cpu/gelu.h"
@@ -319,6 +321,29 @@ TEST(GpuGemm, BatchedMatmulMatchesCpu) {
       MDS_EXPECT_CLOSE(dout.download(), ref, 1e-5);
     }
   }
+}
+
+// time_gemm_algorithms (gpu_bench's autotuning probe): a time per offered algorithm, each of
+// which computes the product (C written over by the last one, beta = 0, checked against the
+// host's fp32 product of the same values), and the context's plan stays the heuristic's choice.
+TEST(GpuGemm, TimedAlgorithmsEachComputeTheProduct) {
+  GemmContext context;
+  const Shape s{200, 96, 64};
+  const Matrix a = random_matrix(s.m, s.k, false, 3, 70), b = random_matrix(s.k, s.n, true, 1, 71);
+  std::vector<float> ref(static_cast<std::size_t>(s.m * s.n));
+  ops::cpu::gemm(s.m, s.n, s.k, 1.0f, {a.values.data(), a.ld, false}, {b.values.data(), b.ld, true},
+                 0.0f, ref.data(), s.n);
+  DeviceArray<float> da(a.values), db(b.values), dc(std::vector<float>(ref.size(), NAN));
+  GemmOptions options;
+  const std::vector<float> times = kernels::time_gemm_algorithms(
+      context, s.m, s.n, s.k, 1.0f, {da.get(), a.ld, false}, {db.get(), b.ld, true}, 0.0f, dc.get(),
+      s.n, options, 4, 2, nullptr);
+  ASSERT_GE(times.size(), 1u);
+  EXPECT_LE(times.size(), 4u);
+  for (const float ms : times) EXPECT_GT(ms, 0.0f);
+  MDS_EXPECT_CLOSE(dc.download(), ref, 1e-5);
+  EXPECT_EQ(context.cached_plans(), 1u);
+  std::printf("%zu algorithms offered, first %.4f ms\n", times.size(), times.front());
 }
 
 TEST(GpuGemm, RepeatsBitForBit) {
