@@ -5,6 +5,7 @@
 // the .cu's host stubs of the same names in the library.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/device_portable.cuh"
 #include "tensor/dtype.h"
@@ -55,62 +56,117 @@ struct PieceStart {
   std::int64_t first, out, in;
 };
 
-// Element `from` of `in` cast to element `to` of `out`; equal storages copy the bits.
-template <Storage kOut, Storage kIn>
-__device__ inline void cast_element(void* out, std::int64_t to, const void* in, std::int64_t from) {
-  if constexpr (kOut == kIn && kIn == Storage::kF32) {
-    static_cast<std::uint32_t*>(out)[to] = static_cast<const std::uint32_t*>(in)[from];
-  } else if constexpr (kOut == kIn) {
-    static_cast<std::uint16_t*>(out)[to] = static_cast<const std::uint16_t*>(in)[from];
+constexpr int kPieceElementsPerThread = 8;
+
+// What an element of cast_pieces_kernel is held as between its load and its store: its bits where
+// the storages are equal and there is no factor (a copy), else its fp32 value.
+template <Storage kOut, Storage kIn, bool kScaled>
+using PieceValue =
+    std::conditional_t<!kScaled && kOut == kIn,
+                       std::conditional_t<kIn == Storage::kF32, std::uint32_t, std::uint16_t>,
+                       float>;
+
+template <Storage kOut, Storage kIn, bool kScaled>
+__device__ inline PieceValue<kOut, kIn, kScaled> load_piece_element(const void* in,
+                                                                    std::int64_t from,
+                                                                    float factor) {
+  using Value = PieceValue<kOut, kIn, kScaled>;
+  if constexpr (std::is_same_v<Value, float>) {
+    return kScaled ? load<kIn>(in, from) * factor : load<kIn>(in, from);
   } else {
-    store<kOut>(out, to, load<kIn>(in, from));
+    return static_cast<const Value*>(in)[from];
   }
 }
 
-constexpr int kPieceElementsPerThread = 8;
+template <Storage kOut, Storage kIn, bool kScaled>
+__device__ inline void store_piece_element(void* out, std::int64_t to,
+                                           PieceValue<kOut, kIn, kScaled> value) {
+  using Value = PieceValue<kOut, kIn, kScaled>;
+  if constexpr (std::is_same_v<Value, float>) {
+    store<kOut>(out, to, value);
+  } else {
+    static_cast<Value*>(out)[to] = value;
+  }
+}
 
-// One launch for `count` pieces (starts[0 … count], count >= 1), each element times `factor`
-// unless it is 1 (the fp32 product rounded once): each warp takes 256 consecutive
-// elements of the pieces' concatenation, lane l elements l, l + 32, … of them, so that a warp's
-// accesses within a piece are consecutive. A thread finds the piece of its first element by
-// bisection over the starts and steps forward from there.
-template <Storage kOut, Storage kIn>
-__global__ void cast_pieces_kernel(void* out, const void* in, const PieceStart* starts,
-                                   std::int64_t count, float factor) {
+// The piece a thread is in: elements [first, next) of the concatenation go from in[i + from] to
+// out[i + to] (the piece's offsets less its first).
+struct CurrentPiece {
+  std::int64_t index, next, to, from;
+};
+
+__device__ inline CurrentPiece piece_at(const PieceStart* starts, std::int64_t index) {
+  const PieceStart& p = starts[index];
+  return {index, starts[index + 1].first, p.out - p.first, p.in - p.first};
+}
+
+// cast_pieces_kernel's body, kScaled where factor ≠ 1. Warp w takes its own contiguous run of
+// 256-element spans (so a thread's piece only moves forward: one bisection a warp, then a step
+// when a span crosses into the next piece); in a span lane l takes elements l, l + 32, … (a
+// warp's accesses within a piece are consecutive), issuing its eight loads before its stores.
+template <Storage kOut, Storage kIn, bool kScaled>
+__device__ void cast_piece_spans(void* out, const void* in, const PieceStart* starts,
+                                 std::int64_t count, float factor) {
   constexpr std::int64_t kWarpElements = 32 * kPieceElementsPerThread;
   const std::int64_t total = starts[count].first;
   const std::int64_t lane = threadIdx.x % 32;
-  for (std::int64_t base = first_index() / 32 * kWarpElements; base < total;
-       base += grid_stride() / 32 * kWarpElements) {
-    std::int64_t lo = 0, hi = count - 1;  // the last piece starting at or before base + lane
-    while (lo < hi) {
-      const std::int64_t mid = (lo + hi + 1) / 2;
-      if (starts[mid].first <= base + lane) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
+  const std::int64_t warps = grid_stride() / 32, warp = first_index() / 32;
+  const std::int64_t spans = (total + kWarpElements - 1) / kWarpElements;
+  const std::int64_t spans_a_warp = (spans + warps - 1) / warps;
+  const std::int64_t begin = warp * spans_a_warp * kWarpElements;
+  const std::int64_t end =
+      begin + spans_a_warp * kWarpElements < total ? begin + spans_a_warp * kWarpElements : total;
+  if (begin + lane >= end) return;
+  std::int64_t lo = 0, hi = count - 1;  // the last piece starting at or before begin + lane
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (starts[mid].first <= begin + lane) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  CurrentPiece piece = piece_at(starts, lo);
+  for (std::int64_t base = begin; base < end; base += kWarpElements) {
+    PieceValue<kOut, kIn, kScaled> values[kPieceElementsPerThread] = {};
+    std::int64_t to[kPieceElementsPerThread];
+#pragma unroll
+    for (int t = 0; t < kPieceElementsPerThread; ++t) {
+      const std::int64_t i = base + lane + 32 * t;
+      to[t] = -1;
+      if (i < end) {
+        while (piece.next <= i) piece = piece_at(starts, piece.index + 1);
+        to[t] = piece.to + i;
+        values[t] = load_piece_element<kOut, kIn, kScaled>(in, piece.from + i, factor);
       }
     }
-    for (std::int64_t i = base + lane; i < total && i < base + kWarpElements; i += 32) {
-      while (starts[lo + 1].first <= i) ++lo;
-      const std::int64_t offset = i - starts[lo].first;
-      if (factor == 1.0f) {
-        cast_element<kOut, kIn>(out, starts[lo].out + offset, in, starts[lo].in + offset);
-      } else {
-        store<kOut>(out, starts[lo].out + offset, load<kIn>(in, starts[lo].in + offset) * factor);
-      }
+#pragma unroll
+    for (int t = 0; t < kPieceElementsPerThread; ++t) {
+      if (to[t] >= 0) store_piece_element<kOut, kIn, kScaled>(out, to[t], values[t]);
     }
   }
 }
 
-// Every kernel here is a grid-stride loop over the n elements.
-inline detail::LaunchShape launch_shape(std::int64_t n) {
-  return detail::grid_stride_shape(n);
+// One launch for `count` pieces (starts[0 … count], count >= 1), each element times `factor`
+// unless it is 1 (the fp32 product rounded once; equal storages then copy the bits).
+template <Storage kOut, Storage kIn>
+__global__ void cast_pieces_kernel(void* out, const void* in, const PieceStart* starts,
+                                   std::int64_t count, float factor) {
+  if (factor == 1.0f) {
+    cast_piece_spans<kOut, kIn, false>(out, in, starts, count, factor);
+  } else {
+    cast_piece_spans<kOut, kIn, true>(out, in, starts, count, factor);
+  }
 }
 
 // cast_pieces_kernel's: a thread per kPieceElementsPerThread elements, whole warps.
 inline detail::LaunchShape pieces_launch_shape(std::int64_t total) {
   return detail::grid_stride_shape((total + kPieceElementsPerThread - 1) / kPieceElementsPerThread);
+}
+
+// Every kernel here is a grid-stride loop over the n elements.
+inline detail::LaunchShape launch_shape(std::int64_t n) {
+  return detail::grid_stride_shape(n);
 }
 
 // fill16_kernel's pattern: the host twin of detail::float_to_*_bits.

@@ -633,6 +633,51 @@ bool bench_gemm(const Options& o, const Peak& peak) {
   return ok;
 }
 
+// BF16_Optimizer's copies between the parameter table and its flat group, as a step runs them
+// (kernels::cast_pieces, one piece a GPT-2 124M parameter): the fp32 gradients gathered into the
+// group times the clipping factor, and the new bf16 weights scattered back.
+void bench_cast_pieces(const Options& o, const Peak& peak) {
+  const std::int64_t h = o.hidden;
+  std::vector<std::int64_t> sizes = {o.vocab * h, o.seq * h};
+  for (int layer = 0; layer < 12; ++layer) {
+    for (const std::int64_t numel :
+         {h, h, 3 * h * h, 3 * h, h * h, h, h, h, 4 * h * h, 4 * h, 4 * h * h, h}) {
+      sizes.push_back(numel);
+    }
+  }
+  sizes.insert(sizes.end(), {h, h});
+  std::vector<mds::ops::CastPiece> gather, scatter;
+  std::int64_t flat = 0, table = 0;
+  for (const std::int64_t numel : sizes) {
+    gather.push_back({flat, table, numel});
+    scatter.push_back({table, flat, numel});
+    flat += numel;
+    table += numel + 64;  // the table's own alignment padding
+  }
+  Buffer<float> grads(static_cast<std::size_t>(table)), group(static_cast<std::size_t>(flat));
+  Buffer<std::uint16_t> weights(static_cast<std::size_t>(table)),
+      weights_flat(static_cast<std::size_t>(flat));
+  check_cuda(cudaMemset(grads.get(), 0, static_cast<std::size_t>(table) * 4), "memset");
+  check_cuda(cudaMemset(weights_flat.get(), 0, static_cast<std::size_t>(flat) * 2), "memset");
+  const double bytes = static_cast<double>(flat);
+  report_bytes("cast_pieces fp32 gradients gathered, times a factor",
+               time_ms(
+                   [&] {
+                     mds::kernels::cast_pieces(group.get(), DType::kFloat32, grads.get(),
+                                               DType::kFloat32, gather, 0.5f, nullptr, nullptr);
+                   },
+                   o.iters),
+               8.0 * bytes, peak);
+  report_bytes("cast_pieces bf16 weights scattered",
+               time_ms(
+                   [&] {
+                     mds::kernels::cast_pieces(weights.get(), DType::kBFloat16, weights_flat.get(),
+                                               DType::kBFloat16, scatter, 1.0f, nullptr, nullptr);
+                   },
+                   o.iters),
+               4.0 * bytes, peak);
+}
+
 bool bench_adam(const Options& o, const Peak& peak) {
   // GPT-2 124M's parameter count, roughly: 12 layers of 12·C² plus the embeddings.
   const std::int64_t n = 12 * 12 * o.hidden * o.hidden + (o.vocab + o.seq) * o.hidden;
@@ -660,6 +705,7 @@ bool bench_adam(const Options& o, const Peak& peak) {
       },
       o.iters);
   report_bytes("adamw_step", ms, 7.0 * kF * static_cast<double>(n), peak);
+  bench_cast_pieces(o, peak);
   return ok;
 }
 
