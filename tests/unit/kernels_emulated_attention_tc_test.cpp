@@ -49,6 +49,15 @@ using emulated::bits;
 using emulated::HostBits16Io;
 using emulated::widened;
 
+// Under AddressSanitizer (the test command's second build) the emulation runs several times
+// slower: the largest tests take their smaller cases there (out-of-bounds accesses show at any
+// size with a partial tile), the release build all of them.
+#if defined(MDS_SIMT_ASAN)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 struct Case {
   std::int64_t s, b, np;
   float coeff;
@@ -574,8 +583,9 @@ void check_keep_bits(const Case& c) {
 
 TEST(KernelsEmulatedAttentionTc, KeepBitsAreTheHostMasksAndServeTheBackward) {
   check_keep_bits<64>({72, 1, 2, 1.0f, 0.1f, 1, 4});
-  check_keep_bits<64>({150, 1, 1, 2.0f, 0.5f});
   check_keep_bits<128>({70, 2, 1, 1.0f, 0.1f, 2, 3});
+  if (kSanitized) return;  // with the two below: 134 s in the sanitizer build at -O0, 25 at -O1
+  check_keep_bits<64>({150, 1, 1, 2.0f, 0.5f});
   check_keep_bits<128>({132, 1, 2, 1.0f, 0.3f, 1, 3});
 }
 
@@ -669,8 +679,12 @@ void check_dq_from_ds(const Case& c) {
 }
 
 TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
-  // Kept small: under the sanitizer build this test took 210 s with two more slices' worth.
   check_dq_from_ds<64, tensor::BFloat16>({1, 1, 1, 1.0f});
+  if (kSanitized) {  // with the three below: 169 s in the sanitizer build at -O0, 34 at -O1
+    check_dq_from_ds<64, tensor::BFloat16>({67, 1, 2, 1.0f, 0.1f, 1, 4});
+    check_dq_from_ds<128, tensor::Float16>({72, 1, 1, 1.0f, 0.1f, 0, 0});
+    return;
+  }
   check_dq_from_ds<64, tensor::BFloat16>({131, 1, 2, 1.0f, 0.1f, 1, 4});
   check_dq_from_ds<128, tensor::BFloat16>({97, 1, 1, 2.0f, 0.2f});
   check_dq_from_ds<128, tensor::Float16>({72, 1, 1, 1.0f, 0.1f, 0, 0});
