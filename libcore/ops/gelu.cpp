@@ -94,9 +94,8 @@ void bias_gelu_backward(const DeviceContext& ctx, Tensor dx, Tensor dbias, Tenso
   }
   if (on_device) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(),
-                               has_bias ? bias.raw() : nullptr, dtype, bias_dtype, rows, cols, kind,
-                               dx_mode == Dx::kAccumulate);
+      cuda::bias_gelu_backward(ctx, dx.raw(), dbias_ptr, dout.raw(), x.raw(), bias.raw(), dtype,
+                               bias_dtype, rows, cols, kind, dx_mode == Dx::kAccumulate);
     }
     return;
   }

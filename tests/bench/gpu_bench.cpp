@@ -535,13 +535,14 @@ void bench_gemm_algorithms(mds::kernels::GemmContext& context, const Options& o,
                               {"fc1", 4 * h, h, layers},
                               {"fc2", h, 4 * h, layers},
                               {"lm head", o.vocab, h, 1}};
+  // Every weight is [widest or less, h] or [h, 4h]; activations [tokens, widest or less].
   const auto widest = static_cast<std::size_t>(o.vocab > 4 * h ? o.vocab : 4 * h);
-  Buffer<std::uint16_t> x(static_cast<std::size_t>(tokens) * widest),
-      w(widest * static_cast<std::size_t>(h > 4 * h ? h : 4 * h)),
-      out(static_cast<std::size_t>(tokens) * widest);
-  Buffer<float> dw(widest * static_cast<std::size_t>(4 * h));
-  check_cuda(cudaMemset(x.get(), 0x3C, static_cast<std::size_t>(tokens) * widest * 2), "memset");
-  check_cuda(cudaMemset(w.get(), 0x3C, widest * static_cast<std::size_t>(4 * h) * 2), "memset");
+  const std::size_t activations = static_cast<std::size_t>(tokens) * widest,
+                    weights = widest * static_cast<std::size_t>(h);
+  Buffer<std::uint16_t> x(activations), w(weights), out(activations);
+  Buffer<float> dw(weights);
+  check_cuda(cudaMemset(x.get(), 0x3C, activations * 2), "memset");
+  check_cuda(cudaMemset(w.get(), 0x3C, weights * 2), "memset");
   mds::kernels::GemmOptions bf16;
   bf16.input = bf16.output = DType::kBFloat16;
   mds::kernels::GemmOptions wgrad = bf16;
