@@ -87,8 +87,7 @@ bool use_tensor_cores(AttentionKernel kernel, tensor::DType dtype, std::int64_t 
   bool aligned = true;
   for (const void* p : pointers) aligned = aligned && aligned_16(p);
   const bool fits = attention_tensor_core_supported(dtype, hn) && aligned;
-  const bool forced =
-      kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreRecomputingDq;
+  const bool forced = kernel != AttentionKernel::kAuto;  // kSimt returned above
   if (forced && !fits) {
     base::fail("cuda: kernels::", op, ": the tensor-core kernels need bf16/fp16, head dim 64 or ",
                "128 and 16-byte aligned pointers (got ", tensor::dtype_name(dtype), ", head dim ",
@@ -149,9 +148,12 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_backward");
   if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
-    attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
-                           at.geometry, d.b * d.np, at.alpha, coeff, accumulate,
-                           kernel != AttentionKernel::kTensorCoreRecomputingDq, stream, scratch);
+    attention_tc::backward(
+        dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry, d.b * d.np,
+        at.alpha, coeff, accumulate,
+        {.dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,
+         .short_dkdv_steps = kernel == AttentionKernel::kTensorCoreShortDkdvSteps},
+        stream, scratch);
     return;
   }
   if (!accumulate) {  // the SIMT kernels only add: onto zeros (dqkv is s rows of qkv_ld elements)

@@ -91,7 +91,7 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
 
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
-              float alpha, float coeff, bool accumulate, bool dq_from_stored_ds,
+              float alpha, float coeff, bool accumulate, BackwardChoices choices,
               cudaStream_t stream, Scratch* scratch) {
   const dim3 grid = grid_of(slices, g.s, "attention_backward");
   auto* dqkv_h = static_cast<std::uint16_t*>(dqkv);
@@ -102,7 +102,7 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
   // kMaxStoredDsBytes: 201 MB for a GPT-2 124M layer at micro-batch 8), in one piece of scratch.
   const std::int64_t ds_ld = stored_ds_ld(g.s);
   const auto ds_bytes = static_cast<std::size_t>(slices * g.s * ds_ld) * sizeof(std::uint16_t);
-  const bool dq_from_ds = dq_from_stored_ds && ds_bytes <= kMaxStoredDsBytes;
+  const bool dq_from_ds = choices.dq_from_stored_ds && ds_bytes <= kMaxStoredDsBytes;
   constexpr std::size_t kAlign = 256;
   const std::size_t delta_bytes =
       (static_cast<std::size_t>(slices * g.s) * sizeof(float) + kAlign - 1) / kAlign * kAlign;
@@ -111,20 +111,30 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
   auto* ds = dq_from_ds
                  ? reinterpret_cast<std::uint16_t*>(static_cast<char*>(memory.data()) + delta_bytes)
                  : nullptr;
+  // dkdv_kernel<…, kStoreDs, kQueries> with its shared memory.
+  const auto launch_dkdv = [&](auto kernel, int bytes) {
+    allow_shared(kernel, bytes, "kernels::attention_backward (shared memory)");
+    kernel<<<grid, kThreads, bytes, stream>>>(dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff,
+                                              accumulate, ds, ds_ld);
+    check_launch("kernels::attention_backward (tensor cores, dk, dv)");
+  };
   with_instance(bf16, hn, "attention_backward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
     constexpr int bytes = kBackwardSharedBytes<kHn>;
+    constexpr int kShort = 32;
+    const bool short_steps = choices.short_dkdv_steps && kBackwardStep<kHn> != kShort;
     if (dq_from_ds) {
       allow_shared(row_delta_kernel<T, kHn>, kRowDeltaSharedBytes<kHn>,
                    "kernels::attention_backward (shared memory)");
       row_delta_kernel<T, kHn>
           <<<grid, kThreads, kRowDeltaSharedBytes<kHn>, stream>>>(delta, dctx_h, ctx_h, lse, g);
       check_launch("kernels::attention_backward (tensor cores, row deltas)");
-      allow_shared(dkdv_kernel<T, kHn, true>, bytes, "kernels::attention_backward (shared memory)");
-      dkdv_kernel<T, kHn, true><<<grid, kThreads, bytes, stream>>>(
-          dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff, accumulate, ds, ds_ld);
-      check_launch("kernels::attention_backward (tensor cores, dk, dv)");
+      if (short_steps) {
+        launch_dkdv(dkdv_kernel<T, kHn, true, kShort>, kDkdvSharedBytes<kHn, kShort>);
+      } else {
+        launch_dkdv(dkdv_kernel<T, kHn, true>, bytes);
+      }
       allow_shared(dq_from_ds_kernel<T, kHn>, kDqFromDsSharedBytes<kHn>,
                    "kernels::attention_backward (shared memory)");
       dq_from_ds_kernel<T, kHn><<<grid, kThreads, kDqFromDsSharedBytes<kHn>, stream>>>(
@@ -136,10 +146,11 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
     dq_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, delta, dctx_h, ctx_h, lse, qkv_h,
                                                          g, alpha, coeff, accumulate);
     check_launch("kernels::attention_backward (tensor cores, dq)");
-    allow_shared(dkdv_kernel<T, kHn, false>, bytes, "kernels::attention_backward (shared memory)");
-    dkdv_kernel<T, kHn, false><<<grid, kThreads, bytes, stream>>>(
-        dqkv_h, dctx_h, lse, delta, qkv_h, g, alpha, coeff, accumulate, nullptr, 0);
-    check_launch("kernels::attention_backward (tensor cores, dk, dv)");
+    if (short_steps) {
+      launch_dkdv(dkdv_kernel<T, kHn, false, kShort>, kDkdvSharedBytes<kHn, kShort>);
+    } else {
+      launch_dkdv(dkdv_kernel<T, kHn, false>, bytes);
+    }
   });
 }
 

@@ -17,13 +17,20 @@ bool head_dim_supported(std::int64_t hn);
 void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
              cudaStream_t stream);
-// dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read). With
-// dq_from_stored_ds, dq comes from the dSᵀ the dk/dv kernel stores where that takes at most 2 GiB;
-// otherwise the dq kernel computes dS again. Row deltas and dSᵀ live in `scratch` (a
-// stream-ordered allocation when null).
+// How the backward runs (the same results up to the bits noted): dq_from_stored_ds, dq from
+// the dSᵀ the dk/dv kernel stores where that takes at most 2 GiB (otherwise, or when false, the
+// dq kernel computes dS again); short_dkdv_steps, the dk/dv kernel stepping over 32 query rows at
+// hn = 64 instead of 64 (three blocks an SM instead of two; the same bits).
+struct BackwardChoices {
+  bool dq_from_stored_ds = true;
+  bool short_dkdv_steps = false;
+};
+
+// dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read). Row
+// deltas and dSᵀ live in `scratch` (a stream-ordered allocation when null).
 void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, const void* qkv,
               bool bf16, std::int64_t hn, const attention_detail::Geometry& g, std::int64_t slices,
-              float alpha, float coeff, bool accumulate, bool dq_from_stored_ds,
+              float alpha, float coeff, bool accumulate, BackwardChoices choices,
               cudaStream_t stream, Scratch* scratch);
 
 }  // namespace mds::kernels::attention_tc

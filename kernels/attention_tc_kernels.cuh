@@ -47,6 +47,17 @@ template <int kHn>
 constexpr int kBackwardSharedBytes =
     2 * kTileElems<kHn, 2 * kBlockRows + 4 * kBackwardStep<kHn>> + 4 * 4 * kBlockRows;
 
+// The dk/dv kernel may also step over 32 query rows at hn = 64 (AttentionKernel::
+// kTensorCoreShortDkdvSteps, a trial against the default): its Sᵀ and dPᵀ then take half the
+// registers, so ptxas fits three blocks an SM (168 registers) instead of two (255). The products
+// come in the same order either way (16-row k-chunks of the queries, in order), so the bits are
+// the same.
+template <int kHn, int kQueries>
+constexpr int kDkdvMinBlocks = kHn == 64 && kQueries == 32 ? 3 : kBackwardMinBlocks;
+template <int kHn, int kQueries>
+constexpr int kDkdvSharedBytes =
+    2 * kTileElems<kHn, 2 * kBlockRows + 4 * kQueries> + 4 * 4 * kBlockRows;
+
 // ---- forward --------------------------------------------------------------------------------
 
 // With kReadBits the dropout's keep bits are already drawn (draw_keep_bits_kernel) and the
@@ -254,13 +265,13 @@ __device__ __forceinline__ PairGradient pair_gradient(float score, float dp, flo
 // statistics (lse, and delta as dq_kernel or row_delta_kernel stored it) are loaded into
 // registers a step ahead. With kStoreDs it also stores dSᵀ, rounded to T as its products round
 // it, at ds[(bh·s + key)·ds_ld + query] for dq_from_ds_kernel (pairs of queries < s, keys < s).
-template <typename T, int kHn, bool kStoreDs>
-__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
+template <typename T, int kHn, bool kStoreDs, int kQueries = kBackwardStep<kHn>>
+__global__ void __launch_bounds__(kThreads, (kDkdvMinBlocks<kHn, kQueries>))
     dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const float* lse,
                 const float* delta, const std::uint16_t* qkv, Geometry g, float alpha, float coeff,
                 bool accumulate, std::uint16_t* ds, std::int64_t ds_ld) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
-  constexpr int kQueries = kBackwardStep<kHn>;
+  static_assert(kQueries == 32 || kQueries == 64, "steps of 32 or 64 query rows");
   extern __shared__ __align__(16) unsigned char smem[];
   auto* k_s = reinterpret_cast<std::uint16_t*>(smem);
   std::uint16_t* v_s = k_s + kTileElems<kHn, kBlockRows>;

@@ -258,6 +258,26 @@ TYPED_TEST(AttentionTcOnDevice, DqRecomputedOrFromStoredDsWithinBounds) {
   }
 }
 
+// The dk/dv kernel stepping over 32 query rows at head dim 64 (kTensorCoreShortDkdvSteps, three
+// blocks an SM) runs the same products in the same order as the default 64: the same bits, with
+// and without keep bits and dq from the stored dS (at head dim 128 the two are one kernel).
+TYPED_TEST(AttentionTcOnDevice, ShortDkdvStepsGiveTheSameBits) {
+  using T = TypeParam;
+  for (const Case& c : kCases) {
+    if (c.hn != 64) continue;
+    SCOPED_TRACE("s=" + std::to_string(c.s) + " b=" + std::to_string(c.b) +
+                 " p=" + std::to_string(c.p));
+    const Reference<T> r = reference<T>(c);
+    for (const bool keep : {false, true}) {
+      const DeviceRun<T> plain =
+          run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCore, keep);
+      const DeviceRun<T> short_steps =
+          run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCoreShortDkdvSteps, keep);
+      EXPECT_EQ(bits(short_steps.dqkv), bits(plain.dqkv)) << "keep bits " << keep;
+    }
+  }
+}
+
 // Against the SIMT kernels on the same device: each family's lse serves the other's backward
 // within the same bounds, and the SIMT kernels themselves stay inside them.
 TYPED_TEST(AttentionTcOnDevice, LseInterchangeableWithSimtKernels) {

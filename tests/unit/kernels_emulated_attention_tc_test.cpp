@@ -178,8 +178,9 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
 }
 
 // As attention_tc.cu: row_delta_kernel, dkdv_kernel storing dSᵀ, dq_from_ds_kernel; or, with
-// !from_ds, dq_kernel (which stores the deltas) then dkdv_kernel.
-template <int kHn, typename T>
+// !from_ds, dq_kernel (which stores the deltas) then dkdv_kernel; dkdv_kernel stepping over
+// kDkdvStep query rows.
+template <int kHn, typename T, int kDkdvStep = tc::kBackwardStep<kHn>>
 std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
                            const Forward<T>& f, std::vector<T> dqkv, bool accumulate = true,
                            std::uint32_t* keep = nullptr, bool from_ds = true) {
@@ -194,11 +195,11 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
     simt::launch(
         grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
         [&] {
-          tc::dkdv_kernel<MmaType<T>, kHn, kStoreDs>(raw(dqkv), raw(dctx), f.lse.data(),
-                                                     delta.data(), raw(qkv), g, alpha, c.coeff,
-                                                     accumulate, ds.data(), ds_ld);
+          tc::dkdv_kernel<MmaType<T>, kHn, kStoreDs, kDkdvStep>(
+              raw(dqkv), raw(dctx), f.lse.data(), delta.data(), raw(qkv), g, alpha, c.coeff,
+              accumulate, ds.data(), ds_ld);
         },
-        poison_tc_shared(tc::kBackwardSharedBytes<kHn>));
+        poison_tc_shared(tc::kDkdvSharedBytes<kHn, kDkdvStep>));
   };
   if (from_ds) {
     simt::launch(
@@ -688,6 +689,36 @@ TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
   check_dq_from_ds<64, tensor::BFloat16>({131, 1, 2, 1.0f, 0.1f, 1, 4});
   check_dq_from_ds<128, tensor::BFloat16>({97, 1, 1, 2.0f, 0.2f});
   check_dq_from_ds<128, tensor::Float16>({72, 1, 1, 1.0f, 0.1f, 0, 0});
+}
+
+// dkdv_kernel stepping over 32 query rows at hn = 64 (AttentionKernel::kTensorCoreShortDkdvSteps)
+// against its default 64: the same products in the same order, so the same dqkv bits (dq too,
+// from the dSᵀ each stores), accumulated and written, with dropout drawn and from keep bits, one
+// partial step and several key tiles.
+void check_short_dkdv_steps(const Case& c) {
+  SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " p=" << c.p);
+  using T = tensor::BFloat16;
+  const auto [qkv, dctx, dqkv0] = backward_inputs<64, T>(c, 23);
+  std::vector<std::uint32_t> keep = poisoned_keep(c);
+  for (std::uint32_t* bits_or_null : {static_cast<std::uint32_t*>(nullptr), keep.data()}) {
+    if (bits_or_null != nullptr && c.p == 0.0f) continue;
+    const Forward<T> f = forward_tc<64>(c, qkv, bits_or_null);
+    for (const bool accumulate : {true, false}) {
+      for (const bool from_ds : {true, false}) {
+        EXPECT_EQ(
+            bits(backward_tc<64, T, 32>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null, from_ds)),
+            bits(backward_tc<64, T>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null, from_ds)))
+            << "accumulate " << accumulate << ", keep bits " << (bits_or_null != nullptr)
+            << ", dq from dS " << from_ds;
+      }
+    }
+  }
+}
+
+TEST(KernelsEmulatedAttentionTc, ShortDkdvStepsGiveTheSameBits) {
+  static_assert(tc::kBackwardStep<64> == 64, "the default step the short one is checked against");
+  check_short_dkdv_steps({1, 1, 1, 1.0f});
+  check_short_dkdv_steps({kSanitized ? 67 : 131, 1, 2, 1.0f, 0.1f, 1, 4});
 }
 
 }  // namespace
