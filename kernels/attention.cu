@@ -117,8 +117,9 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_forward");
   if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, "attention_forward")) {
-    attention_tc::forward(ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry,
-                          d.b * d.np, at.alpha, coeff, stream);
+    attention_tc::forward(
+        ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry, d.b * d.np, at.alpha,
+        coeff, {.two_atoms_a_warp = kernel == AttentionKernel::kTensorCoreTrialShapes}, stream);
     return;
   }
   with_io(dtype, "attention_forward", [&](auto io) {
@@ -152,7 +153,7 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
         dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry, d.b * d.np,
         at.alpha, coeff, accumulate,
         {.dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,
-         .short_dkdv_steps = kernel == AttentionKernel::kTensorCoreShortDkdvSteps},
+         .short_dkdv_steps = kernel == AttentionKernel::kTensorCoreTrialShapes},
         stream, scratch);
     return;
   }

@@ -45,14 +45,16 @@ bool attention_head_dim_supported(std::int64_t hn);
 // kTensorCore forces the tensor-core ones and fails with one line where they do not apply;
 // kTensorCoreRecomputingDq likewise, with the backward's dq kernel computing dS again instead of
 // reading the dSᵀ the dk/dv kernel stored, as it does anyway where dSᵀ would pass 2 GiB (tests);
-// kTensorCoreShortDkdvSteps likewise, with the dk/dv kernel stepping over 32 query rows at head
-// dim 64 instead of 64, three blocks an SM instead of two (the same bits; a trial for gpu_bench).
+// kTensorCoreTrialShapes likewise, with the launch shapes under trial against the default ones
+// at head dim 64 (gpu_bench times both; the same bits): forward blocks of 128 query rows, each
+// warp owning two m16 atoms of them (two blocks an SM instead of four), and the dk/dv kernel
+// stepping over 32 query rows instead of 64 (three blocks an SM instead of two).
 enum class AttentionKernel {
   kAuto,
   kSimt,
   kTensorCore,
   kTensorCoreRecomputingDq,
-  kTensorCoreShortDkdvSteps
+  kTensorCoreTrialShapes
 };
 
 // Whether the tensor-core kernels take this dtype and head dim (pointers must also be 16-byte

@@ -23,8 +23,9 @@ void allow_shared(Kernel kernel, int bytes, const char* what) {
              what);
 }
 
-dim3 grid_of(std::int64_t slices, std::int64_t s, const char* op) {
-  const std::int64_t tiles = (s + kBlockRows - 1) / kBlockRows;
+// Blocks of `rows` query rows (or keys) each.
+dim3 grid_of(std::int64_t slices, std::int64_t s, const char* op, int rows = kBlockRows) {
+  const std::int64_t tiles = (s + rows - 1) / rows;
   if (slices > 0x7FFFFFFF || tiles > 65535) {
     base::fail("cuda: kernels::", op, ": b·np = ", slices, " or s = ", s, " exceeds the grid");
   }
@@ -60,8 +61,7 @@ bool head_dim_supported(std::int64_t hn) {
 
 void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
-             cudaStream_t stream) {
-  const dim3 grid = grid_of(slices, g.s, "attention_forward");
+             ForwardChoices choices, cudaStream_t stream) {
   // With keep bits to store and whole Philox blocks per word, the bits are drawn first and read.
   const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
   const bool draw_first =
@@ -73,17 +73,28 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
   with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
-    constexpr int bytes = kForwardSharedBytes<kHn>;
-    const auto launch = [&](auto kernel) {
+    // forward_kernel<…, kAtoms> over blocks of kForwardRows<kAtoms> query rows.
+    const auto launch = [&](auto kernel, auto atoms) {
+      constexpr int kAtoms = decltype(atoms)::value;
+      constexpr int bytes = kForwardSharedBytes<kHn, kAtoms>;
       allow_shared(kernel, bytes, "kernels::attention_forward (shared memory)");
-      kernel<<<grid, kThreads, bytes, stream>>>(static_cast<std::uint16_t*>(ctx), lse,
-                                                static_cast<const std::uint16_t*>(qkv), g, alpha,
-                                                coeff);
+      kernel<<<grid_of(slices, g.s, "attention_forward", kForwardRows<kAtoms>), kThreads, bytes,
+               stream>>>(static_cast<std::uint16_t*>(ctx), lse,
+                         static_cast<const std::uint16_t*>(qkv), g, alpha, coeff);
     };
+    constexpr std::integral_constant<int, 1> kOne;
+    constexpr std::integral_constant<int, kHn == 64 ? 2 : 1> kTwo;  // two atoms at hn = 64 only
+    const bool two_atoms = choices.two_atoms_a_warp && kHn == 64;
     if (draw_first) {
-      launch(forward_kernel<T, kHn, true>);
+      if (two_atoms) {
+        launch(forward_kernel<T, kHn, true, kTwo.value>, kTwo);
+      } else {
+        launch(forward_kernel<T, kHn, true>, kOne);
+      }
+    } else if (two_atoms) {
+      launch(forward_kernel<T, kHn, false, kTwo.value>, kTwo);
     } else {
-      launch(forward_kernel<T, kHn, false>);
+      launch(forward_kernel<T, kHn, false>, kOne);
     }
   });
   check_launch("kernels::attention_forward (tensor cores)");

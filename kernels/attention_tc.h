@@ -13,10 +13,18 @@ namespace mds::kernels::attention_tc {
 
 bool head_dim_supported(std::int64_t hn);
 
-// The launches: grid x the b·np slices, grid y the tiles of 64 rows.
+// How the forward runs (the same bits either way): two_atoms_a_warp, at hn = 64, blocks of 128
+// query rows with each warp owning two m16 atoms of them instead of blocks of 64 (the k and v
+// fragments each serve two mma; two blocks an SM instead of four).
+struct ForwardChoices {
+  bool two_atoms_a_warp = false;
+};
+
+// The launches: grid x the b·np slices, grid y the tiles of 64 rows (128 for the forward with two
+// atoms a warp).
 void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
-             cudaStream_t stream);
+             ForwardChoices choices, cudaStream_t stream);
 // How the backward runs (the same results up to the bits noted): dq_from_stored_ds, dq from
 // the dSᵀ the dk/dv kernel stores where that takes at most 2 GiB (otherwise, or when false, the
 // dq kernel computes dS again); short_dkdv_steps, the dk/dv kernel stepping over 32 query rows at

@@ -36,22 +36,30 @@ constexpr int kBackwardStep = kHn <= 64 ? 64 : 32;
 // Blocks per SM the register allocation must allow (__launch_bounds__' second argument): four
 // forward blocks at hn = 64 (128 registers a thread, no spills), two elsewhere (up to 255 a
 // thread: left to itself, ptxas capped the dq kernel at 168 and spilled).
-template <int kHn>
-constexpr int kForwardMinBlocks = kHn <= 64 ? 4 : 2;
+template <int kHn, int kAtoms = 1>
+constexpr int kForwardMinBlocks = kHn <= 64 && kAtoms == 1 ? 4 : 2;
 constexpr int kBackwardMinBlocks = 2;
 
+// The forward may also give each warp two m16 atoms of query rows (AttentionKernel::
+// kTensorCoreTrialShapes at hn = 64, a trial against the default one): blocks of 128 rows, warp w
+// owning rows 16w … and 64 + 16w …, so that each k and v fragment loaded from shared memory
+// serves two mma instead of one, at two blocks an SM instead of four. A row's arithmetic is the
+// same either way (the same bits).
+template <int kAtoms>
+constexpr int kForwardRows = kAtoms* kBlockRows;
+
 // Dynamic shared memory of each kernel, in bytes.
-template <int kHn>
-constexpr int kForwardSharedBytes = 2 * kTileElems<kHn, kBlockRows * 5>;  // q; two stages of k, v
+template <int kHn, int kAtoms = 1>
+constexpr int kForwardSharedBytes =
+    2 * kTileElems<kHn, kBlockRows*(kAtoms + 4)>;  // q; two stages of k, v
 template <int kHn>
 constexpr int kBackwardSharedBytes =
     2 * kTileElems<kHn, 2 * kBlockRows + 4 * kBackwardStep<kHn>> + 4 * 4 * kBlockRows;
 
-// The dk/dv kernel may also step over 32 query rows at hn = 64 (AttentionKernel::
-// kTensorCoreShortDkdvSteps, a trial against the default): its Sᵀ and dPᵀ then take half the
-// registers, so ptxas fits three blocks an SM (168 registers) instead of two (255). The products
-// come in the same order either way (16-row k-chunks of the queries, in order), so the bits are
-// the same.
+// The dk/dv kernel may also step over 32 query rows at hn = 64 (kTensorCoreTrialShapes): its Sᵀ
+// and dPᵀ then take half the registers, so ptxas fits three blocks an SM (168 registers) instead
+// of two (255). The products come in the same order either way (16-row k-chunks of the queries,
+// in order), so the bits are the same.
 template <int kHn, int kQueries>
 constexpr int kDkdvMinBlocks = kHn == 64 && kQueries == 32 ? 3 : kBackwardMinBlocks;
 template <int kHn, int kQueries>
@@ -60,41 +68,143 @@ constexpr int kDkdvSharedBytes =
 
 // ---- forward --------------------------------------------------------------------------------
 
+// One m16 atom's rows through one key tile of the forward, after S = q·kᵀ is in p: the scores
+// to z·log2(e) (keys past the row masked, which happens in the atom's diagonal tile only), the
+// online softmax (m, l: a lane's rows row_base and row_base + 8; o rescaled), then the dropout's
+// factors on p (read from kept_in with kReadBits; otherwise drawn, and their bits stored through
+// keep_row when it is set). `local` is the lane's first row less the diagonal tile's first key.
+template <int kHn, int kKeys, bool kReadBits>
+__device__ __forceinline__ void forward_softmax_tile(
+    float (&p)[kKeys / 8][4], float (&m)[2], float (&l)[2], float (&o)[kHn / 8][4], bool diagonal,
+    int local, const WordPair (&kept_in)[2], std::uint32_t* keep_row, std::int64_t row_base,
+    std::int64_t j0, std::int64_t bh, const Geometry& g, float scale2) {
+  // z·log2(e) with z = coeff·α·q·k. The tiles before the diagonal lie wholly before every row;
+  // j0 ≤ the atom's first row keeps each row's first key: finite maxima.
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool masked = diagonal && 8 * nt + accumulator_col(e) > local + 8 * (e >> 1);
+      p[nt][e] = masked ? -INFINITY : p[nt][e] * scale2;
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+      tile_max = fmaxf(tile_max, fmaxf(p[nt][2 * h], p[nt][2 * h + 1]));
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
+    const float m_new = fmaxf(m[h], tile_max);
+    const float rescale = exp2f(m[h] - m_new);  // first tile: 2^−inf = 0
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        p[nt][e] = exp2f(p[nt][e] - m_new);  // masked: 2^−inf = 0
+        sum += p[nt][e];
+      }
+    }
+    l[h] = l[h] * rescale + sum;  // this thread's part of the row's sum
+    m[h] = m_new;
+#pragma unroll
+    for (int dt = 0; dt < kHn / 8; ++dt) {
+      o[dt][2 * h] *= rescale;
+      o[dt][2 * h + 1] *= rescale;
+    }
+  }
+  // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask (masked
+  // keys and rows past the end are multiplied too, harmlessly). The keep bits go out a word of
+  // 32 keys at a time.
+  if (kReadBits) {
+#pragma unroll
+    for (int np = 0; np < kKeys / 16; ++np) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float f[2][2];
+        row_factors_from_bits(f, g.dropout, np < 2 ? kept_in[h].x : kept_in[h].y, 16 * np);
+#pragma unroll
+        for (int tile = 0; tile < 2; ++tile) {
+          p[2 * np + tile][2 * h] *= f[tile][0];
+          p[2 * np + tile][2 * h + 1] *= f[tile][1];
+        }
+      }
+    }
+  } else if (g.dropout.p > 0.0f) {
+#pragma unroll
+    for (int w = 0; w < kKeys / 32; ++w) {
+      std::uint32_t kept[2] = {0u, 0u};
+#pragma unroll
+      for (int np = 2 * w; np < 2 * w + 2; ++np) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float f[2][2];
+          row_dropout(f, g, bh, row_base + 8 * h, j0 + 16 * np);
+#pragma unroll
+          for (int tile = 0; tile < 2; ++tile) {
+            p[2 * np + tile][2 * h] *= f[tile][0];
+            p[2 * np + tile][2 * h + 1] *= f[tile][1];
+          }
+          kept[h] |= quad_keep_bits(f, 16 * np);
+        }
+      }
+      if (g.dropout.keep_bits != nullptr) store_keep_words(keep_row, j0 + 32 * w, kept);
+    }
+  }
+}
+
 // With kReadBits the dropout's keep bits are already drawn (draw_keep_bits_kernel) and the
 // kernel reads its factors from them; otherwise it draws them and, given keep_bits, stores them.
-template <typename T, int kHn, bool kReadBits>
-__global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
+// kAtoms m16 atoms of query rows per warp (kForwardRows).
+template <typename T, int kHn, bool kReadBits, int kAtoms = 1>
+__global__ void __launch_bounds__(kThreads, (kForwardMinBlocks<kHn, kAtoms>))
     forward_kernel(std::uint16_t* ctx, float* lse, const std::uint16_t* qkv, Geometry g,
                    float alpha, float coeff) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
-  constexpr int kKeys = kBlockRows;  // keys per tile: the diagonal tile is the last one
+  static_assert(kAtoms == 1 || (kAtoms == 2 && kHn == 64), "two atoms a warp at hn = 64 only");
+  constexpr int kKeys = kBlockRows;  // keys per tile: an atom's diagonal tile is its last one
+  constexpr int kRows = kForwardRows<kAtoms>;
   extern __shared__ __align__(16) unsigned char smem[];
   auto* q_s = reinterpret_cast<std::uint16_t*>(smem);
-  std::uint16_t* kv_s = q_s + kTileElems<kHn, kBlockRows>;  // stage: k tile, then v tile
+  std::uint16_t* kv_s = q_s + kTileElems<kHn, kRows>;  // stage: k tile, then v tile
 
   const std::int64_t bh = blockIdx.x;
   // The last query tiles see the most keys: start them first.
-  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const std::uint16_t* q = qkv + bh * 3 * kHn;
   const std::uint16_t* k = q + kHn;
   const std::uint16_t* v = q + 2 * kHn;
-  load_tile_async<kHn, kBlockRows>(q_s, q, g.qkv_ld, i0, g.s);
+  load_tile_async<kHn, kRows>(q_s, q, g.qkv_ld, i0, g.s);
   load_tile_async<kHn, kKeys>(kv_s, k, g.qkv_ld, 0, g.s);
   load_tile_async<kHn, kKeys>(kv_s + kTileElems<kHn, kKeys>, v, g.qkv_ld, 0, g.s);
   mma::cp_async_commit();
 
-  // This thread's rows: row_base + 8·h, h = 0, 1 (accumulator elements 2h, 2h + 1); `local` is
-  // row_base − i0.
+  // This thread's rows in atom a: row_base[a] + 8·h, h = 0, 1 (accumulator elements 2h, 2h + 1),
+  // with row_base[a] = i0 + 64·a + local.
   const int local = kWarpRows * warp + accumulator_row(0);
-  const std::int64_t row_base = i0 + local;
+  std::int64_t row_base[kAtoms];
+  std::uint32_t* keep_row[kAtoms];
+#pragma unroll
+  for (int a = 0; a < kAtoms; ++a) {
+    row_base[a] = i0 + kBlockRows * a + local;
+    keep_row[a] = !kReadBits && g.dropout.keep_bits != nullptr
+                      ? keep_row_of_lane(g, bh, row_base[a])
+                      : nullptr;
+  }
   const float scale2 = alpha * coeff * kLog2e;  // z·log2(e) = S·scale2
-  float o[kHn / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m equal across the quad
-  const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
+  float o[kAtoms][kHn / 8][4] = {};
+  float m[kAtoms][2], l[kAtoms][2];  // m equal across the quad
+#pragma unroll
+  for (int a = 0; a < kAtoms; ++a) {
+    m[a][0] = m[a][1] = -INFINITY;
+    l[a][0] = l[a][1] = 0.0f;
+  }
+  const std::int64_t last_row = (i0 + kRows < g.s ? i0 + kRows : g.s) - 1;
   const int tiles = static_cast<int>(last_row / kKeys) + 1;
-  std::uint32_t* const keep_row =
-      !kReadBits && g.dropout.keep_bits != nullptr ? keep_row_of_lane(g, bh, row_base) : nullptr;
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {  // prefetch the next k, v into the other stage (free since the last sync)
       std::uint16_t* next = kv_s + ((j + 1) & 1) * 2 * kTileElems<kHn, kKeys>;
@@ -109,109 +219,59 @@ __global__ void __launch_bounds__(kThreads, kForwardMinBlocks<kHn>)
     const std::uint16_t* k_s = kv_s + (j & 1) * 2 * kTileElems<kHn, kKeys>;
     const std::uint16_t* v_s = k_s + kTileElems<kHn, kKeys>;
     const std::int64_t j0 = static_cast<std::int64_t>(j) * kKeys;
+    // With two atoms the block's last tile lies past the first atom's diagonal: the second
+    // alone takes it (warp-uniform).
+    const int first = kAtoms == 2 && j0 > i0 ? 1 : 0;
 
-    WordPair kept_in[2] = {};  // kReadBits: the words of this thread's rows, ahead of the products
+    WordPair kept_in[kAtoms][2] = {};  // kReadBits: the words of this thread's rows
     if constexpr (kReadBits) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) kept_in[h] = load_keep_pair(g, bh, row_base + 8 * h, j0);
-    }
-    float p[kKeys / 8][4] = {};
-    warp_product_abt<T, kHn, kKeys>(p, q_s, kWarpRows * warp, k_s);
-    // z·log2(e) with z = coeff·α·q·k; keys past the row masked, which happens in the diagonal
-    // tile only: j0 = i0 there, so the comparison is of offsets within the tile (the tiles before
-    // it lie wholly before every row; j0 ≤ i0 ≤ row keeps each row's first key: finite maxima).
-    const bool diagonal = j0 == i0;
+      for (int a = 0; a < kAtoms; ++a) {
+        if (a < first) continue;
 #pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool masked = diagonal && 8 * nt + accumulator_col(e) > local + 8 * (e >> 1);
-        p[nt][e] = masked ? -INFINITY : p[nt][e] * scale2;
+        for (int h = 0; h < 2; ++h) kept_in[a][h] = load_keep_pair(g, bh, row_base[a] + 8 * h, j0);
       }
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-        tile_max = fmaxf(tile_max, fmaxf(p[nt][2 * h], p[nt][2 * h + 1]));
-      }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
-      const float m_new = fmaxf(m[h], tile_max);
-      const float rescale = exp2f(m[h] - m_new);  // first tile: 2^−inf = 0
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          p[nt][e] = exp2f(p[nt][e] - m_new);  // masked: 2^−inf = 0
-          sum += p[nt][e];
-        }
-      }
-      l[h] = l[h] * rescale + sum;  // this thread's part of the row's sum
-      m[h] = m_new;
-#pragma unroll
-      for (int dt = 0; dt < kHn / 8; ++dt) {
-        o[dt][2 * h] *= rescale;
-        o[dt][2 * h + 1] *= rescale;
-      }
+    float p[kAtoms][kKeys / 8][4] = {};
+    const auto p_of = [&](int a) -> float(&)[kKeys / 8][4] { return p[a]; };
+    const auto o_of = [&](int a) -> float(&)[kHn / 8][4] { return o[a]; };
+    if (first == 0) {
+      warp_product_abt_atoms<T, kHn, kKeys, kAtoms>(p_of, q_s, kWarpRows * warp, kBlockRows, k_s);
+    } else {
+      warp_product_abt<T, kHn, kKeys>(p[kAtoms - 1], q_s, kBlockRows + kWarpRows * warp, k_s);
     }
-    // The normalizer sums the kept and the dropped probabilities; only P·V sees the mask (masked
-    // keys and rows past the end are multiplied too, harmlessly). The keep bits go out a word of
-    // 32 keys at a time.
-    if (kReadBits) {
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float f[2][2];
-          row_factors_from_bits(f, g.dropout, np < 2 ? kept_in[h].x : kept_in[h].y, 16 * np);
-#pragma unroll
-          for (int tile = 0; tile < 2; ++tile) {
-            p[2 * np + tile][2 * h] *= f[tile][0];
-            p[2 * np + tile][2 * h + 1] *= f[tile][1];
-          }
-        }
-      }
-    } else if (g.dropout.p > 0.0f) {
-#pragma unroll
-      for (int w = 0; w < kKeys / 32; ++w) {
-        std::uint32_t kept[2] = {0u, 0u};
-#pragma unroll
-        for (int np = 2 * w; np < 2 * w + 2; ++np) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float f[2][2];
-            row_dropout(f, g, bh, row_base + 8 * h, j0 + 16 * np);
-#pragma unroll
-            for (int tile = 0; tile < 2; ++tile) {
-              p[2 * np + tile][2 * h] *= f[tile][0];
-              p[2 * np + tile][2 * h + 1] *= f[tile][1];
-            }
-            kept[h] |= quad_keep_bits(f, 16 * np);
-          }
-        }
-        if (g.dropout.keep_bits != nullptr) store_keep_words(keep_row, j0 + 32 * w, kept);
-      }
+    for (int a = 0; a < kAtoms; ++a) {
+      if (a < first) continue;
+      const std::int64_t atom_i0 = i0 + kBlockRows * a;
+      forward_softmax_tile<kHn, kKeys, kReadBits>(p[a], m[a], l[a], o[a], j0 == atom_i0, local,
+                                                  kept_in[a], keep_row[a], row_base[a], j0, bh, g,
+                                                  scale2);
     }
-    warp_product_pb<T, kHn, kKeys>(o, p, v_s);
+    if (first == 0) {
+      warp_product_pb_atoms<T, kHn, kKeys, kAtoms>(o_of, p_of, v_s);
+    } else {
+      warp_product_pb<T, kHn, kKeys>(o[kAtoms - 1], p[kAtoms - 1], v_s);
+    }
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sum = l[h];
-    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
-    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
-    const std::int64_t row = row_base + 8 * h;
-    if (row >= g.s) continue;
-    if (lane_id() % 4 == 0) lse[bh * g.s + row] = m[h] * kLn2 + logf(sum);  // m: base 2
-    std::uint16_t* out = ctx + row * g.ctx_ld + bh * kHn + accumulator_col(0);
+  for (int a = 0; a < kAtoms; ++a) {
 #pragma unroll
-    for (int dt = 0; dt < kHn / 8; ++dt) {
-      *reinterpret_cast<std::uint32_t*>(out + 8 * dt) =
-          mma::pack2<T>(o[dt][2 * h] / sum, o[dt][2 * h + 1] / sum);
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[a][h];
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+      const std::int64_t row = row_base[a] + 8 * h;
+      if (row >= g.s) continue;
+      if (lane_id() % 4 == 0) lse[bh * g.s + row] = m[a][h] * kLn2 + logf(sum);  // m: base 2
+      std::uint16_t* out = ctx + row * g.ctx_ld + bh * kHn + accumulator_col(0);
+#pragma unroll
+      for (int dt = 0; dt < kHn / 8; ++dt) {
+        *reinterpret_cast<std::uint32_t*>(out + 8 * dt) =
+            mma::pack2<T>(o[a][dt][2 * h] / sum, o[a][dt][2 * h + 1] / sum);
+      }
     }
   }
 }

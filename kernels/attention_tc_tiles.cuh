@@ -118,61 +118,103 @@ __device__ __forceinline__ void load_b(std::uint32_t b[2][2], const std::uint16_
   b[1][1] = r[3];
 }
 
-// acc (16 × kN, n-tiles of 8) += rows [row0, row0 + 16) of a_tile · (rows [0, kN) of b_tile)ᵀ,
-// both tiles [rows][kHn]: q·kᵀ, dO·vᵀ and, with keys as rows, k·qᵀ and v·dOᵀ.
-template <typename T, int kHn, int kN>
-__device__ __forceinline__ void warp_product_abt(float (&acc)[kN / 8][4],
-                                                 const std::uint16_t* a_tile, int row0,
-                                                 const std::uint16_t* b_tile) {
+// The products below for kAtoms m16 atoms of a warp at once (atom i: the accumulator
+// acc_of(i), A rows row0 + i·atom_stride …): each B fragment is loaded once for all of them, and
+// each accumulator sees the same mma sequence as with one atom (the same bits).
+
+// acc_of(i) (16 × kN, n-tiles of 8) += rows [row0 + i·atom_stride, … + 16) of a_tile · (rows
+// [0, kN) of b_tile)ᵀ, both tiles [rows][kHn]: q·kᵀ, dO·vᵀ and, with keys as rows, k·qᵀ and v·dOᵀ.
+template <typename T, int kHn, int kN, int kAtoms, typename AccOf>
+__device__ __forceinline__ void warp_product_abt_atoms(AccOf acc_of, const std::uint16_t* a_tile,
+                                                       int row0, int atom_stride,
+                                                       const std::uint16_t* b_tile) {
 #pragma unroll
   for (int kk = 0; kk < kHn / 16; ++kk) {
-    std::uint32_t a[4];
-    load_a<kHn>(a, a_tile, row0, 16 * kk);
+    std::uint32_t a[kAtoms][4];
+#pragma unroll
+    for (int i = 0; i < kAtoms; ++i) load_a<kHn>(a[i], a_tile, row0 + i * atom_stride, 16 * kk);
 #pragma unroll
     for (int np = 0; np < kN / 16; ++np) {
       std::uint32_t b[2][2];
       load_b_transposed<kHn>(b, b_tile, 16 * np, 16 * kk);
-      mma::mma_16816<T>(acc[2 * np], a, b[0]);
-      mma::mma_16816<T>(acc[2 * np + 1], a, b[1]);
+#pragma unroll
+      for (int i = 0; i < kAtoms; ++i) {
+        mma::mma_16816<T>(acc_of(i)[2 * np], a[i], b[0]);
+        mma::mma_16816<T>(acc_of(i)[2 * np + 1], a[i], b[1]);
+      }
     }
   }
 }
 
-// acc (16 × kHn) += A · rows [0, kK) of tile ([kK][kHn]), where a_chunk(kc, a) gives A's k-chunk
-// kc (columns 16·kc …) as an A fragment: the k-chunks in order, each against the n-tiles in order.
-template <typename T, int kHn, int kK, typename AChunk>
-__device__ __forceinline__ void warp_product_ab(float (&acc)[kHn / 8][4], AChunk a_chunk,
-                                                const std::uint16_t* tile) {
+// One atom: acc (16 × kN) += rows [row0, row0 + 16) of a_tile · (rows [0, kN) of b_tile)ᵀ.
+template <typename T, int kHn, int kN>
+__device__ __forceinline__ void warp_product_abt(float (&acc)[kN / 8][4],
+                                                 const std::uint16_t* a_tile, int row0,
+                                                 const std::uint16_t* b_tile) {
+  warp_product_abt_atoms<T, kHn, kN, 1>([&](int) -> float(&)[kN / 8][4] { return acc; }, a_tile,
+                                        row0, 0, b_tile);
+}
+
+// acc_of(i) (16 × kHn) += A_i · rows [0, kK) of tile ([kK][kHn]), where a_chunk(i, kc, a) gives
+// A_i's k-chunk kc (columns 16·kc …) as an A fragment: the k-chunks in order, each against the
+// n-tiles in order.
+template <typename T, int kHn, int kK, int kAtoms, typename AccOf, typename AChunk>
+__device__ __forceinline__ void warp_product_ab_atoms(AccOf acc_of, AChunk a_chunk,
+                                                      const std::uint16_t* tile) {
 #pragma unroll
   for (int kc = 0; kc < kK / 16; ++kc) {
-    std::uint32_t a[4];
-    a_chunk(kc, a);
+    std::uint32_t a[kAtoms][4];
+#pragma unroll
+    for (int i = 0; i < kAtoms; ++i) a_chunk(i, kc, a[i]);
 #pragma unroll
     for (int dp = 0; dp < kHn / 16; ++dp) {
       std::uint32_t b[2][2];
       load_b<kHn>(b, tile, 16 * kc, 16 * dp);
-      mma::mma_16816<T>(acc[2 * dp], a, b[0]);
-      mma::mma_16816<T>(acc[2 * dp + 1], a, b[1]);
+#pragma unroll
+      for (int i = 0; i < kAtoms; ++i) {
+        mma::mma_16816<T>(acc_of(i)[2 * dp], a[i], b[0]);
+        mma::mma_16816<T>(acc_of(i)[2 * dp + 1], a[i], b[1]);
+      }
     }
   }
 }
 
-// warp_product_ab with P (16 × kK) given in accumulator layout and rounded to T here: its n-tiles
-// 2c and 2c + 1 are the A fragment of k-chunk c, so P never goes through shared memory. p·v,
-// pᵀ·dO, dSᵀ·q and dS·k.
+// One atom: acc (16 × kHn) += A · rows [0, kK) of tile, A's k-chunks from a_chunk(kc, a).
+template <typename T, int kHn, int kK, typename AChunk>
+__device__ __forceinline__ void warp_product_ab(float (&acc)[kHn / 8][4], AChunk a_chunk,
+                                                const std::uint16_t* tile) {
+  warp_product_ab_atoms<T, kHn, kK, 1>([&](int) -> float(&)[kHn / 8][4] { return acc; },
+                                       [&](int, int kc, std::uint32_t(&a)[4]) { a_chunk(kc, a); },
+                                       tile);
+}
+
+// P (16 × kK) in accumulator layout as an A fragment rounded to T: its n-tiles 2c and 2c + 1 are
+// k-chunk c, so P never goes through shared memory.
+template <typename T, int kK>
+__device__ __forceinline__ void pack_a_chunk(std::uint32_t (&a)[4], const float (&p)[kK / 8][4],
+                                             int kc) {
+  a[0] = mma::pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+  a[1] = mma::pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+  a[2] = mma::pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+  a[3] = mma::pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+}
+
+// warp_product_ab with P given in accumulator layout (pack_a_chunk): p·v, pᵀ·dO, dSᵀ·q and dS·k;
+// the atoms form takes atom i's P from p_of(i).
+template <typename T, int kHn, int kK, int kAtoms, typename AccOf, typename POf>
+__device__ __forceinline__ void warp_product_pb_atoms(AccOf acc_of, POf p_of,
+                                                      const std::uint16_t* tile) {
+  warp_product_ab_atoms<T, kHn, kK, kAtoms>(
+      acc_of, [&](int i, int kc, std::uint32_t(&a)[4]) { pack_a_chunk<T, kK>(a, p_of(i), kc); },
+      tile);
+}
+
 template <typename T, int kHn, int kK>
 __device__ __forceinline__ void warp_product_pb(float (&acc)[kHn / 8][4],
                                                 const float (&p)[kK / 8][4],
                                                 const std::uint16_t* tile) {
   warp_product_ab<T, kHn, kK>(
-      acc,
-      [&](int kc, std::uint32_t(&a)[4]) {
-        a[0] = mma::pack2<T>(p[2 * kc][0], p[2 * kc][1]);
-        a[1] = mma::pack2<T>(p[2 * kc][2], p[2 * kc][3]);
-        a[2] = mma::pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
-        a[3] = mma::pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
-      },
-      tile);
+      acc, [&](int kc, std::uint32_t(&a)[4]) { pack_a_chunk<T, kK>(a, p, kc); }, tile);
 }
 
 // warp_product_ab with A (16 × kK, rows [row0, row0 + 16)) given as its transpose in at_tile (kK

@@ -796,14 +796,16 @@ bool bench_attention_bf16(const Options& o, const Peak& peak) {
   } runs[] = {
       {AttentionKernel::kTensorCore, 0.0f, false, "attention_forward (bf16, tc)",
        "attention_backward (bf16, tc)"},
-      {AttentionKernel::kTensorCoreShortDkdvSteps, 0.0f, false, nullptr,
-       "attention_backward (bf16, tc, dk/dv steps of 32 rows)"},
+      {AttentionKernel::kTensorCoreTrialShapes, 0.0f, false,
+       "attention_forward (bf16, tc, trial: 2 atoms a warp)",
+       "attention_backward (bf16, tc, trial: dk/dv steps of 32 rows)"},
       {AttentionKernel::kTensorCore, 0.1f, false, "attention_forward (bf16, tc, p=0.1)",
        "attention_backward (bf16, tc, p=0.1)"},
       {AttentionKernel::kTensorCore, 0.1f, true, "attention_forward (bf16, tc, p=0.1, keep bits)",
        "attention_backward (bf16, tc, p=0.1, keep bits)"},
-      {AttentionKernel::kTensorCoreShortDkdvSteps, 0.1f, true, nullptr,
-       "attention_backward (bf16, tc, p=0.1, keep bits, dk/dv steps of 32 rows)"},
+      {AttentionKernel::kTensorCoreTrialShapes, 0.1f, true,
+       "attention_forward (bf16, tc, p=0.1, keep bits, trial: 2 atoms a warp)",
+       "attention_backward (bf16, tc, p=0.1, keep bits, trial: dk/dv steps of 32 rows)"},
       {AttentionKernel::kSimt, 0.0f, false, "attention_forward (bf16, simt)",
        "attention_backward (bf16, simt)"}};
   for (const auto& r : runs) {
@@ -813,11 +815,7 @@ bool bench_attention_bf16(const Options& o, const Peak& peak) {
       mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), DType::kBFloat16, d, 1.0f,
                                       dropout, nullptr, r.kernel, keep_bits);
     };
-    if (r.forward != nullptr) {  // otherwise the forward is the row above's, run once untimed
-      report_flops(r.forward, time_ms(forward, o.iters), forward_flops, peak.tensor_flops);
-    } else {
-      forward();
-    }
+    report_flops(r.forward, time_ms(forward, o.iters), forward_flops, peak.tensor_flops);
     const double bwd_ms = time_ms(
         [&] {
           mds::kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(),

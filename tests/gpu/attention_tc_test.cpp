@@ -258,10 +258,10 @@ TYPED_TEST(AttentionTcOnDevice, DqRecomputedOrFromStoredDsWithinBounds) {
   }
 }
 
-// The dk/dv kernel stepping over 32 query rows at head dim 64 (kTensorCoreShortDkdvSteps, three
-// blocks an SM) runs the same products in the same order as the default 64: the same bits, with
-// and without keep bits and dq from the stored dS (at head dim 128 the two are one kernel).
-TYPED_TEST(AttentionTcOnDevice, ShortDkdvStepsGiveTheSameBits) {
+// The launch shapes under trial at head dim 64 (kTensorCoreTrialShapes: forward blocks of 128
+// rows with two m16 atoms a warp, dk/dv steps of 32 query rows) compute each row and each sum as
+// the default shapes do: the same bits (ctx, lse, dqkv and the keep bits the forward stores).
+TYPED_TEST(AttentionTcOnDevice, TrialShapesGiveTheSameBits) {
   using T = TypeParam;
   for (const Case& c : kCases) {
     if (c.hn != 64) continue;
@@ -271,9 +271,12 @@ TYPED_TEST(AttentionTcOnDevice, ShortDkdvStepsGiveTheSameBits) {
     for (const bool keep : {false, true}) {
       const DeviceRun<T> plain =
           run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCore, keep);
-      const DeviceRun<T> short_steps =
-          run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCoreShortDkdvSteps, keep);
-      EXPECT_EQ(bits(short_steps.dqkv), bits(plain.dqkv)) << "keep bits " << keep;
+      const DeviceRun<T> trial = run(c, r, AttentionKernel::kTensorCoreTrialShapes,
+                                     AttentionKernel::kTensorCoreTrialShapes, keep);
+      EXPECT_EQ(bits(trial.ctx), bits(plain.ctx)) << "keep bits " << keep;
+      EXPECT_EQ(trial.lse, plain.lse) << "keep bits " << keep;
+      EXPECT_EQ(trial.keep, plain.keep) << "keep bits " << keep;
+      EXPECT_EQ(bits(trial.dqkv), bits(plain.dqkv)) << "keep bits " << keep;
     }
   }
 }

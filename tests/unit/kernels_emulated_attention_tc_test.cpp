@@ -148,7 +148,7 @@ struct Forward {
 // keep: the keep bits (Dropout::keep_bits) the forward keeps and the backward reads, or null.
 // As attention_tc.cu: with dropout and s % 8 == 0 draw_keep_bits_kernel draws them and the
 // forward reads them, unless !draw_first (then, as for other s, the forward draws and stores them).
-template <int kHn, typename T>
+template <int kHn, typename T, int kAtoms = 1>
 Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* keep = nullptr,
                       bool draw_first = true) {
   Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
@@ -163,17 +163,17 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
         shape.groups, shape.slices, shape.threads, [&] { tc::draw_keep_bits_kernel(g); }, [] {});
   }
   simt::launch(
-      grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+      grid_x(c), tiles(c, tc::kForwardRows<kAtoms>), tc::kThreads,
       [&] {
         if (read_bits) {
-          tc::forward_kernel<MmaType<T>, kHn, true>(raw(r.ctx), r.lse.data(), raw(qkv), g, alpha,
-                                                    c.coeff);
+          tc::forward_kernel<MmaType<T>, kHn, true, kAtoms>(raw(r.ctx), r.lse.data(), raw(qkv), g,
+                                                            alpha, c.coeff);
         } else {
-          tc::forward_kernel<MmaType<T>, kHn, false>(raw(r.ctx), r.lse.data(), raw(qkv), g, alpha,
-                                                     c.coeff);
+          tc::forward_kernel<MmaType<T>, kHn, false, kAtoms>(raw(r.ctx), r.lse.data(), raw(qkv), g,
+                                                             alpha, c.coeff);
         }
       },
-      poison_tc_shared(tc::kForwardSharedBytes<kHn>));
+      poison_tc_shared(tc::kForwardSharedBytes<kHn, kAtoms>));
   return r;
 }
 
@@ -691,18 +691,27 @@ TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
   check_dq_from_ds<128, tensor::Float16>({72, 1, 1, 1.0f, 0.1f, 0, 0});
 }
 
-// dkdv_kernel stepping over 32 query rows at hn = 64 (AttentionKernel::kTensorCoreShortDkdvSteps)
-// against its default 64: the same products in the same order, so the same dqkv bits (dq too,
-// from the dSᵀ each stores), accumulated and written, with dropout drawn and from keep bits, one
-// partial step and several key tiles.
-void check_short_dkdv_steps(const Case& c) {
+// The launch shapes under trial at hn = 64 (AttentionKernel::kTensorCoreTrialShapes) against the
+// defaults: forward_kernel with two m16 atoms a warp (blocks of 128 rows) gives the same ctx, lse
+// and stored keep bits, drawing its masks (s % 8 ≠ 0) or reading drawn bits; dkdv_kernel stepping
+// over 32 query rows instead of 64 runs the same products in the same order, so the same dqkv
+// bits (dq too, from the dSᵀ each stores), accumulated and written, with and without dropout.
+void check_trial_shapes(const Case& c) {
   SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " p=" << c.p);
   using T = tensor::BFloat16;
   const auto [qkv, dctx, dqkv0] = backward_inputs<64, T>(c, 23);
   std::vector<std::uint32_t> keep = poisoned_keep(c);
   for (std::uint32_t* bits_or_null : {static_cast<std::uint32_t*>(nullptr), keep.data()}) {
     if (bits_or_null != nullptr && c.p == 0.0f) continue;
+    std::vector<std::uint32_t> trial_keep = poisoned_keep(c);
+    const Forward<T> trial =
+        forward_tc<64, T, 2>(c, qkv, bits_or_null != nullptr ? trial_keep.data() : nullptr);
     const Forward<T> f = forward_tc<64>(c, qkv, bits_or_null);
+    EXPECT_EQ(bits(trial.ctx), bits(f.ctx));
+    EXPECT_EQ(trial.lse, f.lse);
+    if (bits_or_null != nullptr) {
+      EXPECT_EQ(trial_keep, keep);
+    }
     for (const bool accumulate : {true, false}) {
       for (const bool from_ds : {true, false}) {
         EXPECT_EQ(
@@ -715,10 +724,12 @@ void check_short_dkdv_steps(const Case& c) {
   }
 }
 
-TEST(KernelsEmulatedAttentionTc, ShortDkdvStepsGiveTheSameBits) {
+TEST(KernelsEmulatedAttentionTc, TrialShapesGiveTheSameBits) {
   static_assert(tc::kBackwardStep<64> == 64, "the default step the short one is checked against");
-  check_short_dkdv_steps({1, 1, 1, 1.0f});
-  check_short_dkdv_steps({kSanitized ? 67 : 131, 1, 2, 1.0f, 0.1f, 1, 4});
+  check_trial_shapes({1, 1, 1, 1.0f});
+  check_trial_shapes({65, 1, 1, 2.0f, 0.1f});  // two atoms, the second one row; drawn in the kernel
+  check_trial_shapes({kSanitized ? 67 : 131, 1, 2, 1.0f, 0.1f, 1, 4});
+  if (!kSanitized) check_trial_shapes({200, 2, 1, 1.0f, 0.1f});  // 200 % 8 = 0: drawn first
 }
 
 }  // namespace
