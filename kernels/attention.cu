@@ -153,7 +153,7 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
         dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry, d.b * d.np,
         at.alpha, coeff, accumulate,
         {.dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,
-         .short_dkdv_steps = kernel == AttentionKernel::kTensorCoreTrialShapes},
+         .trial_shapes = kernel == AttentionKernel::kTensorCoreTrialShapes},
         stream, scratch);
     return;
   }

@@ -46,9 +46,9 @@ bool attention_head_dim_supported(std::int64_t hn);
 // kTensorCoreRecomputingDq likewise, with the backward's dq kernel computing dS again instead of
 // reading the dSᵀ the dk/dv kernel stored, as it does anyway where dSᵀ would pass 2 GiB (tests);
 // kTensorCoreTrialShapes likewise, with the launch shapes under trial against the default ones
-// at head dim 64 (gpu_bench times both; the same bits): forward blocks of 128 query rows, each
-// warp owning two m16 atoms of them (two blocks an SM instead of four), and the dk/dv kernel
-// stepping over 32 query rows instead of 64 (three blocks an SM instead of two).
+// at head dim 64 (gpu_bench times both; the same bits): forward and dq blocks of 128 query rows,
+// each warp owning two m16 atoms of them (the forward at two blocks an SM instead of four), and
+// the dk/dv kernel stepping over 32 query rows instead of 64 (three blocks an SM instead of two).
 enum class AttentionKernel {
   kAuto,
   kSimt,

@@ -73,12 +73,12 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
   with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
-    // forward_kernel<…, kAtoms> over blocks of kForwardRows<kAtoms> query rows.
+    // forward_kernel<…, kAtoms> over blocks of kAtomBlockRows<kAtoms> query rows.
     const auto launch = [&](auto kernel, auto atoms) {
       constexpr int kAtoms = decltype(atoms)::value;
       constexpr int bytes = kForwardSharedBytes<kHn, kAtoms>;
       allow_shared(kernel, bytes, "kernels::attention_forward (shared memory)");
-      kernel<<<grid_of(slices, g.s, "attention_forward", kForwardRows<kAtoms>), kThreads, bytes,
+      kernel<<<grid_of(slices, g.s, "attention_forward", kAtomBlockRows<kAtoms>), kThreads, bytes,
                stream>>>(static_cast<std::uint16_t*>(ctx), lse,
                          static_cast<const std::uint16_t*>(qkv), g, alpha, coeff);
     };
@@ -133,31 +133,42 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
     constexpr int bytes = kBackwardSharedBytes<kHn>;
+    // The trial shapes (attention.h's kTensorCoreTrialShapes) at hn = 64.
     constexpr int kShort = 32;
-    const bool short_steps = choices.short_dkdv_steps && kBackwardStep<kHn> != kShort;
+    constexpr int kDqAtoms = kHn == 64 ? 2 : 1;
+    const bool trial = choices.trial_shapes && kHn == 64;
     if (dq_from_ds) {
       allow_shared(row_delta_kernel<T, kHn>, kRowDeltaSharedBytes<kHn>,
                    "kernels::attention_backward (shared memory)");
       row_delta_kernel<T, kHn>
           <<<grid, kThreads, kRowDeltaSharedBytes<kHn>, stream>>>(delta, dctx_h, ctx_h, lse, g);
       check_launch("kernels::attention_backward (tensor cores, row deltas)");
-      if (short_steps) {
+      if (trial) {
         launch_dkdv(dkdv_kernel<T, kHn, true, kShort>, kDkdvSharedBytes<kHn, kShort>);
       } else {
         launch_dkdv(dkdv_kernel<T, kHn, true>, bytes);
       }
-      allow_shared(dq_from_ds_kernel<T, kHn>, kDqFromDsSharedBytes<kHn>,
-                   "kernels::attention_backward (shared memory)");
-      dq_from_ds_kernel<T, kHn><<<grid, kThreads, kDqFromDsSharedBytes<kHn>, stream>>>(
-          dqkv_h, ds, ds_ld, qkv_h, g, alpha, accumulate);
-      check_launch("kernels::attention_backward (tensor cores, dq)");
+      // dq_from_ds_kernel<…, kAtoms> over blocks of kAtomBlockRows<kAtoms> query rows.
+      const auto launch_dq = [&](auto kernel, auto atoms) {
+        constexpr int kAtoms = decltype(atoms)::value;
+        constexpr int dq_bytes = kDqFromDsSharedBytes<kHn, kAtoms>;
+        allow_shared(kernel, dq_bytes, "kernels::attention_backward (shared memory)");
+        kernel<<<grid_of(slices, g.s, "attention_backward", kAtomBlockRows<kAtoms>), kThreads,
+                 dq_bytes, stream>>>(dqkv_h, ds, ds_ld, qkv_h, g, alpha, accumulate);
+        check_launch("kernels::attention_backward (tensor cores, dq)");
+      };
+      if (trial) {
+        launch_dq(dq_from_ds_kernel<T, kHn, kDqAtoms>, std::integral_constant<int, kDqAtoms>{});
+      } else {
+        launch_dq(dq_from_ds_kernel<T, kHn>, std::integral_constant<int, 1>{});
+      }
       return;
     }
     allow_shared(dq_kernel<T, kHn>, bytes, "kernels::attention_backward (shared memory)");
     dq_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, delta, dctx_h, ctx_h, lse, qkv_h,
                                                          g, alpha, coeff, accumulate);
     check_launch("kernels::attention_backward (tensor cores, dq)");
-    if (short_steps) {
+    if (trial) {
       launch_dkdv(dkdv_kernel<T, kHn, false, kShort>, kDkdvSharedBytes<kHn, kShort>);
     } else {
       launch_dkdv(dkdv_kernel<T, kHn, false>, bytes);

@@ -27,11 +27,12 @@ void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              ForwardChoices choices, cudaStream_t stream);
 // How the backward runs (the same results up to the bits noted): dq_from_stored_ds, dq from
 // the dSᵀ the dk/dv kernel stores where that takes at most 2 GiB (otherwise, or when false, the
-// dq kernel computes dS again); short_dkdv_steps, the dk/dv kernel stepping over 32 query rows at
-// hn = 64 instead of 64 (three blocks an SM instead of two; the same bits).
+// dq kernel computes dS again); trial_shapes, at hn = 64, the dk/dv kernel stepping over 32 query
+// rows instead of 64 (three blocks an SM instead of two) and dq from dSᵀ with two m16 atoms a
+// warp (blocks of 128 query rows): the same bits.
 struct BackwardChoices {
   bool dq_from_stored_ds = true;
-  bool short_dkdv_steps = false;
+  bool trial_shapes = false;
 };
 
 // dqkv += the gradient, or dqkv = it when !accumulate (every element written, none read). Row

@@ -40,13 +40,13 @@ template <int kHn, int kAtoms = 1>
 constexpr int kForwardMinBlocks = kHn <= 64 && kAtoms == 1 ? 4 : 2;
 constexpr int kBackwardMinBlocks = 2;
 
-// The forward may also give each warp two m16 atoms of query rows (AttentionKernel::
-// kTensorCoreTrialShapes at hn = 64, a trial against the default one): blocks of 128 rows, warp w
-// owning rows 16w … and 64 + 16w …, so that each k and v fragment loaded from shared memory
-// serves two mma instead of one, at two blocks an SM instead of four. A row's arithmetic is the
-// same either way (the same bits).
+// The forward and dq_from_ds_kernel may also give each warp two m16 atoms of query rows
+// (AttentionKernel::kTensorCoreTrialShapes at hn = 64, a trial against the default one): blocks
+// of 128 rows, warp w owning rows 16w … and 64 + 16w …, so that each k (and v) fragment loaded
+// from shared memory serves two mma instead of one (the forward at two blocks an SM instead of
+// four). A row's arithmetic is the same either way (the same bits).
 template <int kAtoms>
-constexpr int kForwardRows = kAtoms* kBlockRows;
+constexpr int kAtomBlockRows = kAtoms* kBlockRows;
 
 // Dynamic shared memory of each kernel, in bytes.
 template <int kHn, int kAtoms = 1>
@@ -158,7 +158,7 @@ __device__ __forceinline__ void forward_softmax_tile(
 
 // With kReadBits the dropout's keep bits are already drawn (draw_keep_bits_kernel) and the
 // kernel reads its factors from them; otherwise it draws them and, given keep_bits, stores them.
-// kAtoms m16 atoms of query rows per warp (kForwardRows).
+// kAtoms m16 atoms of query rows per warp (kAtomBlockRows).
 template <typename T, int kHn, bool kReadBits, int kAtoms = 1>
 __global__ void __launch_bounds__(kThreads, (kForwardMinBlocks<kHn, kAtoms>))
     forward_kernel(std::uint16_t* ctx, float* lse, const std::uint16_t* qkv, Geometry g,
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, (kForwardMinBlocks<kHn, kAtoms>))
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   static_assert(kAtoms == 1 || (kAtoms == 2 && kHn == 64), "two atoms a warp at hn = 64 only");
   constexpr int kKeys = kBlockRows;  // keys per tile: an atom's diagonal tile is its last one
-  constexpr int kRows = kForwardRows<kAtoms>;
+  constexpr int kRows = kAtomBlockRows<kAtoms>;
   extern __shared__ __align__(16) unsigned char smem[];
   auto* q_s = reinterpret_cast<std::uint16_t*>(smem);
   std::uint16_t* kv_s = q_s + kTileElems<kHn, kRows>;  // stage: k tile, then v tile
@@ -575,19 +575,25 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
 // the two kernels compute the same dS.
 
 // Dynamic shared memory of row_delta_kernel (a dO tile, then lse and delta of its rows) and of
-// dq_from_ds_kernel (two stages of a 64 × 64 dSᵀ tile and a k tile).
+// dq_from_ds_kernel (two stages of a 64-key dSᵀ tile of the block's query rows and a k tile).
 template <int kHn>
 constexpr int kRowDeltaSharedBytes = 2 * kTileElems<kHn, kBlockRows> + 2 * 4 * kBlockRows;
-template <int kHn>
+template <int kHn, int kAtoms = 1>
 constexpr int kDqFromDsSharedBytes = 2 * 2 *
-                                     (kTileElems<kBlockRows, kBlockRows> +
+                                     (kTileElems<kAtomBlockRows<kAtoms>, kBlockRows> +
                                       kTileElems<kHn, kBlockRows>);
 
-// Rows of the stored dSᵀ: s rounded up to whole tiles, so that every tile dq_from_ds_kernel loads
-// lies inside the buffer (columns past s hold whatever was there; they only reach dq's rows past
-// the end, which are not written).
+// Blocks an SM for dq_from_ds_kernel's registers: with one atom a warp ptxas takes 116 (four
+// blocks fit); with two it would take 188 (two blocks), and at three blocks' 168 it spills nothing.
+template <int kAtoms>
+constexpr int kDqFromDsMinBlocks = kAtoms == 2 ? 3 : kBackwardMinBlocks;
+
+// Rows of the stored dSᵀ: s rounded up to whole blocks of 128 query rows, so that every tile
+// dq_from_ds_kernel loads lies inside the buffer (columns past s hold whatever was there; they
+// only reach dq's rows past the end, which are not written).
 inline std::int64_t stored_ds_ld(std::int64_t s) {
-  return (s + kBlockRows - 1) / kBlockRows * kBlockRows;
+  constexpr std::int64_t kWidest = kAtomBlockRows<2>;
+  return (s + kWidest - 1) / kWidest * kWidest;
 }
 
 // delta[bh·s + row] = dctx_row · ctx_row for the 64 rows of block (slice, tile), as dq_kernel
@@ -612,35 +618,37 @@ __global__ void __launch_bounds__(kThreads)
   if (tid < kBlockRows && i0 + tid < g.s) delta[bh * g.s + i0 + tid] = delta_s[tid];
 }
 
-// dq of 64 query rows: block (slice, query tile) walks the key tiles up to its diagonal, loading
-// each 64 × 64 tile of the stored dSᵀ (ds, rows of ds_ld: stored_ds_ld) and the k tile, double-
-// buffered; warp w's A fragments of dS (its 16 rows) come from the dSᵀ tile by ldmatrix.trans.
-template <typename T, int kHn>
-__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
+// dq of 64·kAtoms query rows: block (slice, query tile) walks the key tiles up to its diagonal,
+// loading each 64-key tile of the stored dSᵀ (ds, rows of ds_ld: stored_ds_ld) over its rows and
+// the k tile, double-buffered; a warp's A fragments of dS (its 16 rows of each atom) come from the
+// dSᵀ tile by ldmatrix.trans.
+template <typename T, int kHn, int kAtoms = 1>
+__global__ void __launch_bounds__(kThreads, (kDqFromDsMinBlocks<kAtoms>))
     dq_from_ds_kernel(std::uint16_t* dqkv, const std::uint16_t* ds, std::int64_t ds_ld,
                       const std::uint16_t* qkv, Geometry g, float alpha, bool accumulate) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
+  static_assert(kAtoms == 1 || (kAtoms == 2 && kHn == 64), "two atoms a warp at hn = 64 only");
   constexpr int kKeys = kBlockRows;
-  constexpr int kStage = kTileElems<kKeys, kBlockRows> + kTileElems<kHn, kKeys>;  // dSᵀ, then k
+  constexpr int kRows = kAtomBlockRows<kAtoms>;
+  constexpr int kStage = kTileElems<kRows, kKeys> + kTileElems<kHn, kKeys>;  // dSᵀ, then k
   extern __shared__ __align__(16) unsigned char smem[];
   auto* stages = reinterpret_cast<std::uint16_t*>(smem);
 
   const std::int64_t bh = blockIdx.x;
-  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const std::int64_t i0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const std::uint16_t* k = qkv + bh * 3 * kHn + kHn;
   const std::uint16_t* ds_rows = ds + bh * g.s * ds_ld + i0;  // row: a key; columns: i0 + query
   const auto load_stage = [&](int j) {
     std::uint16_t* stage = stages + (j & 1) * kStage;
-    load_tile_async<kBlockRows, kKeys>(stage, ds_rows, ds_ld, static_cast<std::int64_t>(j) * kKeys,
-                                       g.s);
-    load_tile_async<kHn, kKeys>(stage + kTileElems<kKeys, kBlockRows>, k, g.qkv_ld,
+    load_tile_async<kRows, kKeys>(stage, ds_rows, ds_ld, static_cast<std::int64_t>(j) * kKeys, g.s);
+    load_tile_async<kHn, kKeys>(stage + kTileElems<kRows, kKeys>, k, g.qkv_ld,
                                 static_cast<std::int64_t>(j) * kKeys, g.s);
     mma::cp_async_commit();
   };
   load_stage(0);
-  float dq[kHn / 8][4] = {};
-  const std::int64_t last_row = (i0 + kBlockRows < g.s ? i0 + kBlockRows : g.s) - 1;
+  float dq[kAtoms][kHn / 8][4] = {};
+  const std::int64_t last_row = (i0 + kRows < g.s ? i0 + kRows : g.s) - 1;
   const int tiles = static_cast<int>(last_row / kKeys) + 1;
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
@@ -651,12 +659,29 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     }
     __syncthreads();
     const std::uint16_t* ds_s = stages + (j & 1) * kStage;
-    const std::uint16_t* k_s = ds_s + kTileElems<kKeys, kBlockRows>;
-    warp_product_tb<T, kHn, kKeys>(dq, ds_s, kWarpRows * warp, k_s);
+    const std::uint16_t* k_s = ds_s + kTileElems<kRows, kKeys>;
+    // Atom a's A fragment of k-chunk kc: its rows' dS over the chunk's 16 keys.
+    const auto ds_chunk = [&](int a, int kc, std::uint32_t(&frag)[4]) {
+      load_a_transposed<kRows>(frag, ds_s, kBlockRows * a + kWarpRows * warp, 16 * kc);
+    };
+    // With two atoms the block's last tile lies past the first atom's diagonal, where dkdv_kernel
+    // stored nothing: the second alone takes it (warp-uniform).
+    if (kAtoms == 2 && static_cast<std::int64_t>(j) * kKeys > i0) {
+      warp_product_ab<T, kHn, kKeys>(
+          dq[kAtoms - 1], [&](int kc, std::uint32_t(&frag)[4]) { ds_chunk(kAtoms - 1, kc, frag); },
+          k_s);
+    } else {
+      warp_product_ab_atoms<T, kHn, kKeys, kAtoms>(
+          [&](int a) -> float(&)[kHn / 8][4] { return dq[a]; }, ds_chunk, k_s);
+    }
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
-  write_gradient_rows<T, kHn>(dqkv, 0, dq, i0 + kWarpRows * warp + accumulator_row(0), bh, g, alpha,
-                              accumulate);
+#pragma unroll
+  for (int a = 0; a < kAtoms; ++a) {
+    write_gradient_rows<T, kHn>(dqkv, 0, dq[a],
+                                i0 + kBlockRows * a + kWarpRows * warp + accumulator_row(0), bh, g,
+                                alpha, accumulate);
+  }
 }
 
 }  // namespace mds::kernels::attention_tc_detail

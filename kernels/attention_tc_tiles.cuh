@@ -217,20 +217,6 @@ __device__ __forceinline__ void warp_product_pb(float (&acc)[kHn / 8][4],
       acc, [&](int kc, std::uint32_t(&a)[4]) { pack_a_chunk<T, kK>(a, p, kc); }, tile);
 }
 
-// warp_product_ab with A (16 × kK, rows [row0, row0 + 16)) given as its transpose in at_tile (kK
-// rows of kBlockRows columns, laid out as a kBlockRows-wide tile): dS·k from the stored dSᵀ.
-template <typename T, int kHn, int kK>
-__device__ __forceinline__ void warp_product_tb(float (&acc)[kHn / 8][4],
-                                                const std::uint16_t* at_tile, int row0,
-                                                const std::uint16_t* b_tile) {
-  warp_product_ab<T, kHn, kK>(
-      acc,
-      [&](int kc, std::uint32_t(&a)[4]) {
-        load_a_transposed<kBlockRows>(a, at_tile, row0, 16 * kc);
-      },
-      b_tile);
-}
-
 // Element e of an accumulator n-tile sits at row (lane / 4) + 8·(e / 2), column 2·(lane % 4) +
 // (e % 2) of the 16 × 8 tile.
 __device__ __forceinline__ int accumulator_row(int e) {

@@ -163,7 +163,7 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
         shape.groups, shape.slices, shape.threads, [&] { tc::draw_keep_bits_kernel(g); }, [] {});
   }
   simt::launch(
-      grid_x(c), tiles(c, tc::kForwardRows<kAtoms>), tc::kThreads,
+      grid_x(c), tiles(c, tc::kAtomBlockRows<kAtoms>), tc::kThreads,
       [&] {
         if (read_bits) {
           tc::forward_kernel<MmaType<T>, kHn, true, kAtoms>(raw(r.ctx), r.lse.data(), raw(qkv), g,
@@ -178,12 +178,16 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
 }
 
 // As attention_tc.cu: row_delta_kernel, dkdv_kernel storing dSᵀ, dq_from_ds_kernel; or, with
-// !from_ds, dq_kernel (which stores the deltas) then dkdv_kernel; dkdv_kernel stepping over
-// kDkdvStep query rows.
-template <int kHn, typename T, int kDkdvStep = tc::kBackwardStep<kHn>>
+// !from_ds, dq_kernel (which stores the deltas) then dkdv_kernel; with kTrial (hn = 64) in the
+// launch shapes of AttentionKernel::kTensorCoreTrialShapes: dkdv_kernel stepping over 32 query
+// rows and dq_from_ds_kernel with two atoms a warp.
+template <int kHn, typename T, bool kTrial = false>
 std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
                            const Forward<T>& f, std::vector<T> dqkv, bool accumulate = true,
                            std::uint32_t* keep = nullptr, bool from_ds = true) {
+  static_assert(!kTrial || kHn == 64, "the trial shapes are hn = 64's");
+  constexpr int kDkdvStep = kTrial ? 32 : tc::kBackwardStep<kHn>;
+  constexpr int kDqAtoms = kTrial ? 2 : 1;
   ad::Geometry g = geometry_of(c, kHn);
   g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
@@ -212,12 +216,12 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
     for (const float d : delta) EXPECT_FALSE(std::isnan(d)) << "a row's delta not stored";
     dkdv.template operator()<true>();
     simt::launch(
-        grid_x(c), tiles(c, tc::kBlockRows), tc::kThreads,
+        grid_x(c), tiles(c, tc::kAtomBlockRows<kDqAtoms>), tc::kThreads,
         [&] {
-          tc::dq_from_ds_kernel<MmaType<T>, kHn>(raw(dqkv), ds.data(), ds_ld, raw(qkv), g, alpha,
-                                                 accumulate);
+          tc::dq_from_ds_kernel<MmaType<T>, kHn, kDqAtoms>(raw(dqkv), ds.data(), ds_ld, raw(qkv), g,
+                                                           alpha, accumulate);
         },
-        poison_tc_shared(tc::kDqFromDsSharedBytes<kHn>));
+        poison_tc_shared(tc::kDqFromDsSharedBytes<kHn, kDqAtoms>));
     return dqkv;
   }
   simt::launch(
@@ -694,8 +698,9 @@ TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
 // The launch shapes under trial at hn = 64 (AttentionKernel::kTensorCoreTrialShapes) against the
 // defaults: forward_kernel with two m16 atoms a warp (blocks of 128 rows) gives the same ctx, lse
 // and stored keep bits, drawing its masks (s % 8 ≠ 0) or reading drawn bits; dkdv_kernel stepping
-// over 32 query rows instead of 64 runs the same products in the same order, so the same dqkv
-// bits (dq too, from the dSᵀ each stores), accumulated and written, with and without dropout.
+// over 32 query rows instead of 64 runs the same products in the same order, and so does
+// dq_from_ds_kernel with two atoms a warp: the same dqkv bits, accumulated and written, with and
+// without dropout (the dq kernel recomputing dS keeps its one shape).
 void check_trial_shapes(const Case& c) {
   SCOPED_TRACE(testing::Message() << "s=" << c.s << " b=" << c.b << " np=" << c.np << " p=" << c.p);
   using T = tensor::BFloat16;
@@ -715,7 +720,8 @@ void check_trial_shapes(const Case& c) {
     for (const bool accumulate : {true, false}) {
       for (const bool from_ds : {true, false}) {
         EXPECT_EQ(
-            bits(backward_tc<64, T, 32>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null, from_ds)),
+            bits(backward_tc<64, T, true>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null,
+                                          from_ds)),
             bits(backward_tc<64, T>(c, qkv, dctx, f, dqkv0, accumulate, bits_or_null, from_ds)))
             << "accumulate " << accumulate << ", keep bits " << (bits_or_null != nullptr)
             << ", dq from dS " << from_ds;
