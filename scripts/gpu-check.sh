@@ -23,7 +23,10 @@
 # (tests/bench/gpu_profile.sh: ncu's kernel times of a 124M bf16 step; not a default step),
 # profile_large (the same at MDS_PROFILE_MODEL, default gpt2-1.5b; not a default step),
 # attention_ncu (Nsight Compute's sections for the tensor-core attention's forward, dq and dkdv
-# kernels, the validation launches then those at GPT-2 124M's shapes; not a default step), generate
+# kernels, the validation launches then those at GPT-2 124M's shapes; not a default step),
+# attention_times (ncu's duration of every tensor-core attention launch of `gpu_bench --only
+# attention`, mean ms per kernel instance: the default and trial launch shapes side by side; not a
+# default step), generate
 # (tests/bench/generate_bench.sh on the device against transformers there, 8 samples ×
 # 256 tokens unless MDS_BENCH_SAMPLES/_TOKENS say otherwise; not a default step), train
 # (tests/bench/gpu_train_bench.sh, MDS_GPU_BENCH_CONFIGS default gpt2-124m). A failing step
@@ -119,6 +122,12 @@ run() {
                    --section SpeedOfLight --section Occupancy --section LaunchStats \
                    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
                    --section WarpStateStats "$0/bin/gpu_bench" --only attention --iters 1' "$pack" ;;
+      attention_times) step attention_times bash -c 'ncu=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu | tail -1)
+                 "$ncu" --kernel-name-base demangled -k regex:attention_tc_detail \
+                   --metrics gpu__time_duration.sum --csv --page raw --log-file "$2/attention-times.csv" \
+                   "$0/bin/gpu_bench" --only attention --iters 3 > /dev/null &&
+                 python3 "$1/tests/bench/kernel_profile_summary.py" --by-instance "$2/attention-times.csv"' \
+                 "$pack" "$repo" "$out" ;;
       generate) step generate env MDS_BENCH_DEVICE=cuda MDS_BENCH_PYTHON=python3 \
                   MDS_BENCH_SAMPLES="${MDS_BENCH_SAMPLES:-8}" MDS_BENCH_TOKENS="${MDS_BENCH_TOKENS:-256}" \
                   bash "$repo/tests/bench/generate_bench.sh" "$pack" ;;

@@ -7,6 +7,10 @@ forward after the optimizer's AdamW launches; the second-to-last iteration is th
 the steady state, without the first iteration's one-time work. Prints its kernels grouped by name
 (templates and arguments dropped), the largest first, and, given --step-ms (the wall-clock step
 time of the same run without ncu), how much of the step no kernel accounts for.
+
+With --by-instance (any program's launches, e.g. gpu_bench's): every launch, grouped by kernel
+instance (the name with its template arguments, so that two launch shapes of one kernel stay
+apart), in order of first launch, with the mean milliseconds per launch.
 """
 import argparse
 import csv
@@ -78,13 +82,43 @@ def last_iteration(launches):
     return launches[starts[-2]:starts[-1]]
 
 
+def instance_name(name):
+    """The kernel with its template arguments: the parameter list and mds::kernels:: dropped."""
+    name = re.sub(r"^void ", "", name).replace("mds::kernels::", "")
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            return name[:i]
+    return name
+
+
+def print_by_instance(launches):
+    means = {}
+    for name, ms in launches:
+        calls, total = means.get(instance_name(name), (0, 0.0))
+        means[instance_name(name)] = (calls + 1, total + ms)
+    print("| kernel instance | launches | mean ms |")
+    print("| --- | --- | --- |")
+    for name, (calls, total) in means.items():
+        print(f"| {name} | {calls} | {total / calls:.4f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv")
     parser.add_argument("--step-ms", type=float, help="the step's wall-clock time without ncu")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--by-instance", action="store_true",
+                        help="every launch by kernel instance, mean ms (no iteration needed)")
     args = parser.parse_args()
     launches = read_launches(args.csv)
+    if args.by_instance:
+        print_by_instance(launches)
+        return
     iteration = last_iteration(launches)
     if iteration is None:
         sys.exit(f"{args.csv}: {len(launches)} launches and fewer than three iterations "
