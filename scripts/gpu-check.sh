@@ -123,11 +123,11 @@ run() {
                    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
                    --section WarpStateStats "$0/bin/gpu_bench" --only attention --iters 1' "$pack" ;;
       attention_times) step attention_times bash -c 'ncu=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu | tail -1)
-                 "$ncu" --kernel-name-base demangled -k regex:attention_tc_detail \
-                   --metrics gpu__time_duration.sum --csv --page raw --log-file "$2/attention-times.csv" \
+                 csv=$(mktemp) && "$ncu" --kernel-name-base demangled -k regex:attention_tc_detail \
+                   --metrics gpu__time_duration.sum --csv --page raw --log-file "$csv" \
                    "$0/bin/gpu_bench" --only attention --iters 3 > /dev/null &&
-                 python3 "$1/tests/bench/kernel_profile_summary.py" --by-instance "$2/attention-times.csv"' \
-                 "$pack" "$repo" "$out" ;;
+                 python3 "$1/tests/bench/kernel_profile_summary.py" --by-instance "$csv"' \
+                 "$pack" "$repo" ;;
       generate) step generate env MDS_BENCH_DEVICE=cuda MDS_BENCH_PYTHON=python3 \
                   MDS_BENCH_SAMPLES="${MDS_BENCH_SAMPLES:-8}" MDS_BENCH_TOKENS="${MDS_BENCH_TOKENS:-256}" \
                   bash "$repo/tests/bench/generate_bench.sh" "$pack" ;;
