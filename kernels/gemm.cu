@@ -1,6 +1,9 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/bias_grad_kernels.cuh"
@@ -151,15 +154,103 @@ struct TimingEvents {
   }
 };
 
+// One GEMM call's operands, as gemm() takes them.
+struct GemmCall {
+  float alpha;
+  GemmOperand a, b;
+  float beta;
+  void* c;
+  std::int64_t ldc;
+  const GemmOptions& options;
+};
+
+// Milliseconds a call of `plan` with each of `algorithms` (the plan left with the last).
+std::vector<float> time_each(GemmContext& context, detail::GemmPlan& plan,
+                             const std::vector<detail::GemmAlgorithm>& algorithms,
+                             const GemmCall& call, int iters, cudaStream_t stream) {
+  TimingEvents events;
+  std::vector<float> times;
+  for (const detail::GemmAlgorithm& algorithm : algorithms) {
+    plan.use(algorithm);
+    times.push_back(events.per_call(
+        [&] {
+          plan.run(context.handle(), call.alpha, call.a.data, call.b.data, call.beta, call.c,
+                   call.options.bias, call.options.aux, context.workspace(),
+                   context.workspace_bytes(), stream);
+        },
+        iters, stream));
+  }
+  return times;
+}
+
+// The bytes from C's first element to its last: batch strides, then m rows of ldc.
+std::size_t c_extent_bytes(std::int64_t m, std::int64_t n, const GemmCall& call) {
+  const std::int64_t elements =
+      (call.options.batch - 1) * call.options.stride_c + (m - 1) * call.ldc + n;
+  return static_cast<std::size_t>(elements) * tensor::dtype_size(call.options.output);
+}
+
+// Settles the algorithm of a plan's first call (GemmContext::set_algorithm_choices): the one the
+// choices hold, else the fastest of the heuristic's candidates timed on this call's operands.
+// With beta ≠ 0 the timing runs accumulate onto C, so C is copied aside first and back after.
+void settle_algorithm(GemmContext& context, detail::GemmPlan& plan, std::int64_t m, std::int64_t n,
+                      const GemmCall& call, cudaStream_t stream) {
+  constexpr int kTimedCalls = 5;
+  ops::GemmAlgorithmChoices& choices = *context.algorithm_choices();
+  const std::string key = detail::describe(plan.key());
+  const std::vector<detail::GemmAlgorithm> candidates =
+      plan.candidates(context.handle(), detail::GemmPlan::kMaxCandidates);
+  std::optional<int> index = choices.find(key);
+  if (!index) {
+    const std::size_t bytes = call.beta != 0.0f ? c_extent_bytes(m, n, call) : 0;
+    void* saved = nullptr;
+    if (bytes > 0) {
+      check_cuda(cudaMallocAsync(&saved, bytes, stream), "kernels::gemm (tuning: cudaMallocAsync)");
+      check_cuda(cudaMemcpyAsync(saved, call.c, bytes, cudaMemcpyDeviceToDevice, stream),
+                 "kernels::gemm (tuning: saving C)");
+    }
+    const std::vector<float> times =
+        time_each(context, plan, candidates, call, kTimedCalls, stream);
+    if (bytes > 0) {
+      check_cuda(cudaMemcpyAsync(call.c, saved, bytes, cudaMemcpyDeviceToDevice, stream),
+                 "kernels::gemm (tuning: restoring C)");
+      check_cuda(cudaFreeAsync(saved, stream), "kernels::gemm (tuning: cudaFreeAsync)");
+    }
+    index = 0;  // the heuristic's own unless another is faster
+    for (std::size_t i = 1; i < times.size(); ++i) {
+      if (times[i] < times[static_cast<std::size_t>(*index)]) index = static_cast<int>(i);
+    }
+    choices.record(key, *index, times);
+  }
+  if (*index >= static_cast<int>(candidates.size())) {
+    base::fail("kernels::gemm: the GEMM tuning file chose algorithm ", *index, " for ", key,
+               ", but cuBLASLt offers ", candidates.size(), " now: remove the file to tune again");
+  }
+  plan.use(candidates[static_cast<std::size_t>(*index)]);
+  plan.settle();
+}
+
 }  // namespace
+
+std::string gemm_platform() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "kernels::gemm_platform (cudaGetDevice)");
+  cudaDeviceProp properties{};
+  check_cuda(cudaGetDeviceProperties(&properties, device),
+             "kernels::gemm_platform (cudaGetDeviceProperties)");
+  return std::string(properties.name) + ", cuBLASLt " + std::to_string(cublasLtGetVersion());
+}
 
 void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
           GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
           const GemmOptions& options, cudaStream_t stream) {
   check_types(options);
   if (m <= 0 || n <= 0) return;
-  plan_of(context, m, n, k, a, b, c, ldc, options)
-      .run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
+  detail::GemmPlan& plan = plan_of(context, m, n, k, a, b, c, ldc, options);
+  if (context.algorithm_choices() != nullptr && !plan.settled()) {
+    settle_algorithm(context, plan, m, n, {alpha, a, b, beta, c, ldc, options}, stream);
+  }
+  plan.run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
            context.workspace(), context.workspace_bytes(), stream);
 }
 
@@ -170,22 +261,10 @@ std::vector<float> time_gemm_algorithms(GemmContext& context, std::int64_t m, st
                                         cudaStream_t stream) {
   check_types(options);
   if (m <= 0 || n <= 0 || max_algorithms <= 0 || iters <= 0) return {};
-  // A plan of its own: the cached one keeps the heuristic's first choice.
+  // A plan of its own: the cached one keeps its choice.
   detail::GemmPlan plan(context.handle(), plan_of(context, m, n, k, a, b, c, ldc, options).key());
-  TimingEvents events;
-  std::vector<float> times;
-  const std::vector<detail::GemmAlgorithm> algorithms =
-      plan.candidates(context.handle(), max_algorithms);
-  for (const detail::GemmAlgorithm& algorithm : algorithms) {
-    plan.use(algorithm);
-    times.push_back(events.per_call(
-        [&] {
-          plan.run(context.handle(), alpha, a.data, b.data, beta, c, options.bias, options.aux,
-                   context.workspace(), context.workspace_bytes(), stream);
-        },
-        iters, stream));
-  }
-  return times;
+  return time_each(context, plan, plan.candidates(context.handle(), max_algorithms),
+                   {alpha, a, b, beta, c, ldc, options}, iters, stream);
 }
 
 void linear_forward(GemmContext& context, void* out, const void* x, const void* weight,

@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/column_sum_scratch.h"
+#include "ops/gemm_choices.h"
 #include "tensor/dtype.h"
 
 struct cublasLtContext;  // cublasLt.h's handle type, kept out of this header
@@ -53,6 +55,12 @@ class GemmContext {
   // How many distinct GEMMs have a plan.
   std::size_t cached_plans() const;
   detail::GemmPlanCache& plans() { return *plans_; }
+  // With choices set (not owned; null: none, the default), the first call of each distinct GEMM
+  // takes the algorithm `choices` holds for it, or else times every algorithm the heuristic
+  // offers on that call's operands (C kept as it was), takes the fastest and records it there.
+  // Without, every GEMM runs the heuristic's first choice.
+  void set_algorithm_choices(ops::GemmAlgorithmChoices* choices) { choices_ = choices; }
+  ops::GemmAlgorithmChoices* algorithm_choices() const { return choices_; }
 
  private:
   std::unique_ptr<detail::GemmPlanCache> plans_;
@@ -60,7 +68,12 @@ class GemmContext {
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   GemmMath fp32_math_ = GemmMath::kFp32;
+  ops::GemmAlgorithmChoices* choices_ = nullptr;
 };
+
+// The current device's name and the cuBLASLt version, which decide what a recorded algorithm
+// index means (ops/gemm_tuning_file.h).
+std::string gemm_platform();
 
 // A row-major matrix as stored: element (r, c) at data[r·ld + c]; op(X) = Xᵀ when transposed.
 struct GemmOperand {
@@ -97,7 +110,7 @@ void gemm(GemmContext& context, std::int64_t m, std::int64_t n, std::int64_t k, 
           GemmOperand a, GemmOperand b, float beta, void* c, std::int64_t ldc,
           const GemmOptions& options, cudaStream_t stream);
 
-// For benchmarks (and a future tuner): the GEMM above run with each of up to `max_algorithms`
+// For benchmarks: the GEMM above run with each of up to `max_algorithms`
 // algorithms cuBLASLt's heuristic offers for it, in its order (the first is the one gemm() runs),
 // milliseconds per call as the mean of `iters` calls after one warm-up. C is overwritten (with
 // beta ≠ 0, accumulated onto) many times.

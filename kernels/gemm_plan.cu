@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <string>
 
 #include "base/error.h"
 #include "kernels/gemm_plan.cuh"
@@ -182,6 +183,40 @@ void GemmPlan::run(cublasLtHandle_t handle, float alpha, const void* a, const vo
       cublasLtMatmul(handle, desc_.desc, &alpha, b, first_.layout, a, second_.layout, &beta, c,
                      result_.layout, c, result_.layout, &algo_, workspace, workspace_bytes, stream),
       "kernels::gemm (matmul)");
+}
+
+std::string describe(const GemmKey& key) {
+  std::string text;
+  const auto word = [&](const char* name, auto value) {
+    if (!text.empty()) text += ' ';
+    text += name;
+    text += '=';
+    text += std::to_string(value);
+  };
+  word("m", key.m);
+  word("n", key.n);
+  word("k", key.k);
+  word("lda", key.lda);
+  word("ldb", key.ldb);
+  word("ldc", key.ldc);
+  word("at", static_cast<int>(key.a_transposed));
+  word("bt", static_cast<int>(key.b_transposed));
+  text += " in=";
+  text += tensor::dtype_name(key.input);
+  text += " out=";
+  text += tensor::dtype_name(key.output);
+  word("tf32", static_cast<int>(key.math == GemmMath::kTf32));
+  word("epilogue", static_cast<int>(key.epilogue));
+  word("batch", key.batch);
+  word("sa", key.stride_a);
+  word("sb", key.stride_b);
+  word("sc", key.stride_c);
+  word("align", key.align_a);
+  word("alignb", key.align_b);
+  word("alignc", key.align_c);
+  word("alignaux", key.align_aux);
+  word("workspace", key.workspace_bytes);
+  return text;
 }
 
 GemmPlan& GemmPlanCache::find_or_make(cublasLtHandle_t handle, const GemmKey& key) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -83,6 +84,9 @@ class GemmPlan {
   std::vector<GemmAlgorithm> candidates(cublasLtHandle_t handle, int max) const;
   void use(const GemmAlgorithm& algorithm) { algo_ = algorithm.algo; }
   const GemmKey& key() const { return key_; }
+  // Whether GemmContext's algorithm choices have settled this plan's algorithm (gemm.cu).
+  bool settled() const { return settled_; }
+  void settle() { settled_ = true; }
 
   // Queues C = epilogue(alpha·op(A)·op(B) + beta·C) on `stream`. `bias` and `aux` (the
   // epilogue's) are set per call: they are the pointers a descriptor holds.
@@ -95,7 +99,11 @@ class GemmPlan {
   MatmulDesc desc_;
   Layout first_, second_, result_;  // cuBLASLt's A (our B), B (our A) and C
   cublasLtMatmulAlgo_t algo_{};
+  bool settled_ = false;
 };
+
+// The key as one line of name=value words, what a GemmAlgorithmChoices file keeps it as.
+std::string describe(const GemmKey& key);
 
 // Plans by key. Bounded: past kMaxPlans distinct GEMMs (a shape that changes every call, as a
 // growing decode length may) it starts over rather than grow without end.

@@ -198,6 +198,9 @@ struct PretrainArgs {
   std::string device = "auto";
   bool cublaslt_epilogues = false;  // --cublaslt-epilogues (ModelOptions)
   bool tf32 = false;                // --tf32: fp32 GEMMs on a CUDA device in TF32
+  // --gemm-tuning-file: a CUDA device's GEMM algorithm choices (ops::DeviceContext::tune_gemms);
+  // each rank of several keeps its own, "<path>.rank<N>".
+  std::optional<std::string> gemm_tuning_file;
 
   // --- derived by validate_pretrain_args
   int64_t rank = 0;        // $RANK

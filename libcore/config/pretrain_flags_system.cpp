@@ -96,6 +96,12 @@ void add_mds_additions(FlagSet& flags, PretrainArgs& a) {
                "on a CUDA device, fp32 GEMMs round their inputs to TF32 on tensor cores (as "
                "torch.backends.cuda.matmul.allow_tf32 = True; off, as PyTorch's default since "
                "1.12); no effect on 16-bit GEMMs or on the CPU");
+  g.text("--gemm-tuning-file", a.gemm_tuning_file,
+         "on a CUDA device, time every algorithm cuBLASLt offers for each distinct GEMM on its "
+         "first call and keep the fastest, recording the choices in this file (each rank of "
+         "several in <file>.rank<N>); a run given a file it wrote before makes the same choices, "
+         "so its bits repeat. Off: cuBLASLt's heuristic picks (its first choice). No effect on "
+         "the CPU");
 }
 
 void refuse_other_models(FlagSet& flags) {

@@ -56,6 +56,11 @@ void DeviceContext::synchronize() const {
   if constexpr (kCudaBuilt) cuda::synchronize(*this);
 }
 
+void DeviceContext::tune_gemms(const std::string& path) {
+  if (cuda_ == nullptr) return;
+  if constexpr (kCudaBuilt) cuda::tune_gemms(*cuda_, path);
+}
+
 cuda::Resources& DeviceContext::cuda() const {
   if (cuda_ == nullptr) {
     base::fail("the DeviceContext of ", tensor::device_name(device_), " has no CUDA resources");

@@ -8,6 +8,7 @@
 // to the model and the optimizer. One context serves one thread of work; two threads driving one
 // device need two contexts.
 #pragma once
+#include <string>
 
 #include "tensor/tensor.h"
 
@@ -42,6 +43,11 @@ class DeviceContext {
   // Waits for the work queued so far and reports an asynchronous failure of it; nothing to do on
   // the host.
   void synchronize() const;
+  // From now on each distinct GEMM of a CUDA context takes the algorithm chosen for it in the
+  // file at `path` (ops/gemm_tuning_file.h), or times cuBLASLt's candidates on its first call and
+  // records the fastest there (pretrain --gemm-tuning-file). Fails with one line on a malformed
+  // file or one made on another platform; nothing to do on the host.
+  void tune_gemms(const std::string& path);
   // The CUDA resources, for ops/cuda/ (a context is a handle: using its stream does not change
   // it, hence const). Fails on a host context.
   cuda::Resources& cuda() const;

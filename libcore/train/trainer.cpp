@@ -83,6 +83,13 @@ TrainerOptions resolved(TrainerOptions options) {
   return options;
 }
 
+// The run's device context, with its GEMM algorithm choices before any GEMM runs.
+ops::DeviceContext device_context_of(const TrainerOptions& options) {
+  ops::DeviceContext context(options.device, options.fp32_matmul);
+  if (!options.gemm_tuning_file.empty()) context.tune_gemms(options.gemm_tuning_file);
+  return context;
+}
+
 }  // namespace
 
 tensor::DType activation_dtype(ActivationPrecision choice, Precision precision,
@@ -108,7 +115,7 @@ Trainer::Trainer(TrainerOptions options, const model::ParamTable& table,
       table_(table),
       data_(std::move(data)),
       outputs_(std::move(outputs)),
-      device_(options_.device, options_.fp32_matmul),
+      device_(device_context_of(options_)),
       model_(options_.model, table_, options_.tensor_parallel, pipe_buffers(options_), &device_),
       optimizer_(table_, options_.optimizer, options_.data_parallel, options_.model_parallel,
                  &device_),

@@ -79,6 +79,9 @@ struct TrainerOptions {
   // dist::device_grid_communicators).
   tensor::Device device;
   ops::Fp32Matmul fp32_matmul = ops::Fp32Matmul::kFp32;  // --tf32: the device's fp32 GEMMs
+  // --gemm-tuning-file (this rank's): the device's GEMM algorithm choices
+  // (ops::DeviceContext::tune_gemms); empty: cuBLASLt's heuristic decides.
+  std::string gemm_tuning_file;
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.

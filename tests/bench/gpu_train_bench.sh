@@ -17,8 +17,9 @@
 #              MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
 #              MDS_GPU_BENCH_RUNS (default "mds-fp32 mds-bf16 torch-eager torch-fast": the rows
 #              measured for each config; mds-bf16-epilogues is mds-bf16 with
-#              --cublaslt-epilogues, mds-tf32 mds-fp32 with --tf32, its MFU against the TF32
-#              peak),
+#              --cublaslt-epilogues, mds-bf16-tuned mds-bf16 with --gemm-tuning-file (a fresh
+#              file: the GEMMs are timed in the first, untimed iteration), mds-tf32 mds-fp32 with
+#              --tf32, its MFU against the TF32 peak),
 #              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
 #              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
 #              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / _TF32 / _FP32 (when the
@@ -33,8 +34,8 @@ warmup="${MDS_GPU_BENCH_WARMUP:-4}"
 runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
 for run in $runs; do
   case $run in
-    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-epilogues | torch-eager | torch-fast) ;;
-    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-epilogues, torch-eager, torch-fast)" >&2
+    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-epilogues | mds-bf16-tuned | torch-eager | torch-fast) ;;
+    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-epilogues, mds-bf16-tuned, torch-eager, torch-fast)" >&2
        exit 2 ;;
   esac
 done
@@ -112,7 +113,7 @@ PY
 }
 
 run_ours() {  # L h heads s b G precision(fp32|bf16) [pretrain flags...] → mean step seconds
-  local dir="$work/ours-$1-$2-$5-$7${8:+-extra}"
+  local dir="$work/ours-$1-$2-$5-$7${8:+-$(md5sum <<< "${*:8}" | cut -c1-8)}"  # extra flags apart
   mkdir -p "$dir"
   cat > "$dir/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $5, "train_batch_size": $6, "gradient_clipping": 1.0,
@@ -181,6 +182,13 @@ for config in $configs; do
     ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --cublaslt-epilogues) || ours=""
     add_row "mds pretrain, bf16, --cublaslt-epilogues" "$config" "$ours" $((G * s)) "$flop" \
       "$(peak_tflops bf16)"
+  fi
+  if wanted mds-bf16-tuned; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --gemm-tuning-file "$work/gemms-$config.txt") ||
+      ours=""
+    add_row "mds pretrain, bf16, --gemm-tuning-file" "$config" "$ours" $((G * s)) "$flop" \
+      "$(peak_tflops bf16)"
+    [ ! -f "$work/gemms-$config.txt" ] || sed 's/^/  /' "$work/gemms-$config.txt" >&2
   fi
   if wanted torch-eager; then
     eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""

@@ -2,13 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include "base/error.h"
 #include "kernels/gemm_gelu.h"
 #include "ops/cpu/gelu.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/matmul.h"
+#include "ops/gemm_tuning_file.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace mds {
@@ -344,6 +348,36 @@ TEST(GpuGemm, TimedAlgorithmsEachComputeTheProduct) {
   MDS_EXPECT_CLOSE(dc.download(), ref, 1e-5);
   EXPECT_EQ(context.cached_plans(), 1u);
   std::printf("%zu algorithms offered, first %.4f ms\n", times.size(), times.front());
+}
+
+// GemmContext::set_algorithm_choices (pretrain --gemm-tuning-file): the first call of a GEMM
+// that accumulates (beta = 1) times the candidates on a copy of C's old values, so the result is
+// still C + A·B (checked against the host's fp32 product); the file then holds that one choice,
+// and a second context reading it makes the same one: the same bits.
+TEST(GpuGemm, TuningFileChoicesKeepCAndRepeatTheirBits) {
+  const Shape s{200, 96, 64};
+  const Matrix a = random_matrix(s.m, s.k, false, 3, 72), b = random_matrix(s.k, s.n, true, 1, 73);
+  std::vector<float> ref(static_cast<std::size_t>(s.m * s.n), 0.5f);
+  ops::cpu::gemm(s.m, s.n, s.k, 1.0f, {a.values.data(), a.ld, false}, {b.values.data(), b.ld, true},
+                 1.0f, ref.data(), s.n);
+  const std::string path =
+      ::testing::TempDir() + "/mds-gemm-tuning-" + std::to_string(::getpid()) + ".txt";
+  std::remove(path.c_str());
+  DeviceArray<float> da(a.values), db(b.values);
+  const auto run = [&] {
+    GemmContext context;
+    ops::GemmTuningFile choices(path, kernels::gemm_platform());
+    context.set_algorithm_choices(&choices);
+    DeviceArray<float> dc(std::vector<float>(ref.size(), 0.5f));
+    kernels::gemm(context, s.m, s.n, s.k, 1.0f, {da.get(), a.ld, false}, {db.get(), b.ld, true},
+                  1.0f, dc.get(), s.n, {}, nullptr);
+    return dc.download();
+  };
+  const std::vector<float> tuned = run();
+  MDS_EXPECT_CLOSE(tuned, ref, 1e-5);
+  EXPECT_EQ(ops::GemmTuningFile(path, kernels::gemm_platform()).size(), 1u);
+  EXPECT_EQ(run(), tuned);
+  std::remove(path.c_str());
 }
 
 TEST(GpuGemm, RepeatsBitForBit) {

@@ -383,6 +383,13 @@ TEST_F(PretrainArgsTest, Tf32IsOffUnlessAsked) {
   EXPECT_TRUE(parse(with(line(), {"--tf32"})).tf32);
 }
 
+// An mds addition: cuBLASLt's heuristic decides unless a tuning file is given.
+TEST_F(PretrainArgsTest, GemmTuningFileIsOffUnlessGiven) {
+  EXPECT_FALSE(parse(line()).gemm_tuning_file.has_value());
+  EXPECT_EQ(parse(with(line(), {"--gemm-tuning-file", "/tmp/gemms.txt"})).gemm_tuning_file,
+            "/tmp/gemms.txt");
+}
+
 TEST_F(PretrainArgsTest, ValidationRefusals) {
   struct Case {
     std::vector<std::string> line;

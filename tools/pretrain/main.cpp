@@ -161,6 +161,12 @@ void describe_gradient_overlap(const train::OptimizerOptions& optimizer,
 
 // --device, or $MDS_DEVICE when the flag is not given (test harnesses pin the CPU with it), for
 // this run: CUDA needs a device and a run the CUDA path implements (train/device_choice.h).
+// --gemm-tuning-file's path for this rank: as given for one process, "<path>.rank<N>" for each of
+// several (their GEMMs differ with their shards, and each writes its file).
+std::string gemm_tuning_file_of_rank(const std::string& path, const config::PretrainArgs& args) {
+  return args.world_size > 1 ? path + ".rank" + std::to_string(args.rank) : path;
+}
+
 // Each rank of a node takes its own device (train::parse_device_flag_for_rank).
 tensor::Device choose_device(const config::PretrainArgs& args, int local_rank,
                              const base::Log& log) {
@@ -264,6 +270,11 @@ int run(int argc, char** argv, Processes& processes) {
     if (args.tf32 && options.device.kind == tensor::DeviceKind::kCuda) {
       options.fp32_matmul = ops::Fp32Matmul::kTf32;
       log.info(" > fp32 GEMMs round their inputs to TF32 (--tf32)");
+    }
+    if (args.gemm_tuning_file && options.device.kind == tensor::DeviceKind::kCuda) {
+      options.gemm_tuning_file = gemm_tuning_file_of_rank(*args.gemm_tuning_file, args);
+      log.info(" > GEMM algorithms: the fastest of cuBLASLt's candidates, kept in " +
+               options.gemm_tuning_file + " (--gemm-tuning-file)");
     }
     // Several ranks on devices: device tensors go over NCCL or through host MPI (--distributed-
     // backend); host tensors (losses, norms, flags) still over MPI.

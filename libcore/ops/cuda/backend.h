@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "ops/adam.h"
 #include "ops/cpu/attention.h"
@@ -22,6 +23,8 @@ namespace mds::ops::cuda {
 Resources* create_resources(int device_index, bool tf32);
 void destroy_resources(Resources* resources) noexcept;
 void synchronize(const DeviceContext& ctx);
+// DeviceContext::tune_gemms.
+void tune_gemms(Resources& resources, const std::string& path);
 
 // Activation pointers are void* with their `dtype` (fp32, bf16 or fp16: 16-bit loads widened,
 // fp32 math, outputs rounded once); parameter gradients and statistics are fp32; the parameters of

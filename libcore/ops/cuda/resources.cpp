@@ -1,6 +1,9 @@
 #include "ops/cuda/resources.h"
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "kernels/check.h"
@@ -51,6 +54,13 @@ Resources* create_resources(int device_index, bool tf32) {
 
 void destroy_resources(Resources* resources) noexcept {
   delete resources;
+}
+
+void tune_gemms(Resources& resources, const std::string& path) {
+  kernels::check_cuda(cudaSetDevice(resources.device), "cudaSetDevice");
+  auto choices = std::make_unique<GemmTuningFile>(path, kernels::gemm_platform());
+  resources.gemm.set_algorithm_choices(choices.get());
+  resources.gemm_choices = std::move(choices);
 }
 
 void synchronize(const DeviceContext& ctx) {

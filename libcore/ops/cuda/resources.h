@@ -4,12 +4,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "kernels/column_sum_scratch.h"
 #include "kernels/gemm.h"
 #include "kernels/scratch.h"
 #include "ops/device_context.h"
+#include "ops/gemm_tuning_file.h"
 
 namespace mds::ops::cuda {
 
@@ -33,6 +35,8 @@ struct Resources {
   kernels::Scratch scratch;
   // The column sums' partials and arrival counters (bias and LayerNorm parameter gradients).
   kernels::ColumnSumScratch column_sums;
+  // The GEMM algorithm choices `gemm` takes (DeviceContext::tune_gemms); null: the heuristic's.
+  std::unique_ptr<GemmTuningFile> gemm_choices;
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) {
