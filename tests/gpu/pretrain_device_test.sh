@@ -6,7 +6,8 @@
 # Then bf16 (BF16_Optimizer, ZeRO 0): 20 iterations on each, losses within 1e-3 (the 16-bit
 # weights' rounding can land one ulp apart where the fp32 runs differ by 1e-5; see
 # tests/gpu/training_mixed_precision_test.cpp), the same checkpoint files; and with
-# --cublaslt-epilogues within 1e-2. An fp32 run with --tf32 stays within 1e-2 as well.
+# --cublaslt-epilogues within 1e-2; with --gemm-tuning-file within 1e-3, and a rerun with the
+# file it wrote repeats its losses exactly. An fp32 run with --tf32 stays within 1e-2 as well.
 # Exits 77 (skipped) without a CUDA device.
 source "$MDS_TESTS/e2e/lib.sh"
 source "$MDS_TESTS/e2e/pretrain_lib.sh"
@@ -90,4 +91,17 @@ expect_same_files "$WORK/cpu-bf16-files" "$WORK/gpu-bf16-files" \
 run gpu-bf16-epilogues cuda --train-iters 20 --cublaslt-epilogues
 compare_losses "$WORK/cpu-bf16.jsonl" "$WORK/gpu-bf16-epilogues.jsonl" 1e-2 \
   "bf16 device losses with --cublaslt-epilogues within 1e-2 of the CPU's"
+
+# --gemm-tuning-file: the first run times cuBLASLt's candidates and writes its choices, within
+# 1e-3 of the CPU's bf16 losses as the heuristic's run; the second reads them and repeats the
+# first's losses exactly.
+run gpu-bf16-tuned cuda --train-iters 20 --gemm-tuning-file "$WORK/gemms.txt"
+grep -q "kept in $WORK/gemms.txt (--gemm-tuning-file)" "$WORK/gpu-bf16-tuned.log" ||
+  fail "the tuned run does not name its GEMM tuning file"
+[ "$(grep -c ' | m=' "$WORK/gemms.txt")" -gt 0 ] || fail "the tuning file holds no choice"
+compare_losses "$WORK/cpu-bf16.jsonl" "$WORK/gpu-bf16-tuned.jsonl" 1e-3 \
+  "bf16 device losses with tuned GEMM algorithms within 1e-3 of the CPU's"
+run gpu-bf16-tuned-again cuda --train-iters 20 --gemm-tuning-file "$WORK/gemms.txt"
+compare_losses "$WORK/gpu-bf16-tuned.jsonl" "$WORK/gpu-bf16-tuned-again.jsonl" 0 \
+  "a rerun with the tuning file repeats the tuned run's losses"
 finish
