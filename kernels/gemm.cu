@@ -195,7 +195,7 @@ std::size_t c_extent_bytes(std::int64_t m, std::int64_t n, const GemmCall& call)
 // With beta ≠ 0 the timing runs accumulate onto C, so C is copied aside first and back after.
 void settle_algorithm(GemmContext& context, detail::GemmPlan& plan, std::int64_t m, std::int64_t n,
                       const GemmCall& call, cudaStream_t stream) {
-  constexpr int kTimedCalls = 5;
+  constexpr int kTimedCalls = 10;
   ops::GemmAlgorithmChoices& choices = *context.algorithm_choices();
   const std::string key = detail::describe(plan.key());
   const std::vector<detail::GemmAlgorithm> candidates =
