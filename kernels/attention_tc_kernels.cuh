@@ -68,9 +68,10 @@ constexpr int kDkdvSharedBytes =
 
 // ---- forward --------------------------------------------------------------------------------
 
-// One m16 atom's rows through one key tile of the forward, after S = q·kᵀ is in p: the scores
-// to z·log2(e) (keys past the row masked, which happens in the atom's diagonal tile only), the
-// online softmax (m, l: a lane's rows row_base and row_base + 8; o rescaled), then the dropout's
+// One m16 atom's rows through one key tile of the forward, after S = q·kᵀ is in p: keys past the
+// row masked (in the atom's diagonal tile only), the online softmax in the z·log2(e) domain (m, l:
+// a lane's rows row_base and row_base + 8; o rescaled; p becomes the probabilities), then the
+// dropout's
 // factors on p (read from kept_in with kReadBits; otherwise drawn, and their bits stored through
 // keep_row when it is set). `local` is the lane's first row less the diagonal tile's first key.
 template <int kHn, int kKeys, bool kReadBits>
@@ -78,16 +79,20 @@ __device__ __forceinline__ void forward_softmax_tile(
     float (&p)[kKeys / 8][4], float (&m)[2], float (&l)[2], float (&o)[kHn / 8][4], bool diagonal,
     int local, const WordPair (&kept_in)[2], std::uint32_t* keep_row, std::int64_t row_base,
     std::int64_t j0, std::int64_t bh, const Geometry& g, float scale2) {
-  // z·log2(e) with z = coeff·α·q·k. The tiles before the diagonal lie wholly before every row;
-  // j0 ≤ the atom's first row keeps each row's first key: finite maxima.
+  // Keys past the row masked, in the diagonal tile only (the tiles before it lie wholly before
+  // every row; j0 ≤ the atom's first row keeps each row's first key: finite maxima).
+  if (diagonal) {
 #pragma unroll
-  for (int nt = 0; nt < kKeys / 8; ++nt) {
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const bool masked = diagonal && 8 * nt + accumulator_col(e) > local + 8 * (e >> 1);
-      p[nt][e] = masked ? -INFINITY : p[nt][e] * scale2;
+      for (int e = 0; e < 4; ++e) {
+        if (8 * nt + accumulator_col(e) > local + 8 * (e >> 1)) p[nt][e] = -INFINITY;
+      }
     }
   }
+  // In the z·log2(e) domain, z = coeff·α·q·k = S·scale2 (scale2 > 0): the running maximum m is
+  // the scaled maximum of the raw scores (scaling and rounding keep their order), and each
+  // exponent is one fused multiply-add from S, as the backward recomputes it.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
@@ -97,14 +102,14 @@ __device__ __forceinline__ void forward_softmax_tile(
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
-    const float m_new = fmaxf(m[h], tile_max);
+    const float m_new = fmaxf(m[h], tile_max * scale2);
     const float rescale = exp2f(m[h] - m_new);  // first tile: 2^−inf = 0
     float sum = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        p[nt][e] = exp2f(p[nt][e] - m_new);  // masked: 2^−inf = 0
+        p[nt][e] = exp2f(fmaf(p[nt][e], scale2, -m_new));  // masked: 2^−inf = 0
         sum += p[nt][e];
       }
     }

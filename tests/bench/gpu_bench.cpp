@@ -772,6 +772,16 @@ bool bench_attention_bf16(const Options& o, const Peak& peak) {
                    widen_bf16(ctx_simt.download()), 0x1p-6);
     ok &= validate("attention_backward bf16 tc/simt", widen_bf16(grad_tc.download()),
                    widen_bf16(grad_simt.download()), 0x1p-6);
+    // The trial launch shapes compute every row and sum as the default ones: the same bits.
+    Buffer<std::uint16_t> ctx_trial(dctx.size()), grad_trial(zeros);
+    Buffer<float> lse_trial(static_cast<std::size_t>(o.heads * o.seq));
+    both(AttentionKernel::kTensorCoreTrialShapes, ctx_trial, lse_trial, grad_trial);
+    const bool same = ctx_trial.download() == ctx_tc.download() &&
+                      lse_trial.download() == lse_tc.download() &&
+                      grad_trial.download() == grad_tc.download();
+    std::printf("  validate %-28s %s\n", "attention bf16 trial shapes",
+                same ? "the default shapes' bits ok" : "bits differ from the default shapes' FAIL");
+    ok &= same;
   }
   const mds::ops::cpu::AttentionDims d{o.seq, o.batch, o.heads, hn};
   const std::int64_t tokens = o.batch * o.seq;
