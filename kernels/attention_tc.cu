@@ -154,7 +154,7 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
         constexpr int dq_bytes = kDqFromDsSharedBytes<kHn, kAtoms>;
         allow_shared(kernel, dq_bytes, "kernels::attention_backward (shared memory)");
         kernel<<<grid_of(slices, g.s, "attention_backward", kAtomBlockRows<kAtoms>), kThreads,
-                 dq_bytes, stream>>>(dqkv_h, ds, ds_ld, qkv_h, g, alpha, accumulate);
+                 dq_bytes, stream>>>(dqkv_h, ds, ds_ld, qkv_h, g, alpha, coeff, accumulate);
         check_launch("kernels::attention_backward (tensor cores, dq)");
       };
       if (trial) {

@@ -12,7 +12,8 @@
 //    the key tiles up to its diagonal (and storing its rows' delta = dctx·ctx), then one block per
 //    64 keys (warp w owns 16 of them) accumulating dk and dv over the query tiles from its
 //    diagonal on, reading those deltas; both recompute p = exp(z − lse) and
-//    dS = coeff·p·(dp − delta), and round P and dS to the 16-bit type for their products.
+//    dS/coeff = p·(dp − delta), and round P and dS/coeff to the 16-bit type for their products
+//    (coeff scales the sums at the end, with α).
 //
 // So besides summation order, the results differ from "fp32 then one rounding" by the roundings
 // of P (ctx, dv) and dS (dq, dk) to 16 bits; docs/cuda.md derives the bounds the tests check.
@@ -306,8 +307,10 @@ __device__ __forceinline__ void write_gradient_rows(std::uint16_t* dqkv, int off
 
 // dS (and p) of one accumulator element, as attention_detail::pair_gradients: p = exp(z − lse)
 // = 2^(S·scale2 − lse2) (scale2 = α·coeff·log2(e), lse2 = lse·log2(e): row_statistics),
-// dS = coeff·p·(dp·f − delta) with f the dropout factor (1 without dropout); p·f is what dv needs.
-// The callers zero masked pairs.
+// dS/coeff = p·(dp·f − delta) with f the dropout factor (1 without dropout), its inner term one
+// fused multiply-add; p·f is what dv needs. coeff joins α in the scale the products' sums take at
+// the end (dk and dq = α·coeff·Σ (dS/coeff)·…), which saves two multiplies an element. The
+// callers zero masked pairs.
 struct PairGradient {
   float p, ds;
 };
@@ -318,18 +321,18 @@ struct alignas(8) FloatPair {
 };
 
 __device__ __forceinline__ PairGradient pair_gradient(float score, float dp, float row_lse2,
-                                                      float row_delta, float factor, float scale2,
-                                                      float coeff) {
+                                                      float row_delta, float factor, float scale2) {
   const float p = exp2f(fmaf(score, scale2, -row_lse2));
-  return {p * factor, coeff * (p * (dp * factor - row_delta))};
+  return {p * factor, p * fmaf(dp, factor, -row_delta)};
 }
 
 // dk and dv of 64 keys: block (slice, key tile) walks the query tiles from its diagonal to the
 // end; warp w owns keys 16w … 16w + 15 and computes Sᵀ = k·qᵀ and dPᵀ = v·dOᵀ, so that pᵀ and dSᵀ
 // are A operands of dv += pᵀ·dO and dk += dSᵀ·q straight from registers. Each step's row
 // statistics (lse, and delta as dq_kernel or row_delta_kernel stored it) are loaded into
-// registers a step ahead. With kStoreDs it also stores dSᵀ, rounded to T as its products round
-// it, at ds[(bh·s + key)·ds_ld + query] for dq_from_ds_kernel (pairs of queries < s, keys < s).
+// registers a step ahead. With kStoreDs it also stores dSᵀ/coeff, rounded to T as its products
+// round it, at ds[(bh·s + key)·ds_ld + query] for dq_from_ds_kernel (pairs of queries < s, keys
+// < s).
 template <typename T, int kHn, bool kStoreDs, int kQueries = kBackwardStep<kHn>>
 __global__ void __launch_bounds__(kThreads, (kDkdvMinBlocks<kHn, kQueries>))
     dkdv_kernel(std::uint16_t* dqkv, const std::uint16_t* dctx, const float* lse,
@@ -422,9 +425,8 @@ __global__ void __launch_bounds__(kThreads, (kDkdvMinBlocks<kHn, kQueries>))
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1;
-        PairGradient pg =
-            pair_gradient(st[nt][e], dpt[nt][e], c ? pair_lse.y : pair_lse.x,
-                          c ? pair_delta.y : pair_delta.x, f[c][e >> 1], scale2, coeff);
+        PairGradient pg = pair_gradient(st[nt][e], dpt[nt][e], c ? pair_lse.y : pair_lse.x,
+                                        c ? pair_delta.y : pair_delta.x, f[c][e >> 1], scale2);
         if (edge &&
             !(i0 + local0 + c < g.s && key_local + 8 * (e >> 1) <= diagonal_offset + local0 + c)) {
           pg = {0.0f, 0.0f};
@@ -453,7 +455,7 @@ __global__ void __launch_bounds__(kThreads, (kDkdvMinBlocks<kHn, kQueries>))
   }
 
   // dqkv += … (or =): α applied at the end, as the CPU's GEMM.
-  write_gradient_rows<T, kHn>(dqkv, kHn, dk, key_base, bh, g, alpha, accumulate);
+  write_gradient_rows<T, kHn>(dqkv, kHn, dk, key_base, bh, g, alpha * coeff, accumulate);
   write_gradient_rows<T, kHn>(dqkv, 2 * kHn, dv, key_base, bh, g, 1.0f, accumulate);
 }
 
@@ -555,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
           for (int c = 0; c < 2; ++c) {
             const int nt = 2 * np + tile;
             float ds = pair_gradient(sc[nt][2 * h + c], dp[nt][2 * h + c], row_lse[h], row_delta[h],
-                                     f[tile][c], scale2, coeff)
+                                     f[tile][c], scale2)
                            .ds;
             if (edge &&
                 !(row < g.s && key_offset + 8 * nt + accumulator_col(c) <= local_base + 8 * h)) {
@@ -569,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     warp_product_pb<T, kHn, kKeys>(dq, dp, k_s);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
-  write_gradient_rows<T, kHn>(dqkv, 0, dq, row_base, bh, g, alpha, accumulate);
+  write_gradient_rows<T, kHn>(dqkv, 0, dq, row_base, bh, g, alpha * coeff, accumulate);
 }
 
 // ---- dq from the stored dSᵀ --------------------------------------------------------------------
@@ -630,7 +632,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int kHn, int kAtoms = 1>
 __global__ void __launch_bounds__(kThreads, (kDqFromDsMinBlocks<kAtoms>))
     dq_from_ds_kernel(std::uint16_t* dqkv, const std::uint16_t* ds, std::int64_t ds_ld,
-                      const std::uint16_t* qkv, Geometry g, float alpha, bool accumulate) {
+                      const std::uint16_t* qkv, Geometry g, float alpha, float coeff,
+                      bool accumulate) {
   static_assert(kHn == 64 || kHn == 128, "head dims 64 and 128");
   static_assert(kAtoms == 1 || (kAtoms == 2 && kHn == 64), "two atoms a warp at hn = 64 only");
   constexpr int kKeys = kBlockRows;
@@ -685,7 +688,7 @@ __global__ void __launch_bounds__(kThreads, (kDqFromDsMinBlocks<kAtoms>))
   for (int a = 0; a < kAtoms; ++a) {
     write_gradient_rows<T, kHn>(dqkv, 0, dq[a],
                                 i0 + kBlockRows * a + kWarpRows * warp + accumulator_row(0), bh, g,
-                                alpha, accumulate);
+                                alpha * coeff, accumulate);
   }
 }
 

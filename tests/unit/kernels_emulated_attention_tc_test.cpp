@@ -219,7 +219,7 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
         grid_x(c), tiles(c, tc::kAtomBlockRows<kDqAtoms>), tc::kThreads,
         [&] {
           tc::dq_from_ds_kernel<MmaType<T>, kHn, kDqAtoms>(raw(dqkv), ds.data(), ds_ld, raw(qkv), g,
-                                                           alpha, accumulate);
+                                                           alpha, c.coeff, accumulate);
         },
         poison_tc_shared(tc::kDqFromDsSharedBytes<kHn, kDqAtoms>));
     return dqkv;
