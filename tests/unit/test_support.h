@@ -23,9 +23,6 @@ std::string hex(std::string_view bytes);
 // The bytes that `hex` spells; throws std::invalid_argument on an odd length or a non-hex digit.
 std::string unhex(std::string_view hex);
 
-// A fresh, empty folder under testing::TempDir() named after the running test suite and test (and
-// the process, so that concurrent runs do not meet), removed with everything in it on destruction.
-// Made outside a test (in SetUpTestSuite) it is named after the suite alone.
 // An argv for programs' parsers built from strings (which it owns).
 struct Argv {
   explicit Argv(std::vector<std::string> args) : storage(std::move(args)) {
@@ -37,6 +34,9 @@ struct Argv {
   std::vector<char*> pointers;
 };
 
+// A fresh, empty folder under testing::TempDir() named after the running test suite and test (and
+// the process, so that concurrent runs do not meet), removed with everything in it on destruction.
+// Made outside a test (in SetUpTestSuite) it is named after the suite alone.
 class ScratchDir {
  public:
   ScratchDir();
