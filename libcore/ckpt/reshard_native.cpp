@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "ckpt/deepspeed_layout.h"
 #include "ckpt/deepspeed_objects.h"
 #include "io/torch_file.h"
@@ -15,12 +16,6 @@ namespace mds::ckpt {
 namespace {
 
 constexpr const char* kRankFile = "model_optim_rng.pt";
-
-std::string trimmed(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
 
 std::string rank_file(const SourceCheckpoint& source, std::int64_t tp, std::int64_t pp) {
   return source.folder + "/" + megatron_rank_folder(tp, pp, source.pp_size) + "/" + kRankFile;
@@ -45,7 +40,7 @@ void collect_tensors(const io::ValueRef& ref, const std::string& prefix,
 }  // namespace
 
 std::string megatron_tag(const std::string& tracker_text, const std::string& tracker_path) {
-  const std::string text = trimmed(tracker_text);
+  const std::string text = base::trimmed(tracker_text);
   if (text == "release") return text;
   if (text.empty() || text.size() > 15 ||
       text.find_first_not_of("0123456789") != std::string::npos) {

@@ -7,18 +7,13 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/text.h"
 
 namespace mds::ops {
 namespace {
 
 constexpr const char* kPlatform = "platform = ";
 constexpr const char* kSeparator = " | ";
-
-std::string trimmed(const std::string& s) {
-  const std::size_t first = s.find_first_not_of(" \t\r");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
-}
 
 }  // namespace
 
@@ -37,7 +32,7 @@ void GemmTuningFile::load() {
   bool platform_seen = false;
   for (int number = 1; std::getline(in, line); ++number) {
     const std::string where = path_ + ":" + std::to_string(number) + ": ";
-    line = trimmed(line);
+    line = base::trimmed(line);
     if (line.empty() || line[0] == '#') continue;
     if (line.rfind(kPlatform, 0) == 0) {
       const std::string platform = line.substr(std::string(kPlatform).size());
