@@ -1,6 +1,7 @@
 #include "ops/gemm_tuning_file.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -26,8 +27,19 @@ GemmTuningFile::GemmTuningFile(std::string path, std::string platform)
 }
 
 void GemmTuningFile::load() {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::file_status status = fs::status(path_, ignored);
+  if (!fs::exists(status)) {  // nothing chosen yet; a choice will be written there
+    const fs::path folder = fs::path(path_).parent_path();
+    if (!folder.empty() && !fs::is_directory(folder, ignored)) {
+      base::fail("GEMM tuning file ", path_, ": its folder ", folder.string(), " does not exist");
+    }
+    return;
+  }
+  if (!fs::is_regular_file(status)) base::fail("GEMM tuning file ", path_, ": not a regular file");
   std::ifstream in(path_);
-  if (!in) return;  // nothing chosen yet
+  if (!in) base::fail("GEMM tuning file ", path_, ": cannot be read");
   std::string line;
   bool platform_seen = false;
   for (int number = 1; std::getline(in, line); ++number) {

@@ -20,7 +20,8 @@ namespace mds::ops {
 class GemmTuningFile : public GemmAlgorithmChoices {
  public:
   // Reads `path` if it exists (failing with one line naming the file and line of anything
-  // malformed, or the platform when it is not `platform`); otherwise starts empty.
+  // malformed, or the platform when it is not `platform`); otherwise starts empty. Fails at once,
+  // before any GEMM is timed, where the path is not a readable file or its folder is missing.
   GemmTuningFile(std::string path, std::string platform);
 
   std::optional<int> find(const std::string& key) const override;

@@ -82,6 +82,20 @@ TEST(GemmTuningFile, MalformedLinesNameTheFileAndLine) {
   }
 }
 
+TEST(GemmTuningFile, UnusablePathsFailBeforeAnyChoice) {
+  const ScratchDir dir;
+  const std::string missing = dir.file("no-such-folder") + "/gemms.txt";
+  const std::string error = one_line_error([&] { ops::GemmTuningFile(missing, kPlatform); });
+  EXPECT_NE(error.find(missing + ": its folder"), std::string::npos) << error;
+  EXPECT_NE(error.find("does not exist"), std::string::npos) << error;
+  const std::string folder = dir.path().string();
+  EXPECT_NE(one_line_error([&] {
+              ops::GemmTuningFile(folder, kPlatform);
+            }).find(folder + ": not a regular file"),
+            std::string::npos);
+  EXPECT_TRUE(dir.files().empty());
+}
+
 TEST(GemmTuningFile, RefusesDescriptionsItCouldNotReadBack) {
   const ScratchDir dir;
   ops::GemmTuningFile choices(dir.file("gemms.txt"), kPlatform);
