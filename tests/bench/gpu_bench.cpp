@@ -821,11 +821,13 @@ bool bench_attention_bf16(const Options& o, const Peak& peak) {
   for (const auto& r : runs) {
     const mds::ops::DropoutStream dropout{r.p, 1234, 0};
     std::uint32_t* keep_bits = r.keep_bits ? keep.get() : nullptr;
-    const auto forward = [&] {
-      mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), DType::kBFloat16, d, 1.0f,
-                                      dropout, nullptr, r.kernel, keep_bits);
-    };
-    report_flops(r.forward, time_ms(forward, o.iters), forward_flops, peak.tensor_flops);
+    const double fwd_ms = time_ms(
+        [&] {
+          mds::kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), DType::kBFloat16, d,
+                                          1.0f, dropout, nullptr, r.kernel, keep_bits);
+        },
+        o.iters);
+    report_flops(r.forward, fwd_ms, forward_flops, peak.tensor_flops);
     const double bwd_ms = time_ms(
         [&] {
           mds::kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(),
