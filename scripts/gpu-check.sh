@@ -6,7 +6,10 @@
 #                                           evaluate, generate, gpu_tests and gpu_bench with their
 #                                           Debian libraries and Open MPI's mpirun and plugins
 #                                           (scripts/pack-gpu-build.sh --with-mpi) into
-#                                           build/gpu-pack/mds-gpu.tar.xz (~15 MB)
+#                                           build/gpu-pack/mds-gpu.tar.xz (~15 MB); with
+#                                           MDS_LLMC_SRC (an llm.c checkout) also llm.c's
+#                                           train_gpt2cu for the train step's `llmc` run
+#                                           (tests/bench/build_llmc.sh; MDS_CUDNN_FRONTEND as there)
 #   scripts/gpu-check.sh run [STEPS]        there (carry build/gpu-pack): unpacks it and runs the
 #                                           steps, each step's log into $OUT (or ./gpu-check-out)
 #
@@ -53,6 +56,9 @@ pack() {
   # generate_bench.sh exports its checkpoint to Hugging Face with this probe (same libraries).
   mkdir -p "$pack_dir/mds-gpu/tests/tools"
   cp -p "$build/tests/tools/hf_gpt2_probe" "$pack_dir/mds-gpu/tests/tools/" || exit 1
+  if [ -n "${MDS_LLMC_SRC:-}" ]; then
+    "$repo/tests/bench/build_llmc.sh" "$MDS_LLMC_SRC" "$pack_dir/mds-gpu/llmc" || exit 1
+  fi
   tar -C "$pack_dir" -cJf "$pack_dir/mds-gpu.tar.xz" mds-gpu && rm -rf "$pack_dir/mds-gpu"
   echo "gpu-check: $(du -h "$pack_dir/mds-gpu.tar.xz" | cut -f1) in $pack_dir/mds-gpu.tar.xz;" \
     "on the device: run(command='scripts/gpu-check.sh run', carry=['build/gpu-pack'])"
@@ -93,6 +99,7 @@ run() {
   local pack="$root/mds-gpu" cuda="${CUDA_HOME:-/usr/local/cuda}"
   export LD_LIBRARY_PATH="$pack/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export MDS_BIN="$pack/bin" MDS_DATA="$repo/data" MDS_TESTS="$repo/tests"
+  [ ! -x "$pack/llmc/train_gpt2cu" ] || export MDS_LLMC_BIN="$pack/llmc/train_gpt2cu"
   # The packed Open MPI (mpirun first on PATH, its plugins), for the multi-rank steps.
   [ ! -f "$pack/mpi/env.sh" ] || source "$pack/mpi/env.sh"
   failed=()

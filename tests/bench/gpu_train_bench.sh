@@ -19,7 +19,12 @@
 #              measured for each config; mds-bf16-epilogues is mds-bf16 with
 #              --cublaslt-epilogues, mds-bf16-tuned mds-bf16 with --gemm-tuning-file (a fresh
 #              file: the GEMMs are timed in the first, untimed iteration), mds-tf32 mds-fp32 with
-#              --tf32, its MFU against the TF32 peak),
+#              --tf32, its MFU against the TF32 peak; mds-bf16-nodrop and torch-fast-nodrop are
+#              mds-bf16 and torch-fast without dropout, as llm.c trains; llmc is llm.c's
+#              train_gpt2cu, bf16, which has no dropout: see MDS_LLMC_BIN),
+#              MDS_LLMC_BIN (llm.c's train_gpt2cu for the llmc run, built from an llm.c checkout by
+#              tests/bench/build_llmc.sh; it trains llm.c's own GPT-2 of the config's depth, "d12"
+#              for gpt2-124m, from random weights on the same Shakespeare tokens),
 #              MDS_TORCH_PYTHON (python with torch >= 2.0 and CUDA; default python3),
 #              MDS_BENCH_DEVICE (default cuda; cpu runs the same commands on the host, to check the
 #              script where there is no GPU), MDS_PEAK_TFLOPS_BF16 / _TF32 / _FP32 (when the
@@ -34,8 +39,9 @@ warmup="${MDS_GPU_BENCH_WARMUP:-4}"
 runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
 for run in $runs; do
   case $run in
-    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-epilogues | mds-bf16-tuned | torch-eager | torch-fast) ;;
-    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-epilogues, mds-bf16-tuned, torch-eager, torch-fast)" >&2
+    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-epilogues | mds-bf16-tuned | mds-bf16-nodrop | \
+      torch-eager | torch-fast | torch-fast-nodrop | llmc) ;;
+    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-epilogues, mds-bf16-tuned, mds-bf16-nodrop, torch-eager, torch-fast, torch-fast-nodrop, llmc)" >&2
        exit 2 ;;
   esac
 done
@@ -142,6 +148,78 @@ run_torch() {  # L h heads s b G extra-flags... → mean step seconds
   sed -n 's/^RESULT mean_step_s=\([0-9.]*\).*/\1/p' <<< "$out"
 }
 
+# llm.c's token file: a header of 256 int32 (magic 20240520, version 1, token count), then the
+# tokens as uint16: the Megatron .bin's tokens as they are (preprocess writes uint16 ids below
+# 65500; wider ones are narrowed, all GPT-2 ids fit).
+make_llmc_tokens() {  # megatron-prefix out-file
+  python3 - "$1" "$2" <<'PY'
+import array, os, struct, sys
+prefix, out = sys.argv[1], sys.argv[2]
+with open(prefix + ".idx", "rb") as idx:
+    header = idx.read(18)
+assert header[:9] == b"MMIDIDX\x00\x00", prefix + ".idx: not a Megatron index"
+tokens = array.array({8: "H", 4: "i", 5: "q"}[header[17]], open(prefix + ".bin", "rb").read())
+if sys.byteorder != "little":
+    tokens.byteswap()
+assert tokens and max(tokens) < 65536, "ids do not fit llm.c's uint16 tokens"
+narrow = tokens if tokens.typecode == "H" else array.array("H", tokens)
+with open(out + ".tmp", "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(narrow), *([0] * 253)))
+    if sys.byteorder != "little":
+        narrow.byteswap()
+    f.write(narrow.tobytes())
+os.replace(out + ".tmp", out)
+PY
+}
+
+# Puts the folders of libraries llm.c's program needs but the loader does not find (cuDNN, where
+# only a Python wheel brings it, as PyTorch's does) on LD_LIBRARY_PATH.
+find_llmc_libraries() {
+  local missing lib dir
+  missing=$(ldd "$MDS_LLMC_BIN" 2> /dev/null | sed -n 's/^\s*\(\S*\) => not found/\1/p')
+  for lib in $missing; do
+    dir=$("$python" -c 'import site, sys; print("\n".join(site.getsitepackages()))' 2> /dev/null |
+      xargs -r -I{} find {} -name "$lib" -print -quit 2> /dev/null | head -1)
+    [ -n "$dir" ] && export LD_LIBRARY_PATH="$(dirname "$dir")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+  missing=$(ldd "$MDS_LLMC_BIN" 2> /dev/null | sed -n 's/^\s*\(\S*\) => not found/\1/p')
+  [ -z "$missing" ] || { echo "llmc: libraries not found: $missing" >&2; return 1; }
+}
+
+# llm.c builds GPT-2 of depth 12, 24, 36 or 48 ("dL") with its own widths: only those shapes.
+llmc_depth_matches() {  # L h heads
+  case "$1:$2:$3" in
+    12:768:12 | 24:1024:16 | 36:1280:20 | 48:1600:25) return 0 ;;
+    *) echo "llmc: llm.c has no GPT-2 of $1 layers, hidden $2, $3 heads" >&2; return 1 ;;
+  esac
+}
+
+run_llmc() {  # L h heads s b G → mean step seconds (llm.c's own per-step timing)
+  [ -n "${MDS_LLMC_BIN:-}" ] ||
+    { echo "llmc: set MDS_LLMC_BIN to llm.c's train_gpt2cu (tests/bench/build_llmc.sh)" >&2; return 1; }
+  [ "$device" = cuda ] || { echo "llmc: llm.c's train_gpt2cu runs on CUDA only" >&2; return 1; }
+  llmc_depth_matches "$1" "$2" "$3" || return 1
+  find_llmc_libraries || return 1
+  local dir="$work/llmc-$1-$5"
+  mkdir -p "$dir"
+  [ -f "$work/llmc_tokens.bin" ] ||
+    make_llmc_tokens "$work/shakespeare_text_document" "$work/llmc_tokens.bin" || return 1
+  # One validation batch at the start and end (outside llm.c's timed section), no sampling, no
+  # checkpoints; learning-rate and weight-decay settings as ours (they do not change the work).
+  (cd "$dir" && "$MDS_LLMC_BIN" -i "$work/llmc_tokens.bin" -j "$work/llmc_tokens.bin" -e "d$1" \
+    -b "$5" -t "$4" -d $(($6 * $4)) -x "$iters" -v 1000000 -m 1 -s 0 -l 1e-4 -u 1 -q 0.1 \
+    -c 0.01 > log 2>&1) || { tail -20 "$dir/log" >&2; return 1; }
+  awk -v warmup="$warmup" '
+    /^step +[0-9]+\/[0-9]+ \|/ {
+      split($0, field, "|"); split(field[1], step, /[ \/]+/)
+      for (i = 1; i <= length(field); ++i)
+        if (field[i] ~ / ms *$/) { ms = field[i]; sub(/ ms *$/, "", ms) }
+      if (step[2] + 0 > warmup) { sum += ms; ++n }
+    }
+    END { if (n == 0) { print "llmc: no timed steps in its log" > "/dev/stderr"; exit 1 }
+          printf "%.6f\n", sum / n / 1000 }' "$dir/log"
+}
+
 row() {  # what config seconds tokens-per-step flop-per-token peak
   awk -v what="$1" -v config="$2" -v sec="$3" -v tokens="$4" -v flop="$5" -v peak="$6" 'BEGIN {
     if (sec == "") { printf "| %s | %s | failed | | |\n", config, what; exit }
@@ -190,6 +268,11 @@ for config in $configs; do
       "$(peak_tflops bf16)"
     [ ! -f "$work/gemms-$config.txt" ] || sed 's/^/  /' "$work/gemms-$config.txt" >&2
   fi
+  if wanted mds-bf16-nodrop; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --attention-dropout 0 --hidden-dropout 0) ||
+      ours=""
+    add_row "mds pretrain, bf16, no dropout" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
   if wanted torch-eager; then
     eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
     add_row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)"
@@ -198,6 +281,19 @@ for config in $configs; do
     fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}") ||
       fast=""
     add_row "PyTorch bf16 + SDPA${compile:+ + torch.compile}" "$config" "$fast" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
+  if wanted torch-fast-nodrop; then
+    fast=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G" --dtype bf16 --attention sdpa "${compile[@]}" \
+      --attention-dropout 0 --hidden-dropout 0) || fast=""
+    add_row "PyTorch bf16 + SDPA${compile:+ + torch.compile}, no dropout" "$config" "$fast" \
+      $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
+  if wanted llmc; then
+    llmc=$(run_llmc "$L" "$h" "$n" "$s" "$b" "$G") || llmc=""
+    add_row "llm.c train_gpt2cu, bf16 (no dropout)" "$config" "$llmc" $((G * s)) "$flop" \
+      "$(peak_tflops bf16)"
+    [ -z "${MDS_LLMC_BIN:-}" ] || [ ! -f "$(dirname "$MDS_LLMC_BIN")/BUILD_INFO" ] ||
+      sed 's/^/  /' "$(dirname "$MDS_LLMC_BIN")/BUILD_INFO" >&2
   fi
 done
 echo
