@@ -82,6 +82,26 @@ void cross_entropy_backward(void* dlogits, const void* logits, DType dtype,
   });
 }
 
+void cross_entropy_forward_backward(float* loss, void* dlogits, const void* logits, DType dtype,
+                                    const std::int64_t* targets, const float* dloss, std::int64_t n,
+                                    std::int64_t v, cudaStream_t stream) {
+  with_storage(dtype, "cross_entropy_forward_backward", [&](auto s) {
+    if (n <= 0) return;
+    constexpr Storage kS = decltype(s)::value;
+    int device = 0, sms = 0, l2_bytes = 0;
+    check_cuda(cudaGetDevice(&device), "kernels::cross_entropy_forward_backward (cudaGetDevice)");
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+               "kernels::cross_entropy_forward_backward (SM count)");
+    check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
+               "kernels::cross_entropy_forward_backward (L2 size)");
+    const auto kernel = rows_by_8(v, {dlogits, logits}) ? forward_backward_kernel<kS, true>
+                                                        : forward_backward_kernel<kS, false>;
+    launch("kernels::cross_entropy_forward_backward", kernel,
+           forward_backward_shape(n, v, kS == Storage::kF32 ? 4 : 2, sms, l2_bytes), stream, loss,
+           dlogits, logits, targets, dloss, n, v);
+  });
+}
+
 void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,
                            cudaStream_t stream) {
   cross_entropy_row_max(max, logits, DType::kFloat32, n, v, stream);

@@ -57,4 +57,15 @@ void cross_entropy_backward(void* dlogits, const void* logits, tensor::DType dty
                             const float* dloss, std::int64_t n, std::int64_t v,
                             std::int64_t vocab_start, cudaStream_t stream);
 
+// cross_entropy_forward then cross_entropy_backward in one kernel, for an unsharded vocabulary
+// (vocab_start = 0) whose dloss is known before the forward (a training step's): writes loss [n]
+// and the gradient into dlogits, which may be logits itself; max and sum_exp stay inside. The
+// same bits as the two kernels; fp32 logits are not overwritten with exps (the gradient pass
+// recomputes them, the same bits). Each row crosses DRAM about once each way: few rows are in
+// flight at a time, so the gradient pass finds its row in L2.
+void cross_entropy_forward_backward(float* loss, void* dlogits, const void* logits,
+                                    tensor::DType dtype, const std::int64_t* targets,
+                                    const float* dloss, std::int64_t n, std::int64_t v,
+                                    cudaStream_t stream);
+
 }  // namespace mds::kernels

@@ -3,6 +3,7 @@
 // it for the CPU under the SIMT emulation (tests/unit/simt_emulation.h). Included by that .cu and
 // that test only; the kernels have internal linkage (see elementwise_kernels.cuh).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -26,55 +27,68 @@ using detail::store8;
 // logit and the loss are fp32. The kF32 instances are the fp32 kernels statement for statement.
 // Row i of the logits starts at element i·v.
 
-// kBy8: a thread takes the row's elements eight at a time (16-byte accesses; rows of a multiple
-// of 8 elements, 16-byte aligned), chunks threadIdx.x, + kThreads, …; otherwise one at a time,
-// elements threadIdx.x, + kThreads, …. Either way a fixed order, so the results are deterministic;
-// the two orders give the same max and elementwise values, and sums that differ by rounding.
-template <Storage kS, bool kBy8, typename Visit>
-__device__ inline void for_row_elements(const void* row_base, std::int64_t first, std::int64_t v,
-                                        Visit visit) {
-  if constexpr (kBy8) {
-    for (std::int64_t k = threadIdx.x; k < v / 8; k += kThreads) {
-      float x[8];
-      load8<kS>(row_base, first + 8 * k, x);
-      visit(8 * k, x);
-    }
-  } else {
-    for (std::int64_t j = threadIdx.x; j < v; j += kThreads) {
-      float x[1] = {load<kS>(row_base, first + j)};
-      visit(j, x);
-    }
-  }
-}
-
 // Elements per visit of for_row_elements.
 template <bool kBy8>
 constexpr int kRowStep = kBy8 ? 8 : 1;
 
-template <Storage kS, bool kBy8>
+// kBy8: a thread takes the row's elements eight at a time (16-byte accesses; rows of a multiple
+// of 8 elements, 16-byte aligned), chunks threadIdx.x, + kThreads, …; otherwise one at a time,
+// elements threadIdx.x, + kThreads, …. Either way a fixed order, so the results are deterministic;
+// the two orders give the same max and elementwise values, and sums that differ by rounding.
+// kBatch > 1 loads that many of a thread's visits before visiting them, in the same order (the
+// same results): more loads in flight for a kernel that runs few warps an SM. A visit may store
+// over the elements it was given (each is the calling thread's alone).
+template <Storage kS, bool kBy8, int kBatch = 1, typename Visit>
+__device__ inline void for_row_elements(const void* row_base, std::int64_t first, std::int64_t v,
+                                        Visit visit) {
+  constexpr int kStep = kRowStep<kBy8>;
+  const std::int64_t visits = kBy8 ? v / 8 : v;
+  const auto load_visit = [&](std::int64_t k, auto& x) {  // generic: load8 wants float[8]
+    if constexpr (kBy8) {
+      load8<kS>(row_base, first + 8 * k, x);
+    } else {
+      x[0] = load<kS>(row_base, first + k);
+    }
+  };
+  std::int64_t k = threadIdx.x;
+  if constexpr (kBatch > 1) {
+    for (; k + (kBatch - 1) * kThreads < visits; k += kBatch * kThreads) {
+      float x[kBatch][kStep];
+      for (int b = 0; b < kBatch; ++b) load_visit(k + b * kThreads, x[b]);
+      for (int b = 0; b < kBatch; ++b) visit(kStep * (k + b * kThreads), x[b]);
+    }
+  }
+  for (; k < visits; k += kThreads) {
+    float x[kStep];
+    load_visit(k, x);
+    visit(kStep * k, x);
+  }
+}
+
+template <Storage kS, bool kBy8, int kBatch = 1>
 __device__ inline float row_max(const void* logits, std::int64_t first, std::int64_t v,
                                 float* scratch) {
   float m = -INFINITY;
-  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t, const float* x) {
+  for_row_elements<kS, kBy8, kBatch>(logits, first, v, [&](std::int64_t, const float* x) {
     for (int k = 0; k < kRowStep<kBy8>; ++k) m = x[k] > m ? x[k] : m;
   });
   return block_max(m, scratch);
 }
 
 // Σ_j exp(row[j] − max), returned to every thread. An fp32 row is overwritten with the exps (the
-// backward reads them); a 16-bit row is only read (rounded exps would change the gradient, so the
-// backward recomputes them with the same expression).
-template <Storage kS, bool kBy8>
+// backward reads them) unless kKeepRow; a 16-bit row is only read (rounded exps would change the
+// gradient, so the backward recomputes them with the same expression).
+template <Storage kS, bool kBy8, int kBatch = 1, bool kKeepRow = false>
 __device__ inline float exp_and_sum(void* logits, std::int64_t first, float max, std::int64_t v,
                                     float* scratch) {
   float sum = 0.0f;
-  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t j, const float* x) {
+  for_row_elements<kS, kBy8, kBatch>(logits, first, v, [&](std::int64_t j, const float* x) {
     float e[kRowStep<kBy8>];
     for (int k = 0; k < kRowStep<kBy8>; ++k) {
       e[k] = expf(x[k] - max);
       sum += e[k];
     }
-    if constexpr (kS == Storage::kF32) {
+    if constexpr (kS == Storage::kF32 && !kKeepRow) {
       if constexpr (kBy8) {
         store8<kS>(logits, first + j, e);
       } else {
@@ -103,11 +117,11 @@ __device__ inline MaxSum merge(MaxSum a, MaxSum b) {
   return {m, rescaled(a) + rescaled(b)};
 }
 
-template <Storage kS, bool kBy8>
+template <Storage kS, bool kBy8, int kBatch = 1>
 __device__ inline MaxSum row_max_and_sum(const void* logits, std::int64_t first, std::int64_t v,
                                          MaxSum* scratch) {
   MaxSum mine{-INFINITY, 0.0f};
-  for_row_elements<kS, kBy8>(logits, first, v, [&](std::int64_t, const float* x) {
+  for_row_elements<kS, kBy8, kBatch>(logits, first, v, [&](std::int64_t, const float* x) {
     float m = mine.max;
     for (int k = 0; k < kRowStep<kBy8>; ++k) m = x[k] > m ? x[k] : m;
     if (m != mine.max) mine.sum *= expf(mine.max - m);  // the first finite max: 0 · 0
@@ -196,32 +210,79 @@ __global__ void forward_kernel(float* loss, float* max, float* sum_exp, void* lo
   }
 }
 
+// Row i's gradient (e·inv − [j == local])·scale, e = exp(x − m) recomputed from the logits (as
+// exp_and_sum computed it: the same fp32 inputs, the same expf, the same bits) or, with
+// kExpsStored, read as the fp32 forward left them; rounded once on store. Each element is read
+// and written by the same thread, so dlogits may alias logits.
+template <Storage kS, bool kBy8, bool kExpsStored, int kBatch = 1>
+__device__ inline void row_gradient(void* dlogits, const void* logits, std::int64_t first,
+                                    std::int64_t v, float m, float inv, float scale,
+                                    std::int64_t local) {
+  for_row_elements<kS, kBy8, kBatch>(logits, first, v, [&](std::int64_t j, const float* x) {
+    float g[kRowStep<kBy8>];
+    for (int k = 0; k < kRowStep<kBy8>; ++k) {
+      const float e = kExpsStored ? x[k] : expf(x[k] - m);
+      g[k] = j + k == local ? (e * inv - 1.0f) * scale : e * inv * scale;
+    }
+    if constexpr (kBy8) {
+      store8<kS>(dlogits, first + j, g);
+    } else {
+      store<kS>(dlogits, first + j, g[0]);
+    }
+  });
+}
+
 // An fp32 `logits` holds the exps the forward left (max is not read, and may be null); a 16-bit
-// one holds the logits, whose exps are recomputed as exp_and_sum computed them (the same fp32
-// inputs, the same expf: the same bits), and the gradient is rounded once on store.
+// one holds the logits, whose exps are recomputed, and the gradient is rounded once on store.
 template <Storage kS, bool kBy8>
 __global__ void backward_kernel(void* dlogits, const void* logits, const std::int64_t* targets,
                                 const float* max, const float* sum_exp, const float* dloss,
                                 std::int64_t v, std::int64_t vocab_start) {
   const std::int64_t i = blockIdx.x;
-  const float inv = 1.0f / sum_exp[i], scale = dloss[i];
-  const std::int64_t local = targets[i] - vocab_start;
-  float m = 0.0f;
-  if constexpr (kS != Storage::kF32) m = max[i];
-  // Each element is read and written by the same thread, so dlogits may alias logits.
-  for_row_elements<kS, kBy8>(logits, i * v, v, [&](std::int64_t j, const float* x) {
-    float g[kRowStep<kBy8>];
-    for (int k = 0; k < kRowStep<kBy8>; ++k) {
-      float e = x[k];
-      if constexpr (kS != Storage::kF32) e = expf(x[k] - m);
-      g[k] = j + k == local ? (e * inv - 1.0f) * scale : e * inv * scale;
-    }
-    if constexpr (kBy8) {
-      store8<kS>(dlogits, i * v + j, g);
+  constexpr bool kExpsStored = kS == Storage::kF32;
+  row_gradient<kS, kBy8, kExpsStored>(dlogits, logits, i * v, v, kExpsStored ? 0.0f : max[i],
+                                      1.0f / sum_exp[i], dloss[i], targets[i] - vocab_start);
+}
+
+// Loads a thread keeps in flight in forward_backward_kernel, which runs few blocks an SM.
+constexpr int kFusedLoadBatch = 4;
+
+// forward_kernel then backward_kernel for an unsharded vocabulary, the gradient written where
+// dloss is known before the forward (a training step's loss · scale): loss [n] and dlogits, which
+// may alias logits. Same arithmetic in the same order, so the same bits as the two kernels. Each
+// block takes rows blockIdx.x, + gridDim.x, …: the grid (forward_backward_shape) keeps few enough
+// rows in flight that a row read for its sums is still in L2 when it is read again for its
+// gradient, so it crosses DRAM once each way. 16-bit rows: one pass for the sums, one for the
+// gradient; fp32 rows: the max, the sum and the gradient passes (the exps are recomputed instead
+// of stored).
+template <Storage kS, bool kBy8>
+__global__ void forward_backward_kernel(float* loss, void* dlogits, const void* logits,
+                                        const std::int64_t* targets, const float* dloss,
+                                        std::int64_t n, std::int64_t v) {
+  __shared__ MaxSum pairs[kWarps];
+  __shared__ float scratch[kWarps];
+  for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const std::int64_t target = targets[i];
+    float m = 0.0f, s = 0.0f;
+    if constexpr (kS != Storage::kF32) {
+      const MaxSum row = row_max_and_sum<kS, kBy8, kFusedLoadBatch>(logits, i * v, v, pairs);
+      m = row.max;
+      s = row.sum;
     } else {
-      store<kS>(dlogits, i * v + j, g[0]);
+      m = row_max<kS, kBy8, kFusedLoadBatch>(logits, i * v, v, scratch);
+      s = exp_and_sum<kS, kBy8, kFusedLoadBatch, true>(const_cast<void*>(logits), i * v, m, v,
+                                                       scratch);
     }
-  });
+    // Read before any thread overwrites the row with its gradient.
+    if (threadIdx.x == 0) {
+      const float target_logit =
+          target >= 0 && target < v ? load<kS>(logits, i * v + target) - m : 0.0f;
+      loss[i] = logf(s) - target_logit;
+    }
+    __syncthreads();
+    row_gradient<kS, kBy8, false, kFusedLoadBatch>(dlogits, logits, i * v, v, m, 1.0f / s, dloss[i],
+                                                   target);
+  }
 }
 
 // Whether the row kernels take eight elements at a time (kBy8) over rows of v elements in these
@@ -233,6 +294,23 @@ inline bool rows_by_8(std::int64_t v, std::initializer_list<const void*> arrays)
 // row_max_kernel, exp_sum_kernel, forward_kernel, backward_kernel: one block per row.
 inline detail::LaunchShape row_shape(std::int64_t n) {
   return detail::row_shape(n, "kernels::cross_entropy");
+}
+
+// forward_backward_kernel over n rows of v elements of element_bytes on a device of `sms` SMs and
+// l2_bytes of L2: as many blocks an SM as keep the rows in flight (one a block) within 60% of the
+// L2, so that a row is still there when its gradient pass reads it again, but at least 2 (16
+// warps an SM; their batched loads keep about 32 KB in flight an SM) and at most 8 (an SM's
+// limit at kThreads); never more blocks than rows. GPT-2's bf16 rows (50304 elements, 100 KB) on
+// an H100 (132 SMs, 50 MB): 2 blocks an SM, 26 MB in flight.
+inline detail::LaunchShape forward_backward_shape(std::int64_t n, std::int64_t v, int element_bytes,
+                                                  int sms, std::int64_t l2_bytes) {
+  const double row_bytes = static_cast<double>(v) * element_bytes;
+  const double fit =
+      0.6 * static_cast<double>(l2_bytes) / (std::max(sms, 1) * std::max(row_bytes, 1.0));
+  const std::int64_t per_sm = std::clamp<std::int64_t>(static_cast<std::int64_t>(fit), 2, 8);
+  const std::int64_t blocks =
+      std::clamp<std::int64_t>(per_sm * std::max(sms, 1), 1, std::max<std::int64_t>(n, 1));
+  return {{static_cast<unsigned>(blocks)}, {detail::kThreads}};
 }
 
 // target_logit_kernel: one thread per row.

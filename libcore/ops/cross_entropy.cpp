@@ -1,5 +1,7 @@
 #include "ops/cross_entropy.h"
 
+#include <vector>
+
 #include "base/error.h"
 #include "ops/activation_dtype.h"
 #include "ops/check.h"
@@ -211,6 +213,37 @@ void cross_entropy_backward(const DeviceContext& ctx, Tensor dlogits, Tensor log
   }
 }
 
+void cross_entropy_forward_backward(const DeviceContext& ctx, Tensor loss, Tensor dlogits,
+                                    Tensor logits, Tensor targets, Tensor dloss) {
+  constexpr const char* kOp = "cross_entropy_forward_backward";
+  const bool on_device = detail::on_cuda(kOp, ctx,
+                                         {{"loss", loss},
+                                          {"dlogits", dlogits},
+                                          {"logits", logits},
+                                          {"targets", targets},
+                                          {"dloss", dloss}});
+  const Rows r = logits_rows(kOp, logits);
+  detail::activation_dtype(kOp, {"logits", logits}, {{"dlogits", dlogits}});
+  detail::expect_shape(kOp, {"dlogits", dlogits}, logits.shape());
+  per_token(kOp, {"loss", loss}, r.n);
+  per_token(kOp, {"dloss", dloss}, r.n);
+  check_targets(kOp, targets, r.n);
+  if (on_device) {
+    if constexpr (detail::kCudaBuilt) {
+      cuda::cross_entropy_forward_backward(ctx, loss.data<float>(), dlogits.raw(), logits.raw(),
+                                           r.dtype, targets.data<std::int64_t>(),
+                                           dloss.data<float>(), r.n, r.v);
+    }
+    return;
+  }
+  // The statistics the two ops pass between them, on the host for this call only.
+  std::vector<float> max(static_cast<std::size_t>(r.n)), sum_exp(max.size());
+  const Tensor max_t(max.data(), DType::kFloat32, tensor::Shape{r.n});
+  const Tensor sum_exp_t(sum_exp.data(), DType::kFloat32, tensor::Shape{r.n});
+  cross_entropy_forward(ctx, loss, max_t, sum_exp_t, logits, targets);
+  cross_entropy_backward(ctx, dlogits, logits, targets, max_t, sum_exp_t, dloss, 0);
+}
+
 float masked_mean_loss(const DeviceContext& ctx, Tensor loss, Tensor mask) {
   constexpr const char* kOp = "masked_mean_loss";
   const bool on_device = detail::on_cuda(kOp, ctx, {{"loss", loss}, {"mask", mask}});
@@ -288,6 +321,11 @@ void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, Tenso
                             Tensor sum_exp, Tensor dloss, std::int64_t vocab_start) {
   cross_entropy_backward(DeviceContext{}, dlogits, logits, targets, max, sum_exp, dloss,
                          vocab_start);
+}
+
+void cross_entropy_forward_backward(Tensor loss, Tensor dlogits, Tensor logits, Tensor targets,
+                                    Tensor dloss) {
+  cross_entropy_forward_backward(DeviceContext{}, loss, dlogits, logits, targets, dloss);
 }
 
 float masked_mean_loss(Tensor loss, Tensor mask) {

@@ -60,6 +60,16 @@ void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits, te
                             tensor::Tensor targets, tensor::Tensor max, tensor::Tensor sum_exp,
                             tensor::Tensor dloss, std::int64_t vocab_start = 0);
 
+// cross_entropy_forward then cross_entropy_backward for an unsharded vocabulary, where dloss is
+// known before the forward (a training step's, ops::masked_mean_loss_backward of the mask):
+// writes loss [N] and dlogits (the logits' dtype and shape; may be the logits tensor itself),
+// bit for bit what the two ops write. On a device one kernel that reads each row from DRAM once
+// (max and sum_exp never leave it; fp32 logits are not overwritten with exps). On the host the two
+// ops in a row. Either way the logits are spent unless 16-bit and apart from dlogits.
+void cross_entropy_forward_backward(const DeviceContext& ctx, tensor::Tensor loss,
+                                    tensor::Tensor dlogits, tensor::Tensor logits,
+                                    tensor::Tensor targets, tensor::Tensor dloss);
+
 // Micro-batch loss Σ loss·mask / Σ mask (training.md §1.6.4); the sums run in token order in
 // double (closer to exact than upstream's fp32 tree sum, and thread-independent). On a device the
 // per-token values are copied to the host for that sum (it waits for the context's stream).
@@ -88,6 +98,9 @@ void cross_entropy_forward(tensor::Tensor loss, tensor::Tensor max, tensor::Tens
 void cross_entropy_backward(tensor::Tensor dlogits, tensor::Tensor logits, tensor::Tensor targets,
                             tensor::Tensor max, tensor::Tensor sum_exp, tensor::Tensor dloss,
                             std::int64_t vocab_start = 0);
+void cross_entropy_forward_backward(tensor::Tensor loss, tensor::Tensor dlogits,
+                                    tensor::Tensor logits, tensor::Tensor targets,
+                                    tensor::Tensor dloss);
 float masked_mean_loss(tensor::Tensor loss, tensor::Tensor mask);
 double loss_mask_sum(tensor::Tensor mask);
 void masked_mean_loss_backward(tensor::Tensor dloss, tensor::Tensor mask, float grad);

@@ -846,6 +846,74 @@ bool bench_attention_fp32_and_bf16(const Options& o, const Peak& peak) {
   return bench_attention_bf16(o, peak) && fp32;
 }
 
+// The training step's cross entropy on GPT-2's head (bf16 logits, and fp32): the forward and the
+// in-place backward kernels against cross_entropy_forward_backward, one kernel whose few blocks
+// an SM should find each row in L2 for its gradient pass. Validated: the one kernel's loss and
+// gradient are the two kernels' bits. Both rated against one read and one write of the logits.
+template <typename E>
+bool bench_cross_entropy_one_kernel(const Options& o, const Peak& peak, DType dtype,
+                                    const char* name) {
+  const auto stored = [](const std::vector<float>& v) {
+    if constexpr (std::is_same_v<E, float>) {
+      return v;
+    } else {
+      return to_bf16_bits(v);
+    }
+  };
+  const std::int64_t v = o.vocab, rows = o.batch * o.seq;
+  bool ok = true;
+  {
+    const std::int64_t r = validation_rows(rows);
+    const auto ur = static_cast<std::size_t>(r);
+    const auto logits = stored(random_floats(r * v, 41, -4.0f, 4.0f));
+    Buffer<E> two(logits), one(logits);
+    Buffer<float> loss_two(ur), loss_one(ur), max(ur), sum(ur), dloss(random_floats(r, 42));
+    Buffer<std::int64_t> targets(random_ids(r, v, 43));
+    mds::kernels::cross_entropy_forward(loss_two.get(), max.get(), sum.get(), two.get(), dtype,
+                                        targets.get(), r, v, nullptr);
+    mds::kernels::cross_entropy_backward(two.get(), two.get(), dtype, targets.get(), max.get(),
+                                         sum.get(), dloss.get(), r, v, 0, nullptr);
+    mds::kernels::cross_entropy_forward_backward(loss_one.get(), one.get(), one.get(), dtype,
+                                                 targets.get(), dloss.get(), r, v, nullptr);
+    const bool same =
+        loss_one.download() == loss_two.download() && one.download() == two.download();
+    std::printf("  validate %-28s %s\n", name,
+                same ? "the two kernels' bits ok" : "bits differ from the two kernels' FAIL");
+    ok &= same;
+  }
+  const auto ur = static_cast<std::size_t>(rows);
+  Buffer<E> logits(stored(random_floats(rows * v, 44, -4.0f, 4.0f)));
+  Buffer<float> loss(ur), max(ur), sum(ur), dloss(random_floats(rows, 45));
+  Buffer<std::int64_t> targets(random_ids(rows, v, 46));
+  const double bytes = 2.0 * sizeof(E) * static_cast<double>(rows * v);
+  const double two_ms = time_ms(
+      [&] {
+        mds::kernels::cross_entropy_forward(loss.get(), max.get(), sum.get(), logits.get(), dtype,
+                                            targets.get(), rows, v, nullptr);
+        mds::kernels::cross_entropy_backward(logits.get(), logits.get(), dtype, targets.get(),
+                                             max.get(), sum.get(), dloss.get(), rows, v, 0,
+                                             nullptr);
+      },
+      o.iters);
+  report_bytes((std::string(name) + " two kernels").c_str(), two_ms, bytes, peak);
+  const double one_ms = time_ms(
+      [&] {
+        mds::kernels::cross_entropy_forward_backward(loss.get(), logits.get(), logits.get(), dtype,
+                                                     targets.get(), dloss.get(), rows, v, nullptr);
+      },
+      o.iters);
+  report_bytes((std::string(name) + " one kernel").c_str(), one_ms, bytes, peak);
+  return ok;
+}
+
+bool bench_cross_entropy_fwd_bwd(const Options& o, const Peak& peak) {
+  bool ok = bench_cross_entropy_one_kernel<std::uint16_t>(o, peak, DType::kBFloat16,
+                                                          "cross_entropy fwd+bwd bf16");
+  ok &=
+      bench_cross_entropy_one_kernel<float>(o, peak, DType::kFloat32, "cross_entropy fwd+bwd fp32");
+  return ok;
+}
+
 bool bench_activations16(const Options& o, const Peak& peak) {
   const std::int64_t cols = o.hidden, rows = o.batch * o.seq, ffn = 4 * o.hidden;
   const auto kind = mds::ops::GeluKind::kTanhFused;
@@ -1013,6 +1081,7 @@ int main(int argc, char** argv) {
         {"gelu", bench_gelu},
         {"activations16", bench_activations16},
         {"cross_entropy", bench_cross_entropy},
+        {"cross_entropy", bench_cross_entropy_fwd_bwd},
         {"adam", bench_adam}};
     bool ok = true;
     for (const auto& [name, run] : benches) {

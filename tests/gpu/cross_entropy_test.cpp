@@ -231,5 +231,64 @@ TYPED_TEST(GpuCrossEntropy16Bit, LogitsAreReadAsTheirWidenedFp32Values) {
   check_16bit<TypeParam>(37, 1003, 500, false, 70);
 }
 
+// ops::cross_entropy_forward_backward on the device (one kernel, a few blocks an SM walking the
+// rows) against the forward then the backward on the same device: loss and gradient bit for
+// bit, the gradient over the logits or apart (then the logits are left as they were); the
+// host's one call too. 600 rows of GPT-2's 50304: each block takes several rows.
+template <typename E>
+std::vector<E> stored_as(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<E, float>) {
+    return values;
+  } else {
+    return rounded<E>(values);
+  }
+}
+
+template <typename E>
+void check_forward_backward(std::int64_t n, std::int64_t v, std::uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << tensor::dtype_name(tensor::dtype_of<E>()) << " " << n << "x"
+                                  << v);
+  const ops::DeviceContext ctx(tensor::Device{tensor::DeviceKind::kCuda, 0});
+  const auto un = static_cast<std::size_t>(n);
+  std::vector<float> wide = random_floats(static_cast<std::size_t>(n * v), seed, -8.0f, 8.0f);
+  const std::vector<E> logits = stored_as<E>(wide);
+  auto targets = random_targets(n, v, seed + 1);
+  targets[0] = v + 2;  // no target in the row
+  const auto dloss = random_floats(un, seed + 2);
+
+  Run<E> two(ctx, logits, targets, dloss, n, v);
+  two.forward(&ctx, true, 0);
+  two.backward(&ctx, 0);
+  const std::vector<float> want_loss = two.loss.download(ctx);
+  const std::vector<E> want_grad = two.logits.download(ctx);
+
+  Run<E> one(ctx, logits, targets, dloss, n, v);
+  ops::cross_entropy_forward_backward(ctx, one.loss.d, one.logits.d, one.logits.d, one.labels.d,
+                                      one.dloss.d);
+  EXPECT_EQ(bits_of(one.loss.download(ctx)), bits_of(want_loss));
+  EXPECT_EQ(bits_of(one.logits.download(ctx)), bits_of(want_grad)) << "in place";
+
+  Run<E> apart(ctx, logits, targets, dloss, n, v);
+  gpu_test::Mirrored<E> grad(ctx, stored_as<E>(std::vector<float>(logits.size(), 7.0f)), {n, v});
+  ops::cross_entropy_forward_backward(ctx, apart.loss.d, grad.d, apart.logits.d, apart.labels.d,
+                                      apart.dloss.d);
+  EXPECT_EQ(bits_of(apart.loss.download(ctx)), bits_of(want_loss));
+  EXPECT_EQ(bits_of(grad.download(ctx)), bits_of(want_grad)) << "apart";
+  EXPECT_EQ(bits_of(apart.logits.download(ctx)), bits_of(logits)) << "the logits changed";
+
+  // The host's one call: the host's two ops, within the bounds above of the device's.
+  ops::cross_entropy_forward_backward(one.loss.h, one.logits.h, one.logits.h, one.labels.h,
+                                      one.dloss.h);
+  MDS_EXPECT_CLOSE(one.loss.host, want_loss, 1e-5);
+}
+
+TEST(GpuCrossEntropy, ForwardBackwardInOneKernelIsTheTwoKernels) {
+  for (const auto [n, v] : {Case{5, 1000}, Case{7, 1003}, Case{600, 50304}}) {
+    check_forward_backward<float>(n, v, 80);
+    check_forward_backward<tensor::BFloat16>(n, v, 81);
+    check_forward_backward<tensor::Float16>(n, v, 82);
+  }
+}
+
 }  // namespace
 }  // namespace mds

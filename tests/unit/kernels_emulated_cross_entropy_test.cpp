@@ -357,6 +357,94 @@ TEST(KernelsEmulatedCrossEntropy, OnePassRowsWithInfinitiesAndNaNsAsTwoPasses) {
   }
 }
 
+// forward_backward_kernel against forward_kernel then backward_kernel (in place) on the same
+// logits: loss and gradient bit for bit, written into a separate dlogits or over the logits, on
+// a grid narrower than the rows (each block walks several) and on forward_backward_shape's own.
+template <Storage kS>
+void check_forward_backward(std::int64_t n, std::int64_t v, unsigned blocks, std::uint32_t seed) {
+  using T = typename StorageOf<kS>::Elem;
+  const std::string what = std::string(emulated::storage_name(kS)) + " " + std::to_string(n) + "x" +
+                           std::to_string(v) + " on " + std::to_string(blocks) + " blocks";
+  const auto un = static_cast<std::size_t>(n), size = static_cast<std::size_t>(n * v);
+  std::vector<float> wide = emulated::random_floats(size, seed, -8.0f, 8.0f);
+  wide[static_cast<std::size_t>(v / 2)] = -INFINITY;  // a masked word
+  if (n > 2) {  // a row holding a NaN: NaN sum, loss and gradient either way
+    wide[static_cast<std::size_t>(2 * v + 1)] = NAN;
+  }
+  const std::vector<T> logits0 = to_storage<kS>(wide);
+  std::vector<std::int64_t> ids = random_targets(n, v, seed + 1);
+  ids[0] = v + 3;  // out of range: no target logit, no one-hot term
+  const GuardedBuffer<std::int64_t> targets(ids);
+  const GuardedBuffer<float> dloss(emulated::random_floats(un, seed + 2));
+  const bool by_8 = ck::rows_by_8(v, {logits0.data()});
+
+  GuardedBuffer<T> two_pass(logits0);
+  GuardedBuffer<float> loss_two(un), max(un), sum_exp(un);
+  emulated::launch(ck::row_shape(n), [&] {
+    (by_8 ? ck::forward_kernel<kS, true>
+          : ck::forward_kernel<kS, false>)(loss_two.data(), max.data(), sum_exp.data(),
+                                           two_pass.data(), targets.data(), v);
+  });
+  emulated::launch(ck::row_shape(n), [&] {
+    (by_8 ? ck::backward_kernel<kS, true>
+          : ck::backward_kernel<kS, false>)(two_pass.data(), two_pass.data(), targets.data(),
+                                            max.data(), sum_exp.data(), dloss.data(), v, 0);
+  });
+
+  for (const bool in_place : {true, false}) {
+    const std::string where = what + (in_place ? ", in place" : ", apart");
+    GuardedBuffer<T> logits(logits0), apart(size);
+    GuardedBuffer<float> loss(un);
+    T* dlogits = in_place ? logits.data() : apart.data();
+    const auto kernel =
+        by_8 ? ck::forward_backward_kernel<kS, true> : ck::forward_backward_kernel<kS, false>;
+    emulated::launch_narrowed(
+        ck::forward_backward_shape(n, v, sizeof(T), 132, 50 << 20), blocks,
+        [&] { kernel(loss.data(), dlogits, logits.data(), targets.data(), dloss.data(), n, v); });
+    EXPECT_EQ(bits_of(loss.values()), bits_of(loss_two.values())) << where << " loss";
+    EXPECT_EQ(bits_of(in_place ? logits.values() : apart.values()), bits_of(two_pass.values()))
+        << where << " gradient";
+    if (!in_place) {
+      EXPECT_EQ(bits_of(logits.values()), bits_of(logits0)) << where << ": the logits changed";
+    }
+    EXPECT_EQ(
+        logits.guard_bytes_written() + apart.guard_bytes_written() + loss.guard_bytes_written(), 0u)
+        << where;
+  }
+  if (n > 2) {
+    EXPECT_TRUE(std::isnan(loss_two.values()[2])) << what << ": the NaN row";
+  }
+}
+
+TEST(KernelsEmulatedCrossEntropy, ForwardBackwardKernelIsTheTwoKernelsBitForBit) {
+  // 1000 and 8200: eight elements a visit (8200: a batch of four visits, then a tail); 1003 and
+  // 1100: one a visit (1100: some threads batch, others only take the tail).
+  check_forward_backward<Storage::kF32>(5, 1000, 2, 90);
+  check_forward_backward<Storage::kF32>(7, 1003, 3, 91);
+  check_forward_backward<Storage::kBF16>(3, 8200, 1, 92);
+  check_forward_backward<Storage::kBF16>(6, 1100, 4, 93);
+  check_forward_backward<Storage::kF16>(5, 1000, 5, 94);
+  check_forward_backward<Storage::kF32>(2, 8200, 2, 95);
+}
+
+// The grid keeps the rows in flight within 60% of the L2 but at least two blocks an SM and at
+// most eight, and never more blocks than rows.
+TEST(KernelsEmulatedCrossEntropy, ForwardBackwardShapeBoundsTheRowsInFlight) {
+  const std::int64_t h100_l2 = 50 << 20;
+  // GPT-2's bf16 rows (100 KB) on an H100: 2 an SM, 26 MB in flight.
+  EXPECT_EQ(ck::forward_backward_shape(8192, 50304, 2, 132, h100_l2).grid.x, 264u);
+  EXPECT_EQ(ck::forward_backward_shape(8192, 50304, 2, 132, h100_l2).block.x,
+            static_cast<unsigned>(kernels::detail::kThreads));
+  // fp32 rows would fit once an SM: still two.
+  EXPECT_EQ(ck::forward_backward_shape(8192, 50304, 4, 132, h100_l2).grid.x, 264u);
+  // Small rows: at most eight an SM.
+  EXPECT_EQ(ck::forward_backward_shape(100000, 1000, 2, 132, h100_l2).grid.x, 8u * 132u);
+  // Between: 0.6 · 50 MiB / (132 · 16 KB) = 14.9 → 8; 0.6 · 50 MiB / (132 · 64 KB) = 3.7 → 3.
+  EXPECT_EQ(ck::forward_backward_shape(100000, 32768, 2, 132, h100_l2).grid.x, 3u * 132u);
+  // Fewer rows than blocks: one block a row.
+  EXPECT_EQ(ck::forward_backward_shape(5, 50304, 2, 132, h100_l2).grid.x, 5u);
+}
+
 // The loss kernel is a grid-stride loop (one thread per row before: rows past 2^24 were left
 // unwritten): 1000 rows on one block wrap four times.
 TEST(KernelsEmulatedCrossEntropy, LossLoopWrapsOnANarrowGrid) {

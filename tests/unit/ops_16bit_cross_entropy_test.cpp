@@ -91,6 +91,56 @@ TYPED_TEST(CrossEntropy16Bit, FusedForwardAndBackwardAreTheWidenedFp32Op) {
   }
 }
 
+// cross_entropy_forward_backward (the training step's head at TP = 1) is the forward then the
+// backward bit for bit, its gradient written apart or over the logits; on fp32 logits too.
+template <typename T>
+void expect_forward_backward_is_the_two_ops(std::vector<T> logits, std::int64_t n, std::int64_t v,
+                                            const std::string& what) {
+  const auto un = static_cast<std::size_t>(n), size = static_cast<std::size_t>(n * v);
+  auto targets = random_targets(n, v, 6);
+  auto dloss = random_floats(un, 7);
+  std::vector<T> two = logits;
+  std::vector<float> loss(un), max(un), sum(un);
+  cross_entropy_forward(view(loss, {n}), view(max, {n}), view(sum, {n}), view(two, {n, v}),
+                        view(targets, {n}));
+  cross_entropy_backward(view(two, {n, v}), view(two, {n, v}), view(targets, {n}), view(max, {n}),
+                         view(sum, {n}), view(dloss, {n}));
+  for (const bool in_place : {true, false}) {
+    std::vector<T> fused = logits, apart(size);
+    std::vector<float> fused_loss(un, -1.0f);
+    cross_entropy_forward_backward(view(fused_loss, {n}), view(in_place ? fused : apart, {n, v}),
+                                   view(fused, {n, v}), view(targets, {n}), view(dloss, {n}));
+    EXPECT_EQ(bits_of(fused_loss), bits_of(loss)) << what;
+    EXPECT_EQ(bits_of(in_place ? fused : apart), bits_of(two))
+        << what << (in_place ? " in place" : " apart");
+  }
+}
+
+TYPED_TEST(CrossEntropy16Bit, ForwardBackwardInOneCallIsTheTwoOps) {
+  for (const auto [n, v] : kSizes) {
+    Half<TypeParam> logits(static_cast<std::size_t>(n * v), 8, -12.0f, 12.0f);
+    expect_forward_backward_is_the_two_ops(logits.low, n, v,
+                                           std::to_string(n) + "x" + std::to_string(v));
+  }
+}
+
+TEST(CrossEntropyFp32, ForwardBackwardInOneCallIsTheTwoOps) {
+  for (const auto [n, v] : kSizes) {
+    expect_forward_backward_is_the_two_ops(
+        random_floats(static_cast<std::size_t>(n * v), 9, -12.0f, 12.0f), n, v,
+        "fp32 " + std::to_string(n) + "x" + std::to_string(v));
+  }
+  std::vector<float> logits(12), loss(3), dloss(3, 1.0f);
+  std::vector<std::int64_t> targets{0, 4, 1};  // 4 is past the vocabulary of 4
+  try {
+    cross_entropy_forward_backward(view(loss, {3}), view(logits, {3, 4}), view(logits, {3, 4}),
+                                   view(targets, {3}), view(dloss, {3}));
+    ADD_FAILURE() << "a target past the vocabulary was taken";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target id 4 at token 1"), std::string::npos) << e.what();
+  }
+}
+
 // Two vocab shards reduced by hand as the TP all-reduces would (MAX, SUM, SUM), each shard
 // missing the targets the other one holds.
 TYPED_TEST(CrossEntropy16Bit, VocabParallelStepsAreTheWidenedFp32Steps) {

@@ -140,6 +140,10 @@ void cross_entropy_backward(const DeviceContext& ctx, void* dlogits, const void*
                             tensor::DType dtype, const std::int64_t* targets, const float* max,
                             const float* sum_exp, const float* dloss, std::int64_t n,
                             std::int64_t v, std::int64_t vocab_start);
+void cross_entropy_forward_backward(const DeviceContext& ctx, float* loss, void* dlogits,
+                                    const void* logits, tensor::DType dtype,
+                                    const std::int64_t* targets, const float* dloss, std::int64_t n,
+                                    std::int64_t v);
 // The micro-batch mean of ops/cross_entropy.h: the per-token values come to the host (a sync),
 // where ops/cpu sums them in the same order as for host tensors.
 float masked_mean_loss(const DeviceContext& ctx, const float* loss, const float* mask,

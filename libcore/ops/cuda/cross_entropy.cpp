@@ -44,6 +44,14 @@ void cross_entropy_backward(const DeviceContext& ctx, void* dlogits, const void*
                                   vocab_start, stream_of(ctx));
 }
 
+void cross_entropy_forward_backward(const DeviceContext& ctx, float* loss, void* dlogits,
+                                    const void* logits, tensor::DType dtype,
+                                    const std::int64_t* targets, const float* dloss, std::int64_t n,
+                                    std::int64_t v) {
+  kernels::cross_entropy_forward_backward(loss, dlogits, logits, dtype, targets, dloss, n, v,
+                                          stream_of(ctx));
+}
+
 namespace {
 
 // n floats from the device into the context's staging area at `offset`, after the work queued
