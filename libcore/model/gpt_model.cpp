@@ -267,7 +267,7 @@ void GptModel::forward_layer(int buffer, const ModelParams& params, std::int64_t
                             a.layer_output(buffer, layer));
 }
 
-float GptModel::forward(int buffer, const ModelParams& params) {
+void GptModel::forward_body(int buffer, const ModelParams& params) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_embedding_) {
@@ -280,7 +280,12 @@ float GptModel::forward(int buffer, const ModelParams& params) {
   for (std::int64_t layer = stage.first; layer < stage.end; ++layer) {
     forward_layer(buffer, params, layer);
   }
+}
+
+float GptModel::forward(int buffer, const ModelParams& params) {
+  forward_body(buffer, params);
   if (!owns_head_) return 0.0f;
+  const Activations& a = *activations_;
   head_buffer_ = buffer;
   return lm_head_forward(context(), a.head(buffer), a.inputs(buffer),
                          params.other->view(index_.final_ln_weight),
@@ -306,21 +311,33 @@ std::vector<GptModel::FlatRange> GptModel::ranges_not_overwritten(
   return rest;
 }
 
+namespace {
+
+void report_ready(const GradientsReady& ready, std::initializer_list<std::size_t> finished) {
+  if (ready) ready(std::span<const std::size_t>(finished.begin(), finished.size()));
+}
+
+}  // namespace
+
+ops::Dx GptModel::prepare_gradients(const ParamBuffer& grads, GradientWrite write) const {
+  if (write != GradientWrite::kOverwrite) return ops::Dx::kAccumulate;
+  const Tensor flat = grads.flat();
+  for (const FlatRange& range : zeroed_before_overwrite_) {
+    ops::fill(context(), flat.narrow(range.offset, range.numel), 0.0f);
+  }
+  return ops::Dx::kOverwrite;
+}
+
+void GptModel::report_head_ready(const GradientsReady& ready) const {
+  report_ready(ready, {index_.final_ln_weight, index_.final_ln_bias});
+  // The first stage's embedding backward adds its lookups' gradient to the word embedding's.
+  if (!owns_embedding_) report_ready(ready, {index_.word});
+}
+
 void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer& grads,
                         float loss_scale, GradientWrite write, const GradientsReady& ready) {
-  const auto report = [&ready](std::initializer_list<std::size_t> finished) {
-    if (ready) ready(std::span<const std::size_t>(finished.begin(), finished.size()));
-  };
   const Activations& a = *activations_;
-  const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
-  const bool overwrite = write == GradientWrite::kOverwrite;
-  if (overwrite) {
-    const Tensor flat = grads.flat();
-    for (const FlatRange& range : zeroed_before_overwrite_) {
-      ops::fill(context(), flat.narrow(range.offset, range.numel), 0.0f);
-    }
-  }
-  const ops::Dx gemm_weight_grads = overwrite ? ops::Dx::kOverwrite : ops::Dx::kAccumulate;
+  const ops::Dx gemm_weight_grads = prepare_gradients(grads, write);
   if (owns_head_) {
     lm_head_backward(context(), a.head(buffer), a.inputs(buffer), a.workspace(),
                      params.other->view(index_.final_ln_weight), params.linear->view(index_.word),
@@ -329,10 +346,18 @@ void GptModel::backward(int buffer, const ModelParams& params, const ParamBuffer
                      buffers_[static_cast<std::size_t>(buffer)].loss_mask_sum, tp_,
                      options_.config.vocab_start(), gemm_weight_grads);
     head_buffer_ = -1;  // the backward overwrote the logits with their gradient
-    report({index_.final_ln_weight, index_.final_ln_bias});
-    // The first stage's embedding backward adds its lookups' gradient to the word embedding's.
-    if (!owns_embedding_) report({index_.word});
+    report_head_ready(ready);
   }
+  backward_body(buffer, params, grads, gemm_weight_grads, ready);
+}
+
+void GptModel::backward_body(int buffer, const ModelParams& params, const ParamBuffer& grads,
+                             ops::Dx gemm_weight_grads, const GradientsReady& ready) {
+  const auto report = [&ready](std::initializer_list<std::size_t> finished) {
+    report_ready(ready, finished);
+  };
+  const Activations& a = *activations_;
+  const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   const std::vector<LayerChunk>& chunks = a.chunks();
   for (auto chunk = chunks.rbegin(); chunk != chunks.rend(); ++chunk) {
     // A recomputed chunk kept only its input: run its forward again (same dropout streams, so
@@ -413,9 +438,50 @@ float GptModel::forward_backward(const ModelParams& params, const ParamBuffer& g
                                  float loss_scale, GradientWrite write,
                                  const GradientsReady& ready) {
   check_whole_model("forward_backward");
+  return forward_backward_stage(0, params, grads, batch, dropout, {}, {}, loss_scale, write, ready);
+}
+
+float GptModel::forward_backward_stage(int buffer, const ModelParams& params,
+                                       const ParamBuffer& grads, const MicroBatch& batch,
+                                       const DropoutContext& dropout, Tensor input_hidden,
+                                       Tensor input_grad, float loss_scale, GradientWrite write,
+                                       const GradientsReady& ready) {
+  if (!owns_head_) {
+    base::fail("GptModel::forward_backward_stage: this stage does not hold the head (the last ",
+               "stage's call; the others run forward_stage and backward_stage)");
+  }
+  BufferState& state = buffers_[static_cast<std::size_t>(checked_pipe_buffer(buffer))];
+  check_params(params);
   check_buffer(grads, "grads", DType::kFloat32);
-  const float loss = forward_stage(0, params, batch, dropout, {}, {});
-  backward_stage(0, params, grads, {}, {}, loss_scale, write, ready);
+  check_hidden(input_hidden, !owns_embedding_, "input_hidden");
+  check_hidden(input_grad, !owns_embedding_, "input_grad");
+  state = BufferState{dropout, false, load_batch(buffer, batch)};
+  head_buffer_ = -1;  // the head's logits end up holding their gradient
+  const Activations& a = *activations_;
+  const Tensor& own_input = a.stage_input(buffer);
+  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {
+    ops::cast(context(), own_input, input_hidden);
+  }
+  forward_body(buffer, params);
+  // The loss scale is known before the forward: the head runs its forward and backward together
+  // (at TP = 1 one pass over the logits for the loss and their gradient).
+  const ops::Dx gemm_weight_grads = prepare_gradients(grads, write);
+  lm_head_forward_backward(
+      context(), a.head(buffer), a.inputs(buffer), a.workspace(),
+      {params.other->view(index_.final_ln_weight), params.other->view(index_.final_ln_bias),
+       params.linear->view(index_.word)},
+      {grads.view(index_.final_ln_weight), grads.view(index_.final_ln_bias),
+       grads.view(index_.word)},
+      options_.layernorm_epsilon, loss_scale, state.loss_mask_sum, tp_,
+      options_.config.vocab_start(), gemm_weight_grads);
+  report_head_ready(ready);
+  // On a device reading the loss waits for the queue to drain: here, where forward_stage waited
+  // too, so that the host prepares the next micro-batch while the device runs the layers'
+  // backward (read after the backward, the device would idle through that).
+  const float loss =
+      ops::masked_mean_loss(context(), a.head(buffer).loss, a.inputs(buffer).loss_mask);
+  backward_body(buffer, params, grads, gemm_weight_grads, ready);
+  if (!owns_embedding_) ops::cast(context(), input_grad, a.workspace().grad);
   return loss;
 }
 

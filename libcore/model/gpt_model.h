@@ -15,6 +15,7 @@
 #include "model/tensor_parallel.h"
 #include "model/transformer_layer.h"
 #include "ops/device_context.h"
+#include "ops/dx_mode.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
@@ -127,6 +128,17 @@ class GptModel {
                       GradientWrite write = GradientWrite::kOverwrite,
                       const GradientsReady& ready = {});
 
+  // The last stage's forward_stage then backward_stage of one micro-batch in one call, for a
+  // training step whose loss scale is known before the forward (as 1F1B runs the last stage: its
+  // backward follows its forward directly): the same loss, gradients and input_grad bit for bit,
+  // the head's loss and logits' gradient in one pass over the logits at TP = 1 (on a device one
+  // kernel instead of two). Leaves the buffer as backward_stage does. Fails on another stage.
+  float forward_backward_stage(int buffer, const ModelParams& params, const ParamBuffer& grads,
+                               const MicroBatch& batch, const DropoutContext& dropout,
+                               tensor::Tensor input_hidden, tensor::Tensor input_grad,
+                               float loss_scale, GradientWrite write = GradientWrite::kOverwrite,
+                               const GradientsReady& ready = {});
+
   // The buffer's tensors, for receiving or sending without a copy.
   const tensor::Tensor& stage_input(int buffer) const { return activations_->stage_input(buffer); }
   const tensor::Tensor& stage_output(int buffer) const {
@@ -164,9 +176,18 @@ class GptModel {
   double load_batch(int buffer, const MicroBatch& batch);
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
   const LayerParamIndex& layer_index(std::int64_t layer) const;
+  // The embedding (on the first stage) and the stage's layers.
+  void forward_body(int buffer, const ModelParams& params);
+  // forward_body, then the head on the last stage (returning the loss).
   float forward(int buffer, const ModelParams& params);
+  // Zeroes what no GEMM overwrites for GradientWrite::kOverwrite; the GEMMs' weight-gradient mode.
+  ops::Dx prepare_gradients(const ParamBuffer& grads, GradientWrite write) const;
+  void report_head_ready(const GradientsReady& ready) const;
   void backward(int buffer, const ModelParams& params, const ParamBuffer& grads, float loss_scale,
                 GradientWrite write, const GradientsReady& ready);
+  // The layers' backward from ws.grad, then the embedding's (on the first stage).
+  void backward_body(int buffer, const ModelParams& params, const ParamBuffer& grads,
+                     ops::Dx gemm_weight_grads, const GradientsReady& ready);
   // [offset, offset + numel) ranges of the gradient buffer that no GEMM writes over: filled with
   // zeros before a GradientWrite::kOverwrite backward adds into them.
   struct FlatRange {

@@ -34,4 +34,25 @@ void lm_head_backward(const ops::DeviceContext& ctx, const HeadActivations& head
                       const TensorParallel& tp = {}, std::int64_t vocab_start = 0,
                       ops::Dx dword_mode = ops::Dx::kAccumulate);
 
+// The head's weights and their gradients (views into the parameter and gradient buffers).
+struct HeadWeights {
+  tensor::Tensor ln_weight, ln_bias, word;
+};
+struct HeadGradients {
+  tensor::Tensor ln_weight, ln_bias, word;
+};
+
+// lm_head_forward then lm_head_backward in one go, for a step that knows its loss scale before
+// the forward: the same results bit for bit (the per-token losses in head.loss; the caller takes
+// their masked mean with ops::masked_mean_loss, on a device a wait for the queue). At TP = 1 the
+// loss and the logits' gradient come out of one pass over the logits
+// (ops::cross_entropy_forward_backward) instead of a forward pass and a backward pass; at T > 1 the
+// steps are those of the two functions. head.max and head.sum_exp are not written at TP = 1.
+void lm_head_forward_backward(const ops::DeviceContext& ctx, const HeadActivations& head,
+                              const InputActivations& inputs, const Workspace& ws,
+                              const HeadWeights& weights, const HeadGradients& grads,
+                              float layernorm_epsilon, float loss_scale, double loss_mask_sum,
+                              const TensorParallel& tp = {}, std::int64_t vocab_start = 0,
+                              ops::Dx dword_mode = ops::Dx::kAccumulate);
+
 }  // namespace mds::model

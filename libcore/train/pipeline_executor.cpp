@@ -92,6 +92,7 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
   const bool first = stage_ == 0, last = stage_ == num_stages_ - 1;
   double loss = 0.0;
   std::optional<model::MicroBatch> loaded;
+  std::int64_t backward_done = -1;  // a micro-batch whose backward ran with its forward
   const Tensor recv_grad = hidden(recv_grad_), send_grad = hidden(send_grad_);
   const int next = static_cast<int>(stage_ + 1), previous = static_cast<int>(stage_ - 1);
   for (const PipeStep& step : schedule) {
@@ -121,13 +122,30 @@ double PipelineExecutor::execute(const PipeSchedule& schedule, const model::Mode
           // The received activation is already in the buffer's input and the output stays in
           // the buffer's own tensor until SendActivation: nothing is copied.
           const model::MicroBatch batch = loaded ? *loaded : model::MicroBatch{};
-          loss += model_.forward_stage(buffer, params, batch, input.dropout(mb),
-                                       first ? Tensor{} : model_.stage_input(buffer),
-                                       last ? Tensor{} : model_.stage_output(buffer));
+          if (last && grads != nullptr) {
+            // The last stage's backward follows its forward directly (1F1B) and the loss scale
+            // is the step's: both in one call (the head's loss and logits' gradient in one pass),
+            // the BackwardPass then only reports the micro-batch done.
+            loss += model_.forward_backward_stage(
+                buffer, params, *grads, batch, input.dropout(mb),
+                first ? Tensor{} : model_.stage_input(buffer), first ? Tensor{} : send_grad,
+                input.loss_scale, model::GradientWrite::kOverwrite,
+                input.backward_ready ? input.backward_ready(mb) : model::GradientsReady{});
+            backward_done = mb;
+          } else {
+            loss += model_.forward_stage(buffer, params, batch, input.dropout(mb),
+                                         first ? Tensor{} : model_.stage_input(buffer),
+                                         last ? Tensor{} : model_.stage_output(buffer));
+          }
           loaded.reset();
           break;
         }
         case InstructionKind::kBackwardPass:
+          if (backward_done == mb) {
+            backward_done = -1;
+            if (input.after_backward) input.after_backward(mb);
+            break;
+          }
           model_.backward_stage(
               buffer, params, *grads, recv_grad, send_grad, input.loss_scale,
               model::GradientWrite::kOverwrite,

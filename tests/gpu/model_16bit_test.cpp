@@ -67,12 +67,14 @@ struct StepResult {
 };
 
 // One forward and backward on `ctx`'s device from host buffers `half` and `compute`; without
-// `compute_copy` every parameter is read from `half`. The gradients go into a buffer of
-// `prefill` values, written over or added into as `write` says.
+// `compute_copy` every parameter is read from `half` (fp32 activations read `compute` alone). The
+// gradients go into a buffer of `prefill` values, written over or added into as `write` says.
+// `two_calls`: forward_stage then backward_stage instead of forward_backward (whose head does its
+// forward and backward together).
 StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::DeviceContext& ctx,
                     const ParamBuffer& half, const ParamBuffer& compute, bool compute_copy,
                     model::GradientWrite write = model::GradientWrite::kOverwrite,
-                    float prefill = 0.0f) {
+                    float prefill = 0.0f, bool two_calls = false) {
   const tensor::Device where = ctx.device();
   ParamBuffer half_there(table, half.dtype(), where);
   ParamBuffer compute_there(table, DType::kFloat32, where);
@@ -84,9 +86,16 @@ StepResult one_step(const ModelOptions& o, const ParamTable& table, const ops::D
   gpu_test::Batch batch(o, 3, 1);
   const model::DropoutContext dropout{77, 3, 1, true};
   StepResult r;
-  const model::ModelParams params =
-      compute_copy ? model::ModelParams(compute_there, half_there) : model::ModelParams(half_there);
-  r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f, write);
+  const model::ModelParams params = o.activation_dtype == DType::kFloat32
+                                        ? model::ModelParams(compute_there)
+                                    : compute_copy ? model::ModelParams(compute_there, half_there)
+                                                   : model::ModelParams(half_there);
+  if (two_calls) {
+    r.loss = model.forward_stage(0, params, batch.view(o), dropout, {}, {});
+    model.backward_stage(0, params, grads, {}, {}, 4.0f, write);
+  } else {
+    r.loss = model.forward_backward(params, grads, batch.view(o), dropout, 4.0f, write);
+  }
   r.grads = host_values(grads.flat());
   return r;
 }
@@ -134,6 +143,24 @@ TEST_P(Model16BitOnDevice, OneStepWithoutComputeCopyIsBitIdentical) {
   ASSERT_TRUE(std::isfinite(alone.loss));
   EXPECT_EQ(alone.loss, with_copy.loss);
   EXPECT_EQ(alone.grads, with_copy.grads);
+}
+
+// forward_backward's head takes the loss and the logits' gradient in one kernel
+// (ops::cross_entropy_forward_backward): the loss and every gradient as the forward and the
+// backward called apart give them, bit for bit; fp32 activations too.
+TEST_P(Model16BitOnDevice, OneCallIsTheForwardAndBackwardCallsBitForBit) {
+  for (const DType dtype : {GetParam().dtype, DType::kFloat32}) {
+    SCOPED_TRACE(tensor::dtype_name(dtype));
+    const ModelOptions o = options_with(dtype);
+    const Weights w(o, GetParam().dtype);
+    const ops::DeviceContext device(kCuda0);
+    const StepResult one = one_step(o, w.table, device, w.half, w.compute, false);
+    const StepResult two = one_step(o, w.table, device, w.half, w.compute, false,
+                                    model::GradientWrite::kOverwrite, 0.0f, true);
+    ASSERT_TRUE(std::isfinite(one.loss));
+    EXPECT_EQ(one.loss, two.loss);
+    EXPECT_EQ(one.grads, two.grads);
+  }
 }
 
 // The GEMMs' weight gradients written with beta = 0 over NaNs, the rest filled and added into:

@@ -74,6 +74,10 @@ class Bench {
     }
   }
 
+  // run() through forward_stage then backward_stage instead of forward_backward (whose head
+  // takes the loss and the logits' gradient in one pass).
+  void run_in_two_calls(bool two) { in_two_calls_ = two; }
+
   const ParamTable& table() const { return table_; }
   const ParamBuffer& half() const { return half_; }
   const ParamBuffer& compute() const { return compute_; }
@@ -97,7 +101,12 @@ class Bench {
                                : compute_copy ? ModelParams(compute_, half_)
                                               : ModelParams(half_);
     Result r;
-    r.loss = model.forward_backward(params, grads, batch(), dropout, 4.0f);
+    if (in_two_calls_) {
+      r.loss = model.forward_stage(0, params, batch(), dropout, {}, {});
+      model.backward_stage(0, params, grads, {}, {}, 4.0f);
+    } else {
+      r.loss = model.forward_backward(params, grads, batch(), dropout, 4.0f);
+    }
     const auto flat = grads.flat().host_span<float>();
     r.grads.assign(flat.begin(), flat.end());
     return r;
@@ -109,6 +118,7 @@ class Bench {
   ParamBuffer compute_;
   std::vector<std::int64_t> tokens_, labels_, positions_;
   std::vector<float> mask_;
+  bool in_two_calls_ = false;
 };
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
@@ -199,6 +209,22 @@ TEST_P(GptModel16Bit, SixteenBitWeightsAloneGiveTheComputeCopyBits) {
   o.checkpoint_activations = true;
   o.checkpoint_num_layers = 2;
   EXPECT_TRUE(bit_equal(alone, bench.run(o, dropout, false)));
+}
+
+// forward_backward knows the loss scale before the forward, so its head computes the loss and
+// the logits' gradient together: the same loss and gradients, bit for bit, as the forward and
+// the backward called one after the other (fp32 too).
+TEST_P(GptModel16Bit, ForwardBackwardIsTheTwoCallsBitForBit) {
+  Bench bench(GetParam().dtype);
+  for (const DType dtype : {GetParam().dtype, DType::kFloat32}) {
+    ModelOptions o = tiny_options(dtype);
+    const Result together = bench.run(o);
+    bench.run_in_two_calls(true);
+    const Result apart = bench.run(o);
+    bench.run_in_two_calls(false);
+    ASSERT_TRUE(std::isfinite(together.loss));
+    EXPECT_TRUE(bit_equal(together, apart)) << tensor::dtype_name(dtype);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptModel16Bit,

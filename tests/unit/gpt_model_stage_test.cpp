@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -131,9 +132,13 @@ struct SplitRun {
 // Runs every stage's TrainSchedule step by step, as the ranks would in parallel: at step t each
 // send passes on what an earlier step computed, so all sends of the step go first into
 // mailboxes, then each stage receives and computes.
+// With `fused_last` the last stage runs each micro-batch's forward and backward in one
+// forward_backward_stage call at its ForwardPass (as PipelineExecutor does), its BackwardPass
+// then adding the gradient only.
 bool run_pipeline(const ModelOptions& whole, const std::vector<std::int64_t>& parts,
                   std::int64_t micro_batches, std::vector<BatchData>& batches,
-                  const Reference& reference, float loss_scale, SplitRun& run) {
+                  const Reference& reference, float loss_scale, SplitRun& run,
+                  bool fused_last = false) {
   const auto num_stages = static_cast<std::int64_t>(parts.size()) - 1;
   std::vector<train::PipeSchedule> schedules;
   for (std::int64_t k = 0; k < num_stages; ++k) {
@@ -195,15 +200,24 @@ bool run_pipeline(const ModelOptions& whole, const std::vector<std::int64_t>& pa
             const Tensor output =
                 model.owns_head() ? Tensor{}
                                   : stage.hidden(stage.outputs[static_cast<std::size_t>(buffer)]);
+            if (fused_last && model.owns_head()) {
+              run.loss += model.forward_backward_stage(
+                  buffer, *stage.params, *stage.micro, batch, dropout_for(in.micro_batch), input,
+                  model.owns_embedding() ? Tensor{} : stage.hidden(stage.send_grad), loss_scale);
+              break;
+            }
             run.loss += model.forward_stage(buffer, *stage.params, batch,
                                             dropout_for(in.micro_batch), input, output);
             break;
           }
           case InstructionKind::kBackwardPass: {
-            model.backward_stage(buffer, *stage.params, *stage.micro,
-                                 model.owns_head() ? Tensor{} : stage.hidden(stage.recv_grad),
-                                 model.owns_embedding() ? Tensor{} : stage.hidden(stage.send_grad),
-                                 loss_scale, GradientWrite::kOverwrite);
+            if (!(fused_last && model.owns_head())) {
+              model.backward_stage(
+                  buffer, *stage.params, *stage.micro,
+                  model.owns_head() ? Tensor{} : stage.hidden(stage.recv_grad),
+                  model.owns_embedding() ? Tensor{} : stage.hidden(stage.send_grad), loss_scale,
+                  GradientWrite::kOverwrite);
+            }
             const auto micro = stage.micro->flat().host_span<float>();
             const auto sum = stage.grads->flat().host_span<float>();
             for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += micro[i];
@@ -304,6 +318,34 @@ TEST(GptModelStage, CheckpointedStagesMatchTheWholeModel) {
   expect_split_matches(o, 3, "parameters", false, 4);
 }
 
+// The last stage's forward_backward_stage (the head's loss and logits' gradient in one pass)
+// gives every stage the losses, gradients and sent gradients of its forward_stage then
+// backward_stage, bit for bit.
+TEST(GptModelStage, LastStageInOneCallIsItsTwoCallsBitForBit) {
+  const ModelOptions o = stage_options();
+  constexpr std::int64_t kMicroBatches = 4;
+  std::vector<BatchData> batches;
+  for (std::int64_t m = 0; m < kMicroBatches; ++m) {
+    batches.emplace_back(o, 200 + static_cast<std::uint32_t>(m));
+  }
+  const Reference reference(o, batches, 0.25f);
+  for (const std::int64_t num_stages : {2, 3}) {
+    SCOPED_TRACE(num_stages);
+    const std::vector<std::int64_t> parts =
+        pipeline_partition(o.config, false, num_stages, "type:transformer");
+    SplitRun apart, together;
+    ASSERT_TRUE(run_pipeline(o, parts, kMicroBatches, batches, reference, 0.25f, apart));
+    ASSERT_TRUE(run_pipeline(o, parts, kMicroBatches, batches, reference, 0.25f, together, true));
+    EXPECT_EQ(together.loss, apart.loss);
+    for (std::size_t k = 0; k < apart.stages.size(); ++k) {
+      const auto a = apart.stages[k]->grads->flat().host_span<float>();
+      const auto b = together.stages[k]->grads->flat().host_span<float>();
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size_bytes()), 0) << "stage " << k;
+    }
+  }
+}
+
 TEST(GptModelStage, StagesHoldTheirBuffersAndLayers) {
   ModelOptions o = stage_options();
   const std::vector<std::int64_t> parts = pipeline_partition(o.config, true, 2, "type:transformer");
@@ -390,6 +432,16 @@ TEST(GptModelStage, RejectsMisuse) {
   EXPECT_NE(error_of([&] {
               embed.forward_loss(first_params, data.view(true, true), {});
             }).find("runs the whole model"),
+            std::string::npos);
+  ParamBuffer first_grads(first_table, DType::kFloat32);
+  EXPECT_NE(error_of([&] {
+              embed.forward_backward_stage(0, first_params, first_grads, data.view(true, false), {},
+                                           {}, {}, 1);
+            }).find("does not hold the head"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              head.forward_backward_stage(0, params, grads, data.view(false, true), {}, h, {}, 1);
+            }).find("input_grad must be an fp32 [16, 2, 32] tensor on cpu"),
             std::string::npos);
 
   // Boundaries that would pass something other than the residual stream.
