@@ -36,16 +36,17 @@ constexpr int kRowStep = kBy8 ? 8 : 1;
 // elements threadIdx.x, + kThreads, …. Either way a fixed order, so the results are deterministic;
 // the two orders give the same max and elementwise values, and sums that differ by rounding.
 // kBatch > 1 loads that many of a thread's visits before visiting them, in the same order (the
-// same results): more loads in flight for a kernel that runs few warps an SM. A visit may store
+// same results): more loads in flight for a kernel that runs few warps an SM. kEvictFirst: the
+// eight-element loads hint L2 to evict those bytes first (a row's last read). A visit may store
 // over the elements it was given (each is the calling thread's alone).
-template <Storage kS, bool kBy8, int kBatch = 1, typename Visit>
+template <Storage kS, bool kBy8, int kBatch = 1, bool kEvictFirst = false, typename Visit>
 __device__ inline void for_row_elements(const void* row_base, std::int64_t first, std::int64_t v,
                                         Visit visit) {
   constexpr int kStep = kRowStep<kBy8>;
   const std::int64_t visits = kBy8 ? v / 8 : v;
   const auto load_visit = [&](std::int64_t k, auto& x) {  // generic: load8 wants float[8]
     if constexpr (kBy8) {
-      load8<kS>(row_base, first + 8 * k, x);
+      load8<kS, kEvictFirst>(row_base, first + 8 * k, x);
     } else {
       x[0] = load<kS>(row_base, first + k);
     }
@@ -213,23 +214,25 @@ __global__ void forward_kernel(float* loss, float* max, float* sum_exp, void* lo
 // Row i's gradient (e·inv − [j == local])·scale, e = exp(x − m) recomputed from the logits (as
 // exp_and_sum computed it: the same fp32 inputs, the same expf, the same bits) or, with
 // kExpsStored, read as the fp32 forward left them; rounded once on store. Each element is read
-// and written by the same thread, so dlogits may alias logits.
-template <Storage kS, bool kBy8, bool kExpsStored, int kBatch = 1>
+// and written by the same thread, so dlogits may alias logits. kEvictFirst: the row's loads and
+// the gradient's stores (eight elements at a time) hint L2 to evict them first.
+template <Storage kS, bool kBy8, bool kExpsStored, int kBatch = 1, bool kEvictFirst = false>
 __device__ inline void row_gradient(void* dlogits, const void* logits, std::int64_t first,
                                     std::int64_t v, float m, float inv, float scale,
                                     std::int64_t local) {
-  for_row_elements<kS, kBy8, kBatch>(logits, first, v, [&](std::int64_t j, const float* x) {
-    float g[kRowStep<kBy8>];
-    for (int k = 0; k < kRowStep<kBy8>; ++k) {
-      const float e = kExpsStored ? x[k] : expf(x[k] - m);
-      g[k] = j + k == local ? (e * inv - 1.0f) * scale : e * inv * scale;
-    }
-    if constexpr (kBy8) {
-      store8<kS>(dlogits, first + j, g);
-    } else {
-      store<kS>(dlogits, first + j, g[0]);
-    }
-  });
+  for_row_elements<kS, kBy8, kBatch, kEvictFirst>(
+      logits, first, v, [&](std::int64_t j, const float* x) {
+        float g[kRowStep<kBy8>];
+        for (int k = 0; k < kRowStep<kBy8>; ++k) {
+          const float e = kExpsStored ? x[k] : expf(x[k] - m);
+          g[k] = j + k == local ? (e * inv - 1.0f) * scale : e * inv * scale;
+        }
+        if constexpr (kBy8) {
+          store8<kS, kEvictFirst>(dlogits, first + j, g);
+        } else {
+          store<kS>(dlogits, first + j, g[0]);
+        }
+      });
 }
 
 // An fp32 `logits` holds the exps the forward left (max is not read, and may be null); a 16-bit
@@ -280,8 +283,9 @@ __global__ void forward_backward_kernel(float* loss, void* dlogits, const void* 
       loss[i] = logf(s) - target_logit;
     }
     __syncthreads();
-    row_gradient<kS, kBy8, false, kFusedLoadBatch>(dlogits, logits, i * v, v, m, 1.0f / s, dloss[i],
-                                                   target);
+    // The row's last read and the gradient leave L2 first: rows still to be read again stay.
+    row_gradient<kS, kBy8, false, kFusedLoadBatch, true>(dlogits, logits, i * v, v, m, 1.0f / s,
+                                                         dloss[i], target);
   }
 }
 

@@ -26,4 +26,13 @@ __device__ inline void store_bytes16(void* p, const Bytes16& value) {
   *static_cast<Bytes16*>(p) = value;
 }
 
+__device__ inline Bytes16 load_bytes16_evict_first(const void* p) {
+  const uint4 v = __ldcs(static_cast<const uint4*>(p));
+  return Bytes16{{v.x, v.y, v.z, v.w}};
+}
+
+__device__ inline void store_bytes16_evict_first(void* p, const Bytes16& value) {
+  __stcs(static_cast<uint4*>(p), make_uint4(value.w[0], value.w[1], value.w[2], value.w[3]));
+}
+
 }  // namespace mds::kernels::detail

@@ -148,6 +148,28 @@ struct alignas(16) Bytes16 {
 // checks the alignment).
 __device__ inline Bytes16 load_bytes16(const void* p);
 __device__ inline void store_bytes16(void* p, const Bytes16& value);
+// The same with L2's evict-first hint (ld/st.global.cs): for bytes read or written the last time
+// in a while, so that they make room first for those a kernel reads again soon.
+__device__ inline Bytes16 load_bytes16_evict_first(const void* p);
+__device__ inline void store_bytes16_evict_first(void* p, const Bytes16& value);
+
+template <bool kEvictFirst>
+__device__ inline Bytes16 load_bytes16_hinted(const void* p) {
+  if constexpr (kEvictFirst) {
+    return load_bytes16_evict_first(p);
+  } else {
+    return load_bytes16(p);
+  }
+}
+
+template <bool kEvictFirst>
+__device__ inline void store_bytes16_hinted(void* p, const Bytes16& value) {
+  if constexpr (kEvictFirst) {
+    store_bytes16_evict_first(p, value);
+  } else {
+    store_bytes16(p, value);
+  }
+}
 
 template <Storage kS>
 __device__ inline float widen_bits(std::uint32_t bits16) {
@@ -176,14 +198,14 @@ struct Raw8 {
 };
 
 // p 16-byte aligned, i % 8 == 0.
-template <Storage kS>
+template <Storage kS, bool kEvictFirst = false>
 __device__ inline Raw8<kS> load_raw8(const void* p, std::int64_t i) {
   Raw8<kS> raw;
   if constexpr (kS == Storage::kF32) {
     for (int half = 0; half < 2; ++half)
-      raw.b[half] = load_bytes16(static_cast<const float*>(p) + i + 4 * half);
+      raw.b[half] = load_bytes16_hinted<kEvictFirst>(static_cast<const float*>(p) + i + 4 * half);
   } else {
-    raw.b[0] = load_bytes16(static_cast<const std::uint16_t*>(p) + i);
+    raw.b[0] = load_bytes16_hinted<kEvictFirst>(static_cast<const std::uint16_t*>(p) + i);
   }
   return raw;
 }
@@ -206,25 +228,25 @@ __device__ inline void widen8(const Raw8<kS>& raw, float (&v)[8]) {
 // Elements [i, i + 8) as load<kS> gives them, in one 16-byte access (two for fp32): i % 8 == 0
 // and p 16-byte aligned. Eight elements a thread keep more bytes in flight than one: the
 // elementwise kernels are bound by memory latency, not by their arithmetic.
-template <Storage kS>
+template <Storage kS, bool kEvictFirst = false>
 __device__ inline void load8(const void* p, std::int64_t i, float (&v)[8]) {
-  widen8<kS>(load_raw8<kS>(p, i), v);
+  widen8<kS>(load_raw8<kS, kEvictFirst>(p, i), v);
 }
 
 // Elements [i, i + 8) stored as store<kS> stores them, likewise.
-template <Storage kS>
+template <Storage kS, bool kEvictFirst = false>
 __device__ inline void store8(void* p, std::int64_t i, const float (&v)[8]) {
   if constexpr (kS == Storage::kF32) {
     for (int half = 0; half < 2; ++half) {
       Bytes16 b;
       for (int j = 0; j < 4; ++j) b.w[j] = __float_as_uint(v[4 * half + j]);
-      store_bytes16(static_cast<float*>(p) + i + 4 * half, b);
+      store_bytes16_hinted<kEvictFirst>(static_cast<float*>(p) + i + 4 * half, b);
     }
   } else {
     Bytes16 b;
     for (int j = 0; j < 4; ++j)
       b.w[j] = round_bits<kS>(v[2 * j]) | round_bits<kS>(v[2 * j + 1]) << 16;
-    store_bytes16(static_cast<std::uint16_t*>(p) + i, b);
+    store_bytes16_hinted<kEvictFirst>(static_cast<std::uint16_t*>(p) + i, b);
   }
 }
 

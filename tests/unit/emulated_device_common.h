@@ -51,6 +51,15 @@ inline void store_bytes16(void* p, const Bytes16& value) {
   std::memcpy(p, &value, sizeof(value));
 }
 
+// Cache hints change nothing a program can see.
+inline Bytes16 load_bytes16_evict_first(const void* p) {
+  return load_bytes16(p);
+}
+
+inline void store_bytes16_evict_first(void* p, const Bytes16& value) {
+  store_bytes16(p, value);
+}
+
 }  // namespace mds::kernels::detail
 
 namespace mds::emulated {
