@@ -273,6 +273,13 @@ for config in $configs; do
       ours=""
     add_row "mds pretrain, bf16, no dropout" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
   fi
+  if wanted llmc; then
+    llmc=$(run_llmc "$L" "$h" "$n" "$s" "$b" "$G") || llmc=""
+    add_row "llm.c train_gpt2cu, bf16 (no dropout)" "$config" "$llmc" $((G * s)) "$flop" \
+      "$(peak_tflops bf16)"
+    [ -z "${MDS_LLMC_BIN:-}" ] || [ ! -f "$(dirname "$MDS_LLMC_BIN")/BUILD_INFO" ] ||
+      sed 's/^/  /' "$(dirname "$MDS_LLMC_BIN")/BUILD_INFO" >&2
+  fi
   if wanted torch-eager; then
     eager=$(run_torch "$L" "$h" "$n" "$s" "$b" "$G") || eager=""
     add_row "PyTorch eager, fp32" "$config" "$eager" $((G * s)) "$flop" "$(peak_tflops fp32)"
@@ -287,13 +294,6 @@ for config in $configs; do
       --attention-dropout 0 --hidden-dropout 0) || fast=""
     add_row "PyTorch bf16 + SDPA${compile:+ + torch.compile}, no dropout" "$config" "$fast" \
       $((G * s)) "$flop" "$(peak_tflops bf16)"
-  fi
-  if wanted llmc; then
-    llmc=$(run_llmc "$L" "$h" "$n" "$s" "$b" "$G") || llmc=""
-    add_row "llm.c train_gpt2cu, bf16 (no dropout)" "$config" "$llmc" $((G * s)) "$flop" \
-      "$(peak_tflops bf16)"
-    [ -z "${MDS_LLMC_BIN:-}" ] || [ ! -f "$(dirname "$MDS_LLMC_BIN")/BUILD_INFO" ] ||
-      sed 's/^/  /' "$(dirname "$MDS_LLMC_BIN")/BUILD_INFO" >&2
   fi
 done
 echo
