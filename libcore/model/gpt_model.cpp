@@ -387,6 +387,16 @@ void GptModel::backward_body(int buffer, const ModelParams& params, const ParamB
   }
 }
 
+void GptModel::start_forward(BufferState& state, int buffer, const MicroBatch& batch,
+                             const DropoutContext& dropout, Tensor input_hidden) {
+  state = BufferState{dropout, false, load_batch(buffer, batch)};
+  if (head_buffer_ == buffer) head_buffer_ = -1;
+  const Tensor& own_input = activations_->stage_input(buffer);
+  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {
+    ops::cast(context(), own_input, input_hidden);
+  }
+}
+
 float GptModel::forward_stage(int buffer, const ModelParams& params, const MicroBatch& batch,
                               const DropoutContext& dropout, Tensor input_hidden,
                               Tensor output_hidden) {
@@ -394,13 +404,7 @@ float GptModel::forward_stage(int buffer, const ModelParams& params, const Micro
   check_params(params);
   check_hidden(input_hidden, !owns_embedding_, "input_hidden");
   check_hidden(output_hidden, !owns_head_, "output_hidden");
-  const double loss_mask_sum = load_batch(buffer, batch);
-  state = BufferState{dropout, false, loss_mask_sum};
-  if (head_buffer_ == buffer) head_buffer_ = -1;
-  const Tensor& own_input = activations_->stage_input(buffer);
-  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {
-    ops::cast(context(), own_input, input_hidden);
-  }
+  start_forward(state, buffer, batch, dropout, input_hidden);
   const float loss = forward(buffer, params);
   const Tensor& own_output = activations_->stage_output(buffer);
   if (!owns_head_ && output_hidden.raw() != own_output.raw()) {
@@ -455,13 +459,9 @@ float GptModel::forward_backward_stage(int buffer, const ModelParams& params,
   check_buffer(grads, "grads", DType::kFloat32);
   check_hidden(input_hidden, !owns_embedding_, "input_hidden");
   check_hidden(input_grad, !owns_embedding_, "input_grad");
-  state = BufferState{dropout, false, load_batch(buffer, batch)};
-  head_buffer_ = -1;  // the head's logits end up holding their gradient
+  start_forward(state, buffer, batch, dropout, input_hidden);
+  head_buffer_ = -1;  // the shared head ends up holding this micro-batch's logits' gradient
   const Activations& a = *activations_;
-  const Tensor& own_input = a.stage_input(buffer);
-  if (!owns_embedding_ && input_hidden.raw() != own_input.raw()) {
-    ops::cast(context(), own_input, input_hidden);
-  }
   forward_body(buffer, params);
   // The loss scale is known before the forward: the head runs its forward and backward together
   // (at TP = 1 one pass over the logits for the loss and their gradient).

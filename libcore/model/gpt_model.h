@@ -176,6 +176,9 @@ class GptModel {
   double load_batch(int buffer, const MicroBatch& batch);
   LayerSetup layer_setup(std::int64_t layer, const DropoutContext& dropout) const;
   const LayerParamIndex& layer_index(std::int64_t layer) const;
+  // A forward's start: the buffer's state and batch, the previous stage's output in its input.
+  void start_forward(BufferState& state, int buffer, const MicroBatch& batch,
+                     const DropoutContext& dropout, tensor::Tensor input_hidden);
   // The embedding (on the first stage) and the stage's layers.
   void forward_body(int buffer, const ModelParams& params);
   // forward_body, then the head on the last stage (returning the loss).

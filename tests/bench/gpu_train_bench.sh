@@ -155,19 +155,15 @@ make_llmc_tokens() {  # megatron-prefix out-file
   python3 - "$1" "$2" <<'PY'
 import array, os, struct, sys
 prefix, out = sys.argv[1], sys.argv[2]
+assert sys.byteorder == "little", "llm.c's token files are little-endian, as this machine is not"
 with open(prefix + ".idx", "rb") as idx:
     header = idx.read(18)
 assert header[:9] == b"MMIDIDX\x00\x00", prefix + ".idx: not a Megatron index"
 tokens = array.array({8: "H", 4: "i", 5: "q"}[header[17]], open(prefix + ".bin", "rb").read())
-if sys.byteorder != "little":
-    tokens.byteswap()
 assert tokens and max(tokens) < 65536, "ids do not fit llm.c's uint16 tokens"
-narrow = tokens if tokens.typecode == "H" else array.array("H", tokens)
 with open(out + ".tmp", "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(narrow), *([0] * 253)))
-    if sys.byteorder != "little":
-        narrow.byteswap()
-    f.write(narrow.tobytes())
+    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+    f.write(array.array("H", tokens).tobytes())
 os.replace(out + ".tmp", out)
 PY
 }
