@@ -1,7 +1,10 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/attention.h"
@@ -11,6 +14,7 @@
 #include "kernels/attention_tc.h"
 #include "kernels/check.h"
 #include "kernels/head_dim_dispatch.cuh"
+#include "kernels/variant_trials.h"
 
 namespace mds::kernels {
 
@@ -96,6 +100,79 @@ bool use_tensor_cores(AttentionKernel kernel, tensor::DType dtype, std::int64_t 
   return fits;
 }
 
+// What a trial's pick is kept under: the problem as the kernels see it.
+std::string problem_key(const char* op, tensor::DType dtype, const ops::cpu::AttentionDims& d,
+                        const Geometry& g) {
+  std::string key = std::string(op) + " " + std::string(tensor::dtype_name(dtype)) +
+                    " s=" + std::to_string(d.s) + " b=" + std::to_string(d.b) +
+                    " np=" + std::to_string(d.np) + " hn=" + std::to_string(d.hn);
+  if (g.dropout.p > 0.0f)
+    key += g.dropout.keep_bits != nullptr ? " dropout, keep bits" : " dropout";
+  return key;
+}
+
+// Whether the tensor-core shapes under trial apply: hn = 64 (at 128 there is one shape).
+bool has_shape_trials(AttentionKernel kernel, const ops::LaunchVariantChoices* variants,
+                      std::int64_t hn) {
+  return variants != nullptr && kernel == AttentionKernel::kAuto && hn == 64;
+}
+
+// The forward's shape (attention_tc::ForwardChoices::two_atoms_a_warp) picked for this problem,
+// timed on its first call: ctx and lse are written by the trials and again by the caller.
+bool forward_two_atoms(ops::LaunchVariantChoices& variants, void* ctx, float* lse, const void* qkv,
+                       tensor::DType dtype, const ops::cpu::AttentionDims& d, const Launch& at,
+                       float coeff, cudaStream_t stream) {
+  const std::string key = problem_key("attention_forward", dtype, d, at.geometry);
+  const std::int64_t slices = d.b * d.np;
+  const bool bf16 = dtype == tensor::DType::kBFloat16;
+  if (!variants.find(key) && attention_tc::draws_keep_bits_first(at.geometry, slices)) {
+    attention_tc::draw_keep_bits(at.geometry, slices, stream);  // the trials read them
+  }
+  const auto elem = static_cast<std::size_t>(tensor::dtype_size(dtype));
+  const std::vector<TrialOutput> outputs = {
+      {ctx, static_cast<std::size_t>(d.s * at.geometry.ctx_ld) * elem},
+      {lse, static_cast<std::size_t>(slices * d.s) * sizeof(float)}};
+  return choose_variant(
+             variants, key, {"blocks of 64 rows", "two atoms a warp"},
+             [&](int v) {
+               attention_tc::forward(ctx, lse, qkv, bf16, d.hn, at.geometry, slices, at.alpha,
+                                     coeff, {.two_atoms_a_warp = v == 1, .draw = false}, stream);
+             },
+             outputs, stream) == 1;
+}
+
+// The backward's shapes picked for this problem, timed on its first call into a scratch dqkv
+// (written whole, not accumulated, so every run gives the same bytes).
+attention_tc::BackwardChoices backward_shapes(ops::LaunchVariantChoices& variants, const void* dctx,
+                                              const void* ctx, const float* lse, const void* qkv,
+                                              tensor::DType dtype, const ops::cpu::AttentionDims& d,
+                                              const Launch& at, float coeff, cudaStream_t stream,
+                                              Scratch* scratch) {
+  const std::string key = problem_key("attention_backward", dtype, d, at.geometry);
+  const auto shapes = [](int v) {
+    return attention_tc::BackwardChoices{.dkdv_short_steps = (v & 1) != 0,
+                                         .dq_two_atoms = (v & 2) != 0};
+  };
+  if (const std::optional<int> known = variants.find(key)) return shapes(*known);
+  const std::size_t bytes = static_cast<std::size_t>(d.s * at.geometry.qkv_ld) *
+                            static_cast<std::size_t>(tensor::dtype_size(dtype));
+  const TrialBuffer dqkv(bytes, stream);
+  if (dqkv.data() == nullptr) {
+    variants.record_default(key, kNoTrialMemory);
+    return shapes(0);
+  }
+  const int chosen = choose_variant(
+      variants, key,
+      {"default", "dk/dv 32-row steps", "dq two atoms", "dk/dv 32-row steps, dq two atoms"},
+      [&](int v) {
+        attention_tc::backward(dqkv.data(), dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16,
+                               d.hn, at.geometry, d.b * d.np, at.alpha, coeff, false, shapes(v),
+                               stream, scratch);
+      },
+      {{dqkv.data(), bytes}}, stream);
+  return shapes(chosen);
+}
+
 }  // namespace
 
 bool attention_head_dim_supported(std::int64_t hn) {
@@ -113,13 +190,17 @@ bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
 
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
-                       cudaStream_t stream, AttentionKernel kernel, std::uint32_t* keep_bits) {
+                       cudaStream_t stream, AttentionKernel kernel, std::uint32_t* keep_bits,
+                       ops::LaunchVariantChoices* variants) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_forward");
   if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, "attention_forward")) {
-    attention_tc::forward(
-        ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry, d.b * d.np, at.alpha,
-        coeff, {.two_atoms_a_warp = kernel == AttentionKernel::kTensorCoreTrialShapes}, stream);
+    bool two_atoms = kernel == AttentionKernel::kTensorCoreTrialShapes;
+    if (has_shape_trials(kernel, variants, d.hn)) {
+      two_atoms = forward_two_atoms(*variants, ctx, lse, qkv, dtype, d, at, coeff, stream);
+    }
+    attention_tc::forward(ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry,
+                          d.b * d.np, at.alpha, coeff, {.two_atoms_a_warp = two_atoms}, stream);
     return;
   }
   with_io(dtype, "attention_forward", [&](auto io) {
@@ -145,16 +226,22 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
                         AttentionKernel kernel, bool accumulate, const std::uint32_t* keep_bits,
-                        Scratch* scratch) {
+                        Scratch* scratch, ops::LaunchVariantChoices* variants) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_backward");
   if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
-    attention_tc::backward(
-        dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn, at.geometry, d.b * d.np,
-        at.alpha, coeff, accumulate,
-        {.dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,
-         .trial_shapes = kernel == AttentionKernel::kTensorCoreTrialShapes},
-        stream, scratch);
+    const bool trial = kernel == AttentionKernel::kTensorCoreTrialShapes;
+    attention_tc::BackwardChoices choices{
+        .dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,
+        .dkdv_short_steps = trial,
+        .dq_two_atoms = trial};
+    if (has_shape_trials(kernel, variants, d.hn)) {
+      choices =
+          backward_shapes(*variants, dctx, ctx, lse, qkv, dtype, d, at, coeff, stream, scratch);
+    }
+    attention_tc::backward(dqkv, dctx, ctx, lse, qkv, dtype == tensor::DType::kBFloat16, d.hn,
+                           at.geometry, d.b * d.np, at.alpha, coeff, accumulate, choices, stream,
+                           scratch);
     return;
   }
   if (!accumulate) {  // the SIMT kernels only add: onto zeros (dqkv is s rows of qkv_ld elements)

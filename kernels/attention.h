@@ -34,6 +34,7 @@
 #include "kernels/scratch.h"
 #include "ops/cpu/attention.h"
 #include "ops/dropout.h"
+#include "ops/launch_variants.h"
 #include "tensor/dtype.h"
 
 namespace mds::kernels {
@@ -49,6 +50,12 @@ bool attention_head_dim_supported(std::int64_t hn);
 // at head dim 64 (gpu_bench times both; the same bits): forward and dq blocks of 128 query rows,
 // each warp owning two m16 atoms of them (the forward at two blocks an SM instead of four), and
 // the dk/dv kernel stepping over 32 query rows instead of 64 (three blocks an SM instead of two).
+//
+// With `variants` (kAuto only), the tensor-core calls at head dim 64 take the shapes picked
+// there for their problem (ops/launch_variants.h): the first call of a problem times the default
+// and trial shapes of each kernel on its own operands (outputs written by the trials, then by
+// the call itself; the backward's trials write a scratch dqkv) and keeps the fastest whose bits
+// are the default's. So the results are the default shapes' whatever the timings say.
 enum class AttentionKernel {
   kAuto,
   kSimt,
@@ -76,7 +83,8 @@ std::int64_t attention_keep_words(std::int64_t s);
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
                        cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto,
-                       std::uint32_t* keep_bits = nullptr);
+                       std::uint32_t* keep_bits = nullptr,
+                       ops::LaunchVariantChoices* variants = nullptr);
 
 // dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
 // dropout, with keep_bits as the forward wrote them or null). Each element of dqkv is read and
@@ -88,7 +96,8 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
                         AttentionKernel kernel = AttentionKernel::kAuto, bool accumulate = true,
-                        const std::uint32_t* keep_bits = nullptr, Scratch* scratch = nullptr);
+                        const std::uint32_t* keep_bits = nullptr, Scratch* scratch = nullptr,
+                        ops::LaunchVariantChoices* variants = nullptr);
 
 // The fp32 instances, for callers holding float pointers.
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,

@@ -59,17 +59,23 @@ bool head_dim_supported(std::int64_t hn) {
   return hn == 64 || hn == 128;
 }
 
+bool draws_keep_bits_first(const attention_detail::Geometry& g, std::int64_t slices) {
+  return g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 8 == 0 &&
+         keep_bits_draw_launch(slices, g.s).fits;
+}
+
+void draw_keep_bits(const attention_detail::Geometry& g, std::int64_t slices, cudaStream_t stream) {
+  const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
+  draw_keep_bits_kernel<<<dim3(shape.groups, shape.slices), shape.threads, 0, stream>>>(g);
+  check_launch("kernels::attention_forward (keep bits)");
+}
+
 void forward(void* ctx, float* lse, const void* qkv, bool bf16, std::int64_t hn,
              const attention_detail::Geometry& g, std::int64_t slices, float alpha, float coeff,
              ForwardChoices choices, cudaStream_t stream) {
   // With keep bits to store and whole Philox blocks per word, the bits are drawn first and read.
-  const KeepBitsLaunch shape = keep_bits_draw_launch(slices, g.s);
-  const bool draw_first =
-      g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr && g.s % 8 == 0 && shape.fits;
-  if (draw_first) {
-    draw_keep_bits_kernel<<<dim3(shape.groups, shape.slices), shape.threads, 0, stream>>>(g);
-    check_launch("kernels::attention_forward (keep bits)");
-  }
+  const bool draw_first = draws_keep_bits_first(g, slices);
+  if (draw_first && choices.draw) draw_keep_bits(g, slices, stream);
   with_instance(bf16, hn, "attention_forward", [&](auto type, auto head_dim) {
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
@@ -133,17 +139,18 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
     using T = decltype(type);
     constexpr int kHn = decltype(head_dim)::value;
     constexpr int bytes = kBackwardSharedBytes<kHn>;
-    // The trial shapes (attention.h's kTensorCoreTrialShapes) at hn = 64.
+    // The shapes under trial (BackwardChoices) at hn = 64.
     constexpr int kShort = 32;
     constexpr int kDqAtoms = kHn == 64 ? 2 : 1;
-    const bool trial = choices.trial_shapes && kHn == 64;
+    const bool short_steps = choices.dkdv_short_steps && kHn == 64;
+    const bool dq_atoms = choices.dq_two_atoms && kHn == 64;
     if (dq_from_ds) {
       allow_shared(row_delta_kernel<T, kHn>, kRowDeltaSharedBytes<kHn>,
                    "kernels::attention_backward (shared memory)");
       row_delta_kernel<T, kHn>
           <<<grid, kThreads, kRowDeltaSharedBytes<kHn>, stream>>>(delta, dctx_h, ctx_h, lse, g);
       check_launch("kernels::attention_backward (tensor cores, row deltas)");
-      if (trial) {
+      if (short_steps) {
         launch_dkdv(dkdv_kernel<T, kHn, true, kShort>, kDkdvSharedBytes<kHn, kShort>);
       } else {
         launch_dkdv(dkdv_kernel<T, kHn, true>, bytes);
@@ -157,7 +164,7 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
                  dq_bytes, stream>>>(dqkv_h, ds, ds_ld, qkv_h, g, alpha, coeff, accumulate);
         check_launch("kernels::attention_backward (tensor cores, dq)");
       };
-      if (trial) {
+      if (dq_atoms) {
         launch_dq(dq_from_ds_kernel<T, kHn, kDqAtoms>, std::integral_constant<int, kDqAtoms>{});
       } else {
         launch_dq(dq_from_ds_kernel<T, kHn>, std::integral_constant<int, 1>{});
@@ -168,7 +175,7 @@ void backward(void* dqkv, const void* dctx, const void* ctx, const float* lse, c
     dq_kernel<T, kHn><<<grid, kThreads, bytes, stream>>>(dqkv_h, delta, dctx_h, ctx_h, lse, qkv_h,
                                                          g, alpha, coeff, accumulate);
     check_launch("kernels::attention_backward (tensor cores, dq)");
-    if (trial) {
+    if (short_steps) {
       launch_dkdv(dkdv_kernel<T, kHn, false, kShort>, kDkdvSharedBytes<kHn, kShort>);
     } else {
       launch_dkdv(dkdv_kernel<T, kHn, false>, bytes);

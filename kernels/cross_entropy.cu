@@ -1,8 +1,14 @@
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "kernels/check.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cross_entropy_kernels.cuh"
 #include "kernels/device_common.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/variant_trials.h"
 
 namespace mds::kernels {
 
@@ -82,11 +88,26 @@ void cross_entropy_backward(void* dlogits, const void* logits, DType dtype,
   });
 }
 
-void cross_entropy_forward_backward(float* loss, void* dlogits, const void* logits, DType dtype,
-                                    const std::int64_t* targets, const float* dloss, std::int64_t n,
-                                    std::int64_t v, cudaStream_t stream) {
-  with_storage(dtype, "cross_entropy_forward_backward", [&](auto s) {
-    if (n <= 0) return;
+namespace {
+
+// The ways cross_entropy_forward_backward can run on 16-bit logits, the same bits each: the one
+// kernel in forward_backward_shape's grid or in twice its blocks an SM, or the forward kernel
+// then the backward kernel (max and sum_exp through memory).
+enum FusedVariant { kOneKernel = 0, kOneKernelTwiceTheBlocks = 1, kTwoKernels = 2 };
+
+struct FusedCall {
+  float* loss;
+  void* dlogits;
+  const void* logits;
+  DType dtype;
+  const std::int64_t* targets;
+  const float* dloss;
+  std::int64_t n, v;
+};
+
+// The one kernel in forward_backward_shape's grid, its blocks an SM times `scale`.
+void run_one_kernel(const FusedCall& c, int scale, cudaStream_t stream) {
+  with_storage(c.dtype, "cross_entropy_forward_backward", [&](auto s) {
     constexpr Storage kS = decltype(s)::value;
     int device = 0, sms = 0, l2_bytes = 0;
     check_cuda(cudaGetDevice(&device), "kernels::cross_entropy_forward_backward (cudaGetDevice)");
@@ -94,12 +115,78 @@ void cross_entropy_forward_backward(float* loss, void* dlogits, const void* logi
                "kernels::cross_entropy_forward_backward (SM count)");
     check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
                "kernels::cross_entropy_forward_backward (L2 size)");
-    const auto kernel = rows_by_8(v, {dlogits, logits}) ? forward_backward_kernel<kS, true>
-                                                        : forward_backward_kernel<kS, false>;
+    const auto kernel = rows_by_8(c.v, {c.dlogits, c.logits}) ? forward_backward_kernel<kS, true>
+                                                              : forward_backward_kernel<kS, false>;
     launch("kernels::cross_entropy_forward_backward", kernel,
-           forward_backward_shape(n, v, kS == Storage::kF32 ? 4 : 2, sms, l2_bytes), stream, loss,
-           dlogits, logits, targets, dloss, n, v);
+           forward_backward_shape(c.n, c.v, kS == Storage::kF32 ? 4 : 2, sms, l2_bytes, scale),
+           stream, c.loss, c.dlogits, c.logits, c.targets, c.dloss, c.n, c.v);
   });
+}
+
+// `variant` (16-bit logits; `stats` holds 2n floats for kTwoKernels).
+void run_variant(const FusedCall& c, int variant, float* stats, cudaStream_t stream) {
+  if (variant != kTwoKernels) {
+    run_one_kernel(c, variant == kOneKernelTwiceTheBlocks ? 2 : 1, stream);
+    return;
+  }
+  // 16-bit logits are only read by the forward kernel.
+  cross_entropy_forward(c.loss, stats, stats + c.n, const_cast<void*>(c.logits), c.dtype, c.targets,
+                        c.n, c.v, stream);
+  cross_entropy_backward(c.dlogits, c.logits, c.dtype, c.targets, stats, stats + c.n, c.dloss, c.n,
+                         c.v, 0, stream);
+}
+
+// The variant picked for this problem, timed on its first call over its first rows (enough for
+// four times the L2, so that the one kernel's L2 reuse shows) into scratch outputs.
+int pick_variant(ops::LaunchVariantChoices& variants, const FusedCall& c, cudaStream_t stream) {
+  const std::string key = std::string("cross_entropy_forward_backward ") +
+                          std::string(tensor::dtype_name(c.dtype)) + " n=" + std::to_string(c.n) +
+                          " v=" + std::to_string(c.v);
+  if (const std::optional<int> known = variants.find(key)) return *known;
+  int device = 0, l2_bytes = 0;
+  check_cuda(cudaGetDevice(&device), "kernels::cross_entropy_forward_backward (cudaGetDevice)");
+  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
+             "kernels::cross_entropy_forward_backward (L2 size)");
+  const auto row_bytes = static_cast<std::size_t>(c.v) * tensor::dtype_size(c.dtype);
+  const std::int64_t rows = std::min<std::int64_t>(
+      c.n, static_cast<std::int64_t>(4 * static_cast<std::size_t>(l2_bytes) / row_bytes) + 1);
+  const std::size_t grad_bytes = static_cast<std::size_t>(rows) * row_bytes;
+  const std::size_t float_bytes = static_cast<std::size_t>(rows) * sizeof(float);
+  const TrialBuffer memory(grad_bytes + 3 * float_bytes, stream);
+  if (memory.data() == nullptr) {
+    variants.record_default(key, kNoTrialMemory);
+    return kOneKernel;
+  }
+  char* base = static_cast<char*>(memory.data());
+  FusedCall trial = c;
+  trial.dlogits = base;
+  trial.loss = reinterpret_cast<float*>(base + grad_bytes);
+  trial.n = rows;
+  float* stats = trial.loss + rows;
+  return choose_variant(
+      variants, key, {"one kernel", "one kernel, twice the blocks", "two kernels"},
+      [&](int variant) { run_variant(trial, variant, stats, stream); },
+      {{trial.dlogits, grad_bytes}, {trial.loss, float_bytes}}, stream);
+}
+
+}  // namespace
+
+void cross_entropy_forward_backward(float* loss, void* dlogits, const void* logits, DType dtype,
+                                    const std::int64_t* targets, const float* dloss, std::int64_t n,
+                                    std::int64_t v, cudaStream_t stream,
+                                    ops::LaunchVariantChoices* variants, Scratch* scratch) {
+  if (n <= 0) return;
+  const FusedCall call{loss, dlogits, logits, dtype, targets, dloss, n, v};
+  // fp32 rows have one way: the two kernels would overwrite the logits with exps.
+  const int variant = variants != nullptr && dtype != DType::kFloat32
+                          ? pick_variant(*variants, call, stream)
+                          : kOneKernel;
+  if (variant != kTwoKernels) {
+    run_variant(call, variant, nullptr, stream);
+    return;
+  }
+  const CallScratch stats(scratch, 2 * static_cast<std::size_t>(n) * sizeof(float), stream);
+  run_variant(call, variant, static_cast<float*>(stats.data()), stream);
 }
 
 void cross_entropy_row_max(float* max, const float* logits, std::int64_t n, std::int64_t v,

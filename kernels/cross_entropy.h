@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/scratch.h"
+#include "ops/launch_variants.h"
 #include "tensor/dtype.h"
 
 namespace mds::kernels {
@@ -63,9 +65,16 @@ void cross_entropy_backward(void* dlogits, const void* logits, tensor::DType dty
 // same bits as the two kernels; fp32 logits are not overwritten with exps (the gradient pass
 // recomputes them, the same bits). Each row crosses DRAM about once each way: few rows are in
 // flight at a time, so the gradient pass finds its row in L2.
+// With `variants` and 16-bit logits, the call runs as picked there for its problem
+// (ops/launch_variants.h): the first call times the one kernel, the one kernel with twice the
+// blocks an SM, and the forward and backward kernels (max and sum_exp in `scratch`, or a
+// stream-ordered allocation when null) on its first rows into scratch outputs, and keeps the
+// fastest whose bits are the one kernel's.
 void cross_entropy_forward_backward(float* loss, void* dlogits, const void* logits,
                                     tensor::DType dtype, const std::int64_t* targets,
                                     const float* dloss, std::int64_t n, std::int64_t v,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream,
+                                    ops::LaunchVariantChoices* variants = nullptr,
+                                    Scratch* scratch = nullptr);
 
 }  // namespace mds::kernels

@@ -305,13 +305,15 @@ inline detail::LaunchShape row_shape(std::int64_t n) {
 // L2, so that a row is still there when its gradient pass reads it again, but at least 2 (16
 // warps an SM; their batched loads keep about 32 KB in flight an SM) and at most 8 (an SM's
 // limit at kThreads); never more blocks than rows. GPT-2's bf16 rows (50304 elements, 100 KB) on
-// an H100 (132 SMs, 50 MB): 2 blocks an SM, 26 MB in flight.
+// an H100 (132 SMs, 50 MB): 2 blocks an SM, 26 MB in flight. `scale` multiplies the blocks an
+// SM (within the same 2 to 8): a variant under trial, the same bits.
 inline detail::LaunchShape forward_backward_shape(std::int64_t n, std::int64_t v, int element_bytes,
-                                                  int sms, std::int64_t l2_bytes) {
+                                                  int sms, std::int64_t l2_bytes, int scale = 1) {
   const double row_bytes = static_cast<double>(v) * element_bytes;
   const double fit =
       0.6 * static_cast<double>(l2_bytes) / (std::max(sms, 1) * std::max(row_bytes, 1.0));
-  const std::int64_t per_sm = std::clamp<std::int64_t>(static_cast<std::int64_t>(fit), 2, 8);
+  const std::int64_t per_sm = std::clamp<std::int64_t>(
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(fit), 2, 8) * std::max(scale, 1), 2, 8);
   const std::int64_t blocks =
       std::clamp<std::int64_t>(per_sm * std::max(sms, 1), 1, std::max<std::int64_t>(n, 1));
   return {{static_cast<unsigned>(blocks)}, {detail::kThreads}};

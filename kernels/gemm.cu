@@ -13,6 +13,7 @@
 #include "kernels/gemm_plan.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/reduce_columns.cuh"
+#include "kernels/timing_events.h"
 
 namespace mds::kernels {
 
@@ -123,37 +124,6 @@ detail::GemmPlan& plan_of(GemmContext& context, std::int64_t m, std::int64_t n, 
   return context.plans().find_or_make(context.handle(), key);
 }
 
-// A start and a stop event, destroyed however the timing ends.
-struct TimingEvents {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  TimingEvents() {
-    check_cuda(cudaEventCreate(&start), "kernels::time_gemm_algorithms (cudaEventCreate)");
-    const cudaError_t status = cudaEventCreate(&stop);
-    if (status != cudaSuccess) cudaEventDestroy(start);
-    check_cuda(status, "kernels::time_gemm_algorithms (cudaEventCreate)");
-  }
-  ~TimingEvents() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-
-  // Milliseconds per call of `calls` calls of `call` after one warm-up.
-  template <typename Call>
-  float per_call(const Call& call, int calls, cudaStream_t stream) {
-    call();
-    check_cuda(cudaEventRecord(start, stream), "kernels::time_gemm_algorithms (cudaEventRecord)");
-    for (int i = 0; i < calls; ++i) call();
-    check_cuda(cudaEventRecord(stop, stream), "kernels::time_gemm_algorithms (cudaEventRecord)");
-    check_cuda(cudaEventSynchronize(stop), "kernels::time_gemm_algorithms (cudaEventSynchronize)");
-    float ms = 0.0f;
-    check_cuda(cudaEventElapsedTime(&ms, start, stop),
-               "kernels::time_gemm_algorithms (cudaEventElapsedTime)");
-    return ms / static_cast<float>(calls);
-  }
-};
-
 // One GEMM call's operands, as gemm() takes them.
 struct GemmCall {
   float alpha;
@@ -168,7 +138,7 @@ struct GemmCall {
 std::vector<float> time_each(GemmContext& context, detail::GemmPlan& plan,
                              const std::vector<detail::GemmAlgorithm>& algorithms,
                              const GemmCall& call, int iters, cudaStream_t stream) {
-  TimingEvents events;
+  TimingEvents events("kernels::time_gemm_algorithms");
   std::vector<float> times;
   for (const detail::GemmAlgorithm& algorithm : algorithms) {
     plan.use(algorithm);

@@ -201,6 +201,9 @@ struct PretrainArgs {
   // --gemm-tuning-file: a CUDA device's GEMM algorithm choices (ops::DeviceContext::tune_gemms);
   // each rank of several keeps its own, "<path>.rank<N>".
   std::optional<std::string> gemm_tuning_file;
+  // --fixed-kernel-shapes: a CUDA device's kernels keep their default launch shapes instead of
+  // timing the same-bits alternatives on first use (ops::DeviceContext::time_kernel_shapes).
+  bool fixed_kernel_shapes = false;
 
   // --- derived by validate_pretrain_args
   int64_t rank = 0;        // $RANK

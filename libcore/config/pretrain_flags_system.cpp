@@ -102,6 +102,11 @@ void add_mds_additions(FlagSet& flags, PretrainArgs& a) {
          "several in <file>.rank<N>); a run given a file it wrote before makes the same choices, "
          "so its bits repeat. Off: cuBLASLt's heuristic picks (its first choice). No effect on "
          "the CPU");
+  g.store_true("--fixed-kernel-shapes", a.fixed_kernel_shapes,
+               "on a CUDA device, launch every kernel in its default shape instead of timing the "
+               "alternatives that compute the same bits (attention at head dim 64, the 16-bit "
+               "loss) on their first call and keeping the fastest; the results are the same "
+               "either way. No effect on the CPU");
 }
 
 void refuse_other_models(FlagSet& flags) {

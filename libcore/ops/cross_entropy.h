@@ -64,8 +64,10 @@ void cross_entropy_backward(const DeviceContext& ctx, tensor::Tensor dlogits, te
 // known before the forward (a training step's, ops::masked_mean_loss_backward of the mask):
 // writes loss [N] and dlogits (the logits' dtype and shape; may be the logits tensor itself),
 // bit for bit what the two ops write. On a device one kernel that reads each row from DRAM once
-// (max and sum_exp never leave it; fp32 logits are not overwritten with exps). On the host the two
-// ops in a row. Either way the logits are spent unless 16-bit and apart from dlogits.
+// (max and sum_exp never leave it; fp32 logits are not overwritten with exps), or, for 16-bit
+// logits where the context times kernel shapes (DeviceContext::time_kernel_shapes), whichever of
+// its same-bits variants was fastest. On the host the two ops in a row. Either way the logits are
+// spent unless 16-bit and apart from dlogits.
 void cross_entropy_forward_backward(const DeviceContext& ctx, tensor::Tensor loss,
                                     tensor::Tensor dlogits, tensor::Tensor logits,
                                     tensor::Tensor targets, tensor::Tensor dloss);

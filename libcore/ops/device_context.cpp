@@ -61,6 +61,17 @@ void DeviceContext::tune_gemms(const std::string& path) {
   if constexpr (kCudaBuilt) cuda::tune_gemms(*cuda_, path);
 }
 
+void DeviceContext::time_kernel_shapes() {
+  if (cuda_ == nullptr) return;
+  if constexpr (kCudaBuilt) cuda::time_kernel_shapes(*cuda_);
+}
+
+std::vector<std::string> DeviceContext::kernel_shape_picks() const {
+  if (cuda_ == nullptr) return {};
+  if constexpr (kCudaBuilt) return cuda::kernel_shape_picks(*cuda_);
+  return {};
+}
+
 cuda::Resources& DeviceContext::cuda() const {
   if (cuda_ == nullptr) {
     base::fail("the DeviceContext of ", tensor::device_name(device_), " has no CUDA resources");

@@ -9,6 +9,7 @@
 // device need two contexts.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -48,6 +49,15 @@ class DeviceContext {
   // records the fastest there (pretrain --gemm-tuning-file). Fails with one line on a malformed
   // file or one made on another platform; nothing to do on the host.
   void tune_gemms(const std::string& path);
+  // From now on the kernels with launch shapes under trial (the tensor-core attention at head dim
+  // 64, the training step's cross entropy on 16-bit logits) time them on each problem's first
+  // call and keep the fastest that gives the default shape's bits (ops/launch_variants.h):
+  // pretrain's default, --fixed-kernel-shapes turns it off. The results do not change; the first
+  // call of a problem waits for its trials. Nothing to do on the host.
+  void time_kernel_shapes();
+  // The picks made so far, one line each (ops::describe): empty on the host or before
+  // time_kernel_shapes.
+  std::vector<std::string> kernel_shape_picks() const;
   // The CUDA resources, for ops/cuda/ (a context is a handle: using its stream does not change
   // it, hence const). Fails on a host context.
   cuda::Resources& cuda() const;

@@ -87,6 +87,7 @@ TrainerOptions resolved(TrainerOptions options) {
 ops::DeviceContext device_context_of(const TrainerOptions& options) {
   ops::DeviceContext context(options.device, options.fp32_matmul);
   if (!options.gemm_tuning_file.empty()) context.tune_gemms(options.gemm_tuning_file);
+  if (options.time_kernel_shapes) context.time_kernel_shapes();
   return context;
 }
 
@@ -417,6 +418,13 @@ double Trainer::sum_over_ranks(double value) const {
   return sum;
 }
 
+void Trainer::log_new_kernel_shape_picks() {
+  const std::vector<std::string> picks = device_.kernel_shape_picks();
+  for (; kernel_shape_picks_logged_ < picks.size(); ++kernel_shape_picks_logged_) {
+    outputs_.log->info(" > kernel shape picked by timing, " + picks[kernel_shape_picks_logged_]);
+  }
+}
+
 bool Trainer::any_rank(bool condition) const {
   dist::Communicator* everyone =
       options_.world != nullptr ? options_.world : options_.data_parallel;
@@ -477,6 +485,7 @@ StopReason Trainer::train(CheckpointSaver* saver) {
                                     static_cast<double>(options_.model.config.seq_length) *
                                     params_billions;
     log_iteration(result, seconds_since(iteration_start));
+    log_new_kernel_shape_picks();
 
     if (options_.eval_interval > 0 && progress_.iteration % options_.eval_interval == 0 &&
         has_valid_data()) {

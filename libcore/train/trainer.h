@@ -82,6 +82,9 @@ struct TrainerOptions {
   // --gemm-tuning-file (this rank's): the device's GEMM algorithm choices
   // (ops::DeviceContext::tune_gemms); empty: cuBLASLt's heuristic decides.
   std::string gemm_tuning_file;
+  // The device's kernels with launch shapes under trial pick theirs by timing on first use, the
+  // same bits either way (ops::DeviceContext::time_kernel_shapes); false: --fixed-kernel-shapes.
+  bool time_kernel_shapes = true;
 };
 
 // Everything that advances with training and is saved in checkpoints besides the tensors.
@@ -172,6 +175,8 @@ class Trainer {
   double evaluation_losses(data::BatchLoader& loader, std::int64_t micro_batches);
   bool pipelined() const { return pipeline_.has_value(); }
   void log_iteration(const IterationResult& result, double elapsed_seconds);
+  // The device's launch-shape picks made since the last call, a line each.
+  void log_new_kernel_shape_picks();
   bool save_if(CheckpointSaver* saver, bool condition);
   bool kill_switch_found() const;
   double params_norm() const;
@@ -203,6 +208,7 @@ class Trainer {
   std::int64_t iterations_since_log_ = 0;
   double seconds_since_log_ = 0.0;
   double seconds_since_steps_print_ = 0.0;
+  std::size_t kernel_shape_picks_logged_ = 0;
   std::int64_t last_saved_iteration_ = -1;
 };
 

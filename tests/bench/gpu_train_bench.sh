@@ -16,7 +16,9 @@
 #              run; NAME@B runs NAME with micro-batches of B, the global batch unchanged),
 #              MDS_GPU_BENCH_ITERS / MDS_GPU_BENCH_WARMUP (default 12 / 4),
 #              MDS_GPU_BENCH_RUNS (default "mds-fp32 mds-bf16 torch-eager torch-fast": the rows
-#              measured for each config; mds-bf16-epilogues is mds-bf16 with
+#              measured for each config; mds-bf16-fixed is mds-bf16 with --fixed-kernel-shapes
+#              (the default launch shapes, none timed; the picks of the others are printed),
+#              mds-bf16-epilogues is mds-bf16 with
 #              --cublaslt-epilogues, mds-bf16-tuned mds-bf16 with --gemm-tuning-file (a fresh
 #              file: the GEMMs are timed in the first, untimed iteration), mds-tf32 mds-fp32 with
 #              --tf32, its MFU against the TF32 peak; mds-bf16-nodrop and torch-fast-nodrop are
@@ -39,9 +41,9 @@ warmup="${MDS_GPU_BENCH_WARMUP:-4}"
 runs="${MDS_GPU_BENCH_RUNS:-mds-fp32 mds-bf16 torch-eager torch-fast}"
 for run in $runs; do
   case $run in
-    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-epilogues | mds-bf16-tuned | mds-bf16-nodrop | \
-      torch-eager | torch-fast | torch-fast-nodrop | llmc) ;;
-    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-epilogues, mds-bf16-tuned, mds-bf16-nodrop, torch-eager, torch-fast, torch-fast-nodrop, llmc)" >&2
+    mds-fp32 | mds-tf32 | mds-bf16 | mds-bf16-fixed | mds-bf16-epilogues | mds-bf16-tuned | \
+      mds-bf16-nodrop | torch-eager | torch-fast | torch-fast-nodrop | llmc) ;;
+    *) echo "gpu_train_bench: MDS_GPU_BENCH_RUNS: unknown run '$run' (mds-fp32, mds-tf32, mds-bf16, mds-bf16-fixed, mds-bf16-epilogues, mds-bf16-tuned, mds-bf16-nodrop, torch-eager, torch-fast, torch-fast-nodrop, llmc)" >&2
        exit 2 ;;
   esac
 done
@@ -136,6 +138,8 @@ JSON
     --eval-iters 1 --data-path "$work/shakespeare_text_document" "${tokenizer[@]}" \
     --metrics-file "$dir/metrics.jsonl" --deepspeed --deepspeed_config "$dir/ds.json" "${@:8}" \
     > "$dir/log" 2>&1 || { tail -20 "$dir/log" >&2; return 1; }
+  # The launch shapes its kernels picked by timing in the first iteration (none when fixed).
+  sed -n 's/^ *> kernel shape picked by timing, /  picked: /p' "$dir/log" >&2
   mean_elapsed "$dir/metrics.jsonl" "$warmup"
 }
 
@@ -251,6 +255,11 @@ for config in $configs; do
   if wanted mds-bf16; then
     ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16) || ours=""
     add_row "mds pretrain, bf16" "$config" "$ours" $((G * s)) "$flop" "$(peak_tflops bf16)"
+  fi
+  if wanted mds-bf16-fixed; then
+    ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --fixed-kernel-shapes) || ours=""
+    add_row "mds pretrain, bf16, --fixed-kernel-shapes" "$config" "$ours" $((G * s)) "$flop" \
+      "$(peak_tflops bf16)"
   fi
   if wanted mds-bf16-epilogues; then
     ours=$(run_ours "$L" "$h" "$n" "$s" "$b" "$G" bf16 --cublaslt-epilogues) || ours=""

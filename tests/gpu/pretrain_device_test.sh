@@ -8,6 +8,7 @@
 # tests/gpu/training_mixed_precision_test.cpp), the same checkpoint files; and with
 # --cublaslt-epilogues within 1e-2; with --gemm-tuning-file within 1e-3, and a rerun with the
 # file it wrote repeats its losses exactly. An fp32 run with --tf32 stays within 1e-2 as well.
+# Kernel shapes picked by timing (the default) give --fixed-kernel-shapes' losses exactly.
 # Exits 77 (skipped) without a CUDA device.
 source "$MDS_TESTS/e2e/lib.sh"
 source "$MDS_TESTS/e2e/pretrain_lib.sh"
@@ -104,4 +105,21 @@ compare_losses "$WORK/cpu-bf16.jsonl" "$WORK/gpu-bf16-tuned.jsonl" 1e-3 \
 run gpu-bf16-tuned-again cuda --train-iters 20 --gemm-tuning-file "$WORK/gemms.txt"
 compare_losses "$WORK/gpu-bf16-tuned.jsonl" "$WORK/gpu-bf16-tuned-again.jsonl" 0 \
   "a rerun with the tuning file repeats the tuned run's losses"
+
+# Launch shapes picked by timing (the default) against --fixed-kernel-shapes: the same losses to
+# the bit. Head dim 64 (hidden 128, 2 heads), so that the attention's shapes are timed as well as
+# the 16-bit loss's; the log names each pick, and a fixed run names none.
+hn64=(--train-iters 20 --hidden-size 128 --num-attention-heads 2)
+run gpu-bf16-shapes cuda "${hn64[@]}"
+run gpu-bf16-fixed-shapes cuda "${hn64[@]}" --fixed-kernel-shapes
+for op in attention_forward attention_backward cross_entropy_forward_backward; do
+  grep -q "> kernel shape picked by timing, $op bfloat16" "$WORK/gpu-bf16-shapes.log" ||
+    fail "the timed run does not log its $op pick"
+done
+grep -q "kernel shape picked by timing" "$WORK/gpu-bf16-fixed-shapes.log" &&
+  fail "a run with --fixed-kernel-shapes logs a pick"
+grep -q "> kernels in their default launch shapes (--fixed-kernel-shapes)" \
+  "$WORK/gpu-bf16-fixed-shapes.log" || fail "the fixed run does not say so"
+compare_losses "$WORK/gpu-bf16-fixed-shapes.jsonl" "$WORK/gpu-bf16-shapes.jsonl" 0 \
+  "kernel shapes picked by timing give the default shapes' losses exactly"
 finish

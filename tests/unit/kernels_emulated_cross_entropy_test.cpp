@@ -443,6 +443,11 @@ TEST(KernelsEmulatedCrossEntropy, ForwardBackwardShapeBoundsTheRowsInFlight) {
   EXPECT_EQ(ck::forward_backward_shape(100000, 32768, 2, 132, h100_l2).grid.x, 3u * 132u);
   // Fewer rows than blocks: one block a row.
   EXPECT_EQ(ck::forward_backward_shape(5, 50304, 2, 132, h100_l2).grid.x, 5u);
+  // The variant with twice the blocks an SM (timed against the default): 4 for GPT-2's rows, 6
+  // for the 64 KB ones, still at most eight.
+  EXPECT_EQ(ck::forward_backward_shape(8192, 50304, 2, 132, h100_l2, 2).grid.x, 4u * 132u);
+  EXPECT_EQ(ck::forward_backward_shape(100000, 32768, 2, 132, h100_l2, 2).grid.x, 6u * 132u);
+  EXPECT_EQ(ck::forward_backward_shape(100000, 1000, 2, 132, h100_l2, 2).grid.x, 8u * 132u);
 }
 
 // The loss kernel is a grid-stride loop (one thread per row before: rows past 2^24 were left

@@ -390,6 +390,12 @@ TEST_F(PretrainArgsTest, GemmTuningFileIsOffUnlessGiven) {
             "/tmp/gemms.txt");
 }
 
+// An mds addition: kernels time their same-bits launch shapes unless told to keep the defaults.
+TEST_F(PretrainArgsTest, KernelShapesAreTimedUnlessFixed) {
+  EXPECT_FALSE(parse(line()).fixed_kernel_shapes);
+  EXPECT_TRUE(parse(with(line(), {"--fixed-kernel-shapes"})).fixed_kernel_shapes);
+}
+
 TEST_F(PretrainArgsTest, ValidationRefusals) {
   struct Case {
     std::vector<std::string> line;

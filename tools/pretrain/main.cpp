@@ -276,6 +276,10 @@ int run(int argc, char** argv, Processes& processes) {
       log.info(" > GEMM algorithms: the fastest of cuBLASLt's candidates, kept in " +
                options.gemm_tuning_file + " (--gemm-tuning-file)");
     }
+    options.time_kernel_shapes = !args.fixed_kernel_shapes;
+    if (args.fixed_kernel_shapes && options.device.kind == tensor::DeviceKind::kCuda) {
+      log.info(" > kernels in their default launch shapes (--fixed-kernel-shapes)");
+    }
     // Several ranks on devices: device tensors go over NCCL or through host MPI (--distributed-
     // backend); host tensors (losses, norms, flags) still over MPI.
     if (processes.world && options.device.kind == tensor::DeviceKind::kCuda) {

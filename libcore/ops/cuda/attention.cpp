@@ -18,7 +18,8 @@ void attention_forward(const DeviceContext& ctx, void* context, float* lse, cons
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
                        const DropoutStream& dropout, std::uint32_t* keep_bits) {
   kernels::attention_forward(context, lse, qkv, dtype, d, coeff, dropout, stream_of(ctx),
-                             kernels::AttentionKernel::kAuto, keep_bits);
+                             kernels::AttentionKernel::kAuto, keep_bits,
+                             ctx.cuda().kernel_shapes.get());
 }
 
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
@@ -27,7 +28,7 @@ void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dconte
                         bool accumulate, const std::uint32_t* keep_bits) {
   kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
                               stream_of(ctx), kernels::AttentionKernel::kAuto, accumulate,
-                              keep_bits, &ctx.cuda().scratch);
+                              keep_bits, &ctx.cuda().scratch, ctx.cuda().kernel_shapes.get());
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {

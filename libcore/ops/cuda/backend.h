@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ops/adam.h"
 #include "ops/cpu/attention.h"
@@ -25,6 +26,9 @@ void destroy_resources(Resources* resources) noexcept;
 void synchronize(const DeviceContext& ctx);
 // DeviceContext::tune_gemms.
 void tune_gemms(Resources& resources, const std::string& path);
+// DeviceContext::time_kernel_shapes and kernel_shape_picks.
+void time_kernel_shapes(Resources& resources);
+std::vector<std::string> kernel_shape_picks(const Resources& resources);
 
 // Activation pointers are void* with their `dtype` (fp32, bf16 or fp16: 16-bit loads widened,
 // fp32 math, outputs rounded once); parameter gradients and statistics are fp32; the parameters of

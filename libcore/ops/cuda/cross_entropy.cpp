@@ -49,7 +49,8 @@ void cross_entropy_forward_backward(const DeviceContext& ctx, float* loss, void*
                                     const std::int64_t* targets, const float* dloss, std::int64_t n,
                                     std::int64_t v) {
   kernels::cross_entropy_forward_backward(loss, dlogits, logits, dtype, targets, dloss, n, v,
-                                          stream_of(ctx));
+                                          stream_of(ctx), ctx.cuda().kernel_shapes.get(),
+                                          &ctx.cuda().scratch);
 }
 
 namespace {

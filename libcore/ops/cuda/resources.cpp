@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/check.h"
@@ -61,6 +62,21 @@ void tune_gemms(Resources& resources, const std::string& path) {
   auto choices = std::make_unique<GemmTuningFile>(path, kernels::gemm_platform());
   resources.gemm.set_algorithm_choices(choices.get());
   resources.gemm_choices = std::move(choices);
+}
+
+void time_kernel_shapes(Resources& resources) {
+  if (resources.kernel_shapes == nullptr) {
+    resources.kernel_shapes = std::make_unique<LaunchVariantChoices>();
+  }
+}
+
+std::vector<std::string> kernel_shape_picks(const Resources& resources) {
+  std::vector<std::string> lines;
+  if (resources.kernel_shapes == nullptr) return lines;
+  for (const LaunchVariantChoices::Pick& pick : resources.kernel_shapes->picks()) {
+    lines.push_back(describe(pick));
+  }
+  return lines;
 }
 
 void synchronize(const DeviceContext& ctx) {

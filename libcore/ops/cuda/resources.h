@@ -12,6 +12,7 @@
 #include "kernels/scratch.h"
 #include "ops/device_context.h"
 #include "ops/gemm_tuning_file.h"
+#include "ops/launch_variants.h"
 
 namespace mds::ops::cuda {
 
@@ -37,6 +38,8 @@ struct Resources {
   kernels::ColumnSumScratch column_sums;
   // The GEMM algorithm choices `gemm` takes (DeviceContext::tune_gemms); null: the heuristic's.
   std::unique_ptr<GemmTuningFile> gemm_choices;
+  // The launch shapes picked by timing (DeviceContext::time_kernel_shapes); null: the defaults.
+  std::unique_ptr<LaunchVariantChoices> kernel_shapes;
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) {
