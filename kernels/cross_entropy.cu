@@ -152,7 +152,8 @@ int pick_variant(ops::LaunchVariantChoices& variants, const FusedCall& c, cudaSt
       c.n, static_cast<std::int64_t>(4 * static_cast<std::size_t>(l2_bytes) / row_bytes) + 1);
   const std::size_t grad_bytes = static_cast<std::size_t>(rows) * row_bytes;
   const std::size_t float_bytes = static_cast<std::size_t>(rows) * sizeof(float);
-  const TrialBuffer memory(grad_bytes + 3 * float_bytes, stream);
+  const std::size_t floats_at = (grad_bytes + 255) / 256 * 256;  // aligned for the loss and stats
+  const TrialBuffer memory(floats_at + 3 * float_bytes, stream);
   if (memory.data() == nullptr) {
     variants.record_default(key, kNoTrialMemory);
     return kOneKernel;
@@ -160,7 +161,7 @@ int pick_variant(ops::LaunchVariantChoices& variants, const FusedCall& c, cudaSt
   char* base = static_cast<char*>(memory.data());
   FusedCall trial = c;
   trial.dlogits = base;
-  trial.loss = reinterpret_cast<float*>(base + grad_bytes);
+  trial.loss = reinterpret_cast<float*>(base + floats_at);
   trial.n = rows;
   float* stats = trial.loss + rows;
   return choose_variant(

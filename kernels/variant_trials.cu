@@ -1,55 +1,33 @@
 #include "kernels/variant_trials.h"
 
-#include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/check.h"
 #include "kernels/timing_events.h"
 
 namespace mds::kernels {
-namespace {
-
-constexpr const char* kWhat = "kernels::time_variants";
-
-// The outputs' bytes, after the work queued so far.
-std::vector<std::vector<char>> read_back(const std::vector<TrialOutput>& outputs,
-                                         cudaStream_t stream) {
-  std::vector<std::vector<char>> host;
-  for (const TrialOutput& out : outputs) {
-    host.emplace_back(out.bytes);
-    check_cuda(
-        cudaMemcpyAsync(host.back().data(), out.data, out.bytes, cudaMemcpyDeviceToHost, stream),
-        "kernels::time_variants (read back)");
-  }
-  check_cuda(cudaStreamSynchronize(stream), "kernels::time_variants (read back)");
-  return host;
-}
-
-}  // namespace
 
 std::vector<ops::VariantTrial> time_variants(int count, const std::function<void(int)>& launch,
                                              const std::vector<TrialOutput>& outputs,
                                              cudaStream_t stream, int rounds) {
-  std::vector<ops::VariantTrial> trials(static_cast<std::size_t>(count));
-  std::vector<std::vector<char>> reference;
-  for (int v = 0; v < count; ++v) {
-    launch(v);
-    std::vector<std::vector<char>> bytes = read_back(outputs, stream);
-    if (v == 0) {
-      reference = std::move(bytes);
-    } else {
-      trials[static_cast<std::size_t>(v)].same_bits = bytes == reference;
+  // The outputs' bytes after the work queued so far.
+  const auto read_back = [&] {
+    std::vector<std::string> host;
+    host.reserve(outputs.size());  // no string moves while copies into them are in flight
+    for (const TrialOutput& out : outputs) {
+      host.emplace_back(out.bytes, '\0');
+      check_cuda(
+          cudaMemcpyAsync(host.back().data(), out.data, out.bytes, cudaMemcpyDeviceToHost, stream),
+          "kernels::time_variants (read back)");
     }
-  }
-  TimingEvents events(kWhat);
-  for (int round = 0; round < rounds; ++round) {
-    for (int v = 0; v < count; ++v) {
-      const float ms = events.time([&] { launch(v); }, stream);
-      ops::VariantTrial& t = trials[static_cast<std::size_t>(v)];
-      if (round == 0 || ms < t.ms) t.ms = ms;
-    }
-  }
-  return trials;
+    check_cuda(cudaStreamSynchronize(stream), "kernels::time_variants (read back)");
+    return host;
+  };
+  TimingEvents events("kernels::time_variants");
+  return ops::run_trials(count, rounds, launch, read_back,
+                         [&](int v) { return events.time([&] { launch(v); }, stream); });
 }
 
 int choose_variant(ops::LaunchVariantChoices& choices, const std::string& key,

@@ -7,6 +7,31 @@
 
 namespace mds::ops {
 
+std::vector<VariantTrial> run_trials(int count, int rounds, const std::function<void(int)>& run,
+                                     const std::function<std::vector<std::string>()>& outputs,
+                                     const std::function<float(int)>& time) {
+  if (count < 1 || rounds < 1) base::fail("run_trials: ", count, " variants, ", rounds, " rounds");
+  std::vector<VariantTrial> trials(static_cast<std::size_t>(count));
+  std::vector<std::string> reference;
+  for (int v = 0; v < count; ++v) {
+    run(v);
+    std::vector<std::string> bytes = outputs();
+    if (v == 0) {
+      reference = std::move(bytes);
+    } else {
+      trials[static_cast<std::size_t>(v)].same_bits = bytes == reference;
+    }
+  }
+  for (int round = 0; round < rounds; ++round) {
+    for (int v = 0; v < count; ++v) {
+      const float ms = time(v);
+      VariantTrial& t = trials[static_cast<std::size_t>(v)];
+      if (round == 0 || ms < t.ms) t.ms = ms;
+    }
+  }
+  return trials;
+}
+
 int fastest_same_bits(const std::vector<VariantTrial>& trials) {
   if (trials.empty()) base::fail("fastest_same_bits: no trials");
   int best = 0;

@@ -5,6 +5,7 @@
 // run's results do not depend on the timings. Plain C++, so that the choice itself builds and is
 // tested without CUDA.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,15 @@ struct VariantTrial {
   float ms = 0.0f;
   bool same_bits = true;
 };
+
+// The trials of `count` variants, the device's parts given as functions: `run(v)` queues variant
+// v (its outputs the same however often it runs), `outputs()` waits for it and returns the bytes
+// of its outputs, `time(v)` runs variant v once and returns its milliseconds. Every variant runs
+// once to warm up and have its outputs compared with variant 0's; then `rounds` rounds time each
+// variant once in turn (0, 1, …, count − 1), a variant's time being its fastest round.
+std::vector<VariantTrial> run_trials(int count, int rounds, const std::function<void(int)>& run,
+                                     const std::function<std::vector<std::string>()>& outputs,
+                                     const std::function<float(int)>& time);
 
 // The index of the fastest trial whose bits are variant 0's (variant 0 itself always qualifies,
 // whatever its own flag says); ties go to the lower index. Fails on an empty list.

@@ -30,6 +30,44 @@ TEST(LaunchVariants, PicksTheFastestWithTheDefaultsBits) {
   EXPECT_THROW(fastest_same_bits({}), base::Error);
 }
 
+// The trials' procedure with the device's parts played by the host: each variant runs once and
+// has its outputs compared, then the rounds time the variants in turn, keeping each one's fastest.
+TEST(LaunchVariants, TrialsCompareOutputsThenTimeEachVariantInTurn) {
+  std::vector<std::string> events;
+  int last_run = -1;
+  // Variant 2 leaves other bytes; times: variant v in round r takes 10 − v + (r == 1 ? −5 : 0).
+  int round = 0, timed = 0;
+  const std::vector<VariantTrial> trials = run_trials(
+      3, 2,
+      [&](int v) {
+        events.push_back("run " + std::to_string(v));
+        last_run = v;
+      },
+      [&] {
+        events.push_back("read");
+        return std::vector<std::string>{"same", last_run == 2 ? "other" : "same"};
+      },
+      [&](int v) {
+        events.push_back("time " + std::to_string(v));
+        const float ms = static_cast<float>(10 - v + (round == 1 ? -5 : 0));
+        if (++timed % 3 == 0) ++round;
+        return ms;
+      });
+  EXPECT_EQ(events,
+            (std::vector<std::string>{"run 0", "read", "run 1", "read", "run 2", "read", "time 0",
+                                      "time 1", "time 2", "time 0", "time 1", "time 2"}));
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_TRUE(trials[0].same_bits);
+  EXPECT_TRUE(trials[1].same_bits);
+  EXPECT_FALSE(trials[2].same_bits);
+  EXPECT_EQ(trials[0].ms, 5.0f);  // the fastest round's
+  EXPECT_EQ(trials[1].ms, 4.0f);
+  EXPECT_EQ(trials[2].ms, 3.0f);
+  EXPECT_EQ(fastest_same_bits(trials), 1);  // variant 2 is faster but not the default's bits
+  EXPECT_EQ(one_line_error([] { run_trials(0, 1, {}, {}, {}); }),
+            "run_trials: 0 variants, 1 rounds");
+}
+
 TEST(LaunchVariants, KeepsOnePickAProblem) {
   LaunchVariantChoices choices;
   EXPECT_FALSE(choices.find("attention_forward bf16 s=1024").has_value());
