@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs dependencies, builds twice and runs every test.
 #   1. build/release  (gcc, warnings as errors, CUDA kernels compiled when nvcc exists): all tests
-#   2. build/sanitize (clang, ASan + UBSan, libFuzzer): unit tests and bounded fuzzing
+#   2. build/sanitize (clang, ASan + UBSan, libFuzzer): unit tests and bounded fuzzing (only their
+#      programs are built there)
 # Test oracles (numpy, regex, tiktoken, transformers) live in build/oracle-venv; they are never
 # run-time deps.
 # Environment: MDS_JOBS (default: nproc), MDS_FUZZ_SECONDS (default 20), MDS_SKIP_SANITIZE=1.
@@ -35,6 +36,6 @@ if [ "${MDS_SKIP_SANITIZE:-0}" != 1 ]; then
     -DMDS_SANITIZE=ON -DMDS_FUZZ=ON -DBUILD_CUDA=OFF -DMDS_WERROR=ON \
     -DMDS_FUZZ_SECONDS="${MDS_FUZZ_SECONDS:-20}" \
     -DMDS_ORACLE_PYTHON="$PWD/$venv/bin/python"
-  cmake --build build/sanitize -j "$jobs"
+  cmake --build build/sanitize -j "$jobs" --target unit_and_fuzz_programs
   (cd build/sanitize && ctest --output-on-failure -j "$jobs" -L 'unit|fuzz')
 fi
