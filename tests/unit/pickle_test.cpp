@@ -92,9 +92,8 @@ TEST(Pickle, MemoFreeHandWrittenPickleReadsTheSame) {
   p += std::string("X\x03\0\0\0cpu", 8);
   p += "K\x02tQK";
   p += '\0';
-  p +=
-      "K\x02\x85K\x01\x85\x89"
-      "ccollections\nOrderedDict\n)RtRu.";
+  p += "K\x02\x85K\x01\x85\x89"
+       "ccollections\nOrderedDict\n)RtRu.";
   Value expected = Value::ordered_dict();
   expected.set("w", Value::tensor(float_tensor({2}, 0, 2)));
   EXPECT_EQ(read_pickle(p, "hand"), expected);
