@@ -105,20 +105,32 @@ struct FusedCall {
   std::int64_t n, v;
 };
 
+// The current device's SM count and L2 bytes, which the one kernel's grid and its trials size by.
+struct DeviceSize {
+  int sms = 0, l2_bytes = 0;
+};
+
+DeviceSize current_device_size() {
+  int device = 0;
+  DeviceSize size;
+  check_cuda(cudaGetDevice(&device), "kernels::cross_entropy_forward_backward (cudaGetDevice)");
+  check_cuda(cudaDeviceGetAttribute(&size.sms, cudaDevAttrMultiProcessorCount, device),
+             "kernels::cross_entropy_forward_backward (SM count)");
+  check_cuda(cudaDeviceGetAttribute(&size.l2_bytes, cudaDevAttrL2CacheSize, device),
+             "kernels::cross_entropy_forward_backward (L2 size)");
+  return size;
+}
+
 // The one kernel in forward_backward_shape's grid, its blocks an SM times `scale`.
 void run_one_kernel(const FusedCall& c, int scale, cudaStream_t stream) {
   with_storage(c.dtype, "cross_entropy_forward_backward", [&](auto s) {
     constexpr Storage kS = decltype(s)::value;
-    int device = 0, sms = 0, l2_bytes = 0;
-    check_cuda(cudaGetDevice(&device), "kernels::cross_entropy_forward_backward (cudaGetDevice)");
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-               "kernels::cross_entropy_forward_backward (SM count)");
-    check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
-               "kernels::cross_entropy_forward_backward (L2 size)");
+    const DeviceSize device = current_device_size();
     const auto kernel = rows_by_8(c.v, {c.dlogits, c.logits}) ? forward_backward_kernel<kS, true>
                                                               : forward_backward_kernel<kS, false>;
     launch("kernels::cross_entropy_forward_backward", kernel,
-           forward_backward_shape(c.n, c.v, kS == Storage::kF32 ? 4 : 2, sms, l2_bytes, scale),
+           forward_backward_shape(c.n, c.v, kS == Storage::kF32 ? 4 : 2, device.sms,
+                                  device.l2_bytes, scale),
            stream, c.loss, c.dlogits, c.logits, c.targets, c.dloss, c.n, c.v);
   });
 }
@@ -143,13 +155,10 @@ int pick_variant(ops::LaunchVariantChoices& variants, const FusedCall& c, cudaSt
                           std::string(tensor::dtype_name(c.dtype)) + " n=" + std::to_string(c.n) +
                           " v=" + std::to_string(c.v);
   if (const std::optional<int> known = variants.find(key)) return *known;
-  int device = 0, l2_bytes = 0;
-  check_cuda(cudaGetDevice(&device), "kernels::cross_entropy_forward_backward (cudaGetDevice)");
-  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
-             "kernels::cross_entropy_forward_backward (L2 size)");
+  const auto l2_bytes = static_cast<std::size_t>(current_device_size().l2_bytes);
   const auto row_bytes = static_cast<std::size_t>(c.v) * tensor::dtype_size(c.dtype);
-  const std::int64_t rows = std::min<std::int64_t>(
-      c.n, static_cast<std::int64_t>(4 * static_cast<std::size_t>(l2_bytes) / row_bytes) + 1);
+  const std::int64_t rows =
+      std::min<std::int64_t>(c.n, static_cast<std::int64_t>(4 * l2_bytes / row_bytes) + 1);
   const std::size_t grad_bytes = static_cast<std::size_t>(rows) * row_bytes;
   const std::size_t float_bytes = static_cast<std::size_t>(rows) * sizeof(float);
   const std::size_t floats_at = (grad_bytes + 255) / 256 * 256;  // aligned for the loss and stats

@@ -37,12 +37,14 @@ int fastest_same_bits(const std::vector<VariantTrial>& trials);
 
 class LaunchVariantChoices {
  public:
-  // One problem's pick, with what decided it (trials empty: not timed, the default taken).
+  // One problem's pick, with what decided it (trials empty: not timed, the default taken for
+  // `untimed_reason`).
   struct Pick {
     std::string key;
     std::vector<std::string> names;
     std::vector<VariantTrial> trials;
     int chosen = 0;
+    std::string untimed_reason;
   };
 
   // The variant picked for the problem `key` describes, if one was.
@@ -118,18 +120,18 @@ inline int LaunchVariantChoices::record(const std::string& key, std::vector<std:
                " trials");
   }
   const int chosen = fastest_same_bits(trials);
-  picks_.push_back({key, std::move(names), std::move(trials), chosen});
+  picks_.push_back({key, std::move(names), std::move(trials), chosen, {}});
   return chosen;
 }
 
 inline void LaunchVariantChoices::record_default(const std::string& key, std::string reason) {
   if (find(key)) base::fail("launch variants: ", key, " was picked before");
-  picks_.push_back({key, {std::move(reason)}, {}, 0});
+  picks_.push_back({key, {}, {}, 0, std::move(reason)});
 }
 
 inline std::string describe(const LaunchVariantChoices::Pick& pick) {
   if (pick.trials.empty()) {
-    return pick.key + ": default (" + (pick.names.empty() ? "" : pick.names.front()) + ")";
+    return pick.key + ": default (" + pick.untimed_reason + ")";
   }
   std::string line = pick.key + ": " + pick.names[static_cast<std::size_t>(pick.chosen)] + " (";
   for (std::size_t i = 0; i < pick.trials.size(); ++i) {

@@ -81,6 +81,7 @@ TEST(LaunchVariants, KeepsOnePickAProblem) {
   ASSERT_EQ(choices.picks().size(), 2u);
   EXPECT_EQ(choices.picks()[0].chosen, 1);
   EXPECT_TRUE(choices.picks()[1].trials.empty());
+  EXPECT_EQ(choices.picks()[1].untimed_reason, "no device memory for the trials");
 }
 
 TEST(LaunchVariants, RefusesASecondPickOrMismatchedCounts) {
