@@ -140,7 +140,8 @@ void add_network_size(Value& ns, const PretrainArgs& a) {
   ns.set("pad_vocab_size_to", opt_int(a.tokenizer.pad_vocab_size_to));
   ns.set("layernorm_epsilon", Value::real(a.layernorm_epsilon));
   ns.set("sync_tp_duplicated_parameters", Value::boolean(a.sync_tp_duplicated_parameters));
-  ns.set("apply_residual_connection_post_layernorm", Value::boolean(false));
+  ns.set("apply_residual_connection_post_layernorm",
+         Value::boolean(a.apply_residual_connection_post_layernorm));
   ns.set("embed_layernorm", Value::boolean(false));
   ns.set("openai_gelu", Value::boolean(a.openai_gelu));
   ns.set("onnx_safe", Value::none());

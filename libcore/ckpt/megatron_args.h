@@ -42,6 +42,8 @@ io::Value megatron_args_namespace(const config::PretrainArgs& args, const Megatr
 // (not for alibi), with a vocab file also make_vocab_size_divisible_by, padded_vocab_size and
 // tokenizer_type, and the tensor/pipeline sizes (checkpoint_version < 3: the saved
 // model_parallel_size against the tensor size). Skipped with --universal-checkpoint, as upstream.
+// Beyond upstream: apply_residual_connection_post_layernorm where the saved args have it (the
+// same weights compute another model under the other ordering, which upstream loads silently).
 // Messages: "checkpoint ckpt/iter_0000010: num_layers is 4 in the checkpoint but 2 on the command
 // line".
 void check_checkpoint_args(const io::ValueRef& saved_args, const config::PretrainArgs& current,

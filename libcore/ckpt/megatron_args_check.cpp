@@ -91,6 +91,17 @@ class Comparison {
     }
   }
 
+  // A flag that changes what the model computes but that upstream does not compare: checked only
+  // where the saved args have it, so that checkpoints written without the attribute still load.
+  void flag_if_saved(const std::string& name, bool current) const {
+    const std::optional<ValueRef> value = saved_.get(name);
+    if (!value) return;
+    const Value& v = value->value();
+    if (!v.is(Value::Kind::kBool) || v.as_bool() != current) {
+      mismatch(name, describe(v), current ? "True" : "False");
+    }
+  }
+
   void position_type(PositionEmbeddingType current) const {
     const Value& v = saved("position_embedding_type");
     const std::optional<PositionEmbeddingType> type = saved_position_embedding_type(v);
@@ -117,6 +128,8 @@ void check_checkpoint_args(const io::ValueRef& saved_args, const config::Pretrai
   check.integer("hidden_size", current.hidden_size);
   check.integer("num_attention_heads", current.num_attention_heads);
   check.position_type(current.position_embedding_type);
+  check.flag_if_saved("apply_residual_connection_post_layernorm",
+                      current.apply_residual_connection_post_layernorm);
   if (current.position_embedding_type != PositionEmbeddingType::kAlibi) {
     check.integer("max_position_embeddings", current.max_position_embeddings);
   }

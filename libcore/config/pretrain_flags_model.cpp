@@ -29,8 +29,9 @@ void add_network_size(FlagSet& flags, PretrainArgs& a) {
   g.choice("--log-level-replica", a.log_level_replica,
            {"debug", "info", "warning", "error", "critical", "passive"},
            "upstream's Python logging level of the other processes (no effect in mds)");
-  g.refuse("--apply-residual-connection-post-layernorm",
-           "the post-LayerNorm residual ordering is not implemented in mds yet", false);
+  g.store_true("--apply-residual-connection-post-layernorm",
+               a.apply_residual_connection_post_layernorm,
+               "the residual adds take the LayerNorm's output instead of its input");
   g.refuse("--embed-layernorm", "the embedding LayerNorm (BLOOM) is not implemented in mds yet",
            false);
   g.refuse("--onnx-safe", "the ONNX-exporter GeLU workaround is not implemented", true);

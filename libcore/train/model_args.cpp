@@ -20,6 +20,7 @@ model::ModelOptions model_options_from_args(const config::PretrainArgs& args,
                  : args.openai_gelu    ? ops::GeluKind::kTanhOpenAI
                                        : ops::GeluKind::kErf;
   options.apply_query_key_layer_scaling = args.apply_query_key_layer_scaling;
+  options.apply_residual_connection_post_layernorm = args.apply_residual_connection_post_layernorm;
   options.hidden_dropout = static_cast<float>(args.hidden_dropout);
   options.attention_dropout = static_cast<float>(args.attention_dropout);
   options.checkpoint_activations = args.checkpoint_activations;

@@ -8,8 +8,9 @@ iterations, logs one JSON metrics record per iteration and saves a checkpoint. T
 initializes with model::initialize_parameters(--seed)), reads the samples in upstream order from the
 .bin/.idx and the index-map caches pretrain wrote beside the data (which numpy re-derives here
 independently), and trains with autograd, apex FusedAdam math, DeepSpeed global-norm clipping and
-AnnealingLR. Per iteration: lm_loss within 1e-5 relative; the lr and grad_norm pretrain logs also
-match. At the end every tensor of the saved layer files matches the reference's weights.
+AnnealingLR. Per iteration: lm_loss within 1e-5 relative; the lr pretrain logs also matches, and
+its grad_norm is null, as upstream's engine.get_global_grad_norm() is for a plain fp32 optimizer
+(the engine clips without storing the norm, so Megatron's log line has no "grad norm"). At the end every tensor of the saved layer files matches the reference's weights.
 
 The weights cannot meet max|ours - ref| / max|ref| <= 1e-5 per tensor between any two fp32
 implementations: Adam divides each element's gradient by its own running RMS, so rounding in a
@@ -20,6 +21,10 @@ each tensor must have RMS(ours - ref) <= 2e-3·lr and max|ours - ref| <= 1e-5·m
 (lr = --lr): fp32 noise passes 7x and 13x under these, while one missing or extra optimizer step
 (RMS ~1.2e-4) or a stray dummy Adam step fails them.
 
+The same again with --apply-residual-connection-post-layernorm (the residual adds take the
+LayerNorm outputs): the losses, norms and weights against the reference under that ordering, and
+the saved args record it.
+
 Plain fp32 DeepSpeed passes the client optimizer unwrapped, so the reference runs no dummy
 set-up step (training.md §4.3 item 6 applies to the fp16/bf16/ZeRO wrappers only).
 
@@ -27,6 +32,7 @@ Environment: MDS_BIN (pretrain, preprocess), MDS_TEST_TOOLS (gpt_grad_probe), MD
 GPT-2 tokenizer files), MDS_TESTS (the tests folder; scripts/ sits beside it).
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -41,6 +47,7 @@ import torch
 TESTS = pathlib.Path(os.environ.get("MDS_TESTS", pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(TESTS / "e2e"))
 import reference_gpt  # noqa: E402
+from ckpt_torch_load_test import install_stubs  # noqa: E402  upstream classes the args name
 
 BIN = pathlib.Path(os.environ["MDS_BIN"])
 TOOLS = pathlib.Path(os.environ["MDS_TEST_TOOLS"])
@@ -53,6 +60,7 @@ REFERENCE_DTYPE = torch.float64
 ITERS, MICRO, GLOBAL, SEQ, SEED = 20, 2, 4, 32, 1234
 DIMS = reference_gpt.GptDims(num_layers=2, hidden_size=32, num_attention_heads=2,
                              seq_length=SEQ, padded_vocab_size=50304, max_position_embeddings=SEQ)
+POST_LN_DIMS = dataclasses.replace(DIMS, apply_residual_connection_post_layernorm=True)
 LR, MIN_LR, WARMUP_ITERS, WEIGHT_DECAY, CLIP = 1e-3, 1e-4, 5, 0.1, 1.0
 
 failures = []
@@ -87,7 +95,7 @@ def tokenizer_flags():
             "--merge-file", str(DATA / "gpt2/merges.txt")]
 
 
-def run_pretrain(work, prefix):
+def run_pretrain(work, prefix, dims):
     config = work / "ds_config.json"
     config.write_text(json.dumps({"train_batch_size": GLOBAL,
                                   "train_micro_batch_size_per_gpu": MICRO,
@@ -104,6 +112,8 @@ def run_pretrain(work, prefix):
            *tokenizer_flags(), "--split", "969,30,1", "--eval-interval", 1000, "--eval-iters", 1,
            "--log-interval", 1, "--save", save, "--save-interval", ITERS, "--deepspeed",
            "--deepspeed_config", config, "--metrics-file", metrics]
+    if dims.apply_residual_connection_post_layernorm:
+        cmd.append("--apply-residual-connection-post-layernorm")
     subprocess.run([str(c) for c in cmd], check=True, cwd=work)
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     return [r for r in records if r.get("type") == "train"], save
@@ -132,11 +142,11 @@ def check_index_maps(prefix, samples):
               f"{name}: pretrain's cache differs from the numpy build")
 
 
-def layer_file_weights(save):
+def layer_file_weights(save, dims):
     """Engine name -> tensor from <save>/global_step<ITERS>/layer_XX-model_00-model_states.pt."""
     folder = save / f"global_step{ITERS}"
     weights = {}
-    for name in reference_gpt.parameter_shapes(DIMS):
+    for name in reference_gpt.parameter_shapes(dims):
         if name.startswith("tied_modules.embed."):
             layer, key = 1, name[len("tied_modules.embed."):]
         else:
@@ -154,18 +164,31 @@ def layer_file_weights(save):
     return weights
 
 
-def main():
+def saved_post_ln_flag(save):
+    """apply_residual_connection_post_layernorm of the args pretrain saved at the end."""
+    install_stubs()
+    state = torch.load(save / f"global_step{ITERS}" / "mp_rank_00_model_states.pt",
+                       map_location="cpu")
+    return getattr(state["args"], "apply_residual_connection_post_layernorm", None)
+
+
+def train_and_compare(dims):
+    """Returns the worst relative loss error; failures go to `failures`."""
+    print(f"apply_residual_connection_post_layernorm={dims.apply_residual_connection_post_layernorm}")
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         prefix = make_dataset(work)
-        records, save = run_pretrain(work, prefix)
+        records, save = run_pretrain(work, prefix, dims)
+        flag = saved_post_ln_flag(save)
+        check(flag is dims.apply_residual_connection_post_layernorm,
+              f"saved args: apply_residual_connection_post_layernorm is {flag}")
         check([r["iteration"] for r in records] == list(range(1, ITERS + 1)),
               f"metrics iterations {[r['iteration'] for r in records]}")
         samples = reference_gpt.GptSamples(prefix, "train", ITERS * GLOBAL, SEQ, SEED)
         check_index_maps(prefix, samples)
 
         trainer = reference_gpt.ReferenceTrainer(
-            DIMS, initial_weights(work), lr=LR, min_lr=MIN_LR, warmup_samples=WARMUP_ITERS * GLOBAL,
+            dims, initial_weights(work), lr=LR, min_lr=MIN_LR, warmup_samples=WARMUP_ITERS * GLOBAL,
             decay_samples=ITERS * GLOBAL, decay_style="cosine", weight_decay=WEIGHT_DECAY,
             clip=CLIP, dummy_step=False, dtype=REFERENCE_DTYPE)
         worst = 0.0
@@ -181,19 +204,19 @@ def main():
             worst = max(worst, error)
             status = "ok" if error <= TOLERANCE else "FAIL"
             print(f"iteration {iteration:2d}  ref {loss:.9f}  ours {ours:.9f}  rel {error:.2e}  "
-                  f"lr {record.get('lr')}  grad norm ref {norm:.6f} "
-                  f"ours {record.get('grad_norm')}  {status}")
+                  f"lr {record.get('lr')}  grad norm ref {norm:.6f} (not logged in fp32)  "
+                  f"{status}")
             check(error <= TOLERANCE, f"iteration {iteration}: lm_loss {ours} vs {loss}")
             check("lr" in record and "grad_norm" in record,
                   f"iteration {iteration}: metrics record lacks lr or grad_norm: {record}")
             if "lr" in record:
                 check(relative(float(record["lr"]), lr_after) <= 1e-6,
                       f"iteration {iteration}: lr {record['lr']} vs {lr_after}")
-            if record.get("grad_norm") is not None:
-                check(relative(float(record["grad_norm"]), norm) <= TOLERANCE,
-                      f"iteration {iteration}: grad_norm {record['grad_norm']} vs {norm}")
+            check(record.get("grad_norm", 0.0) is None,
+                  f"iteration {iteration}: grad_norm {record.get('grad_norm')} where plain fp32 "
+                  "DeepSpeed keeps none")
 
-        final = layer_file_weights(save)
+        final = layer_file_weights(save, dims)
         if final is not None:
             for name, want in trainer.params.items():
                 got, want = final[name].to(torch.float64), want.to(torch.float64)
@@ -207,6 +230,11 @@ def main():
                       f"max rel {largest / max(scale, 1e-30):.2e}")
                 check(rms <= 2e-3 * LR and largest <= TOLERANCE * scale + 0.1 * LR,
                       f"final {name}: rms diff {rms:.3e}, max diff {largest:.3e}")
+    return worst
+
+
+def main():
+    worst = max(train_and_compare(DIMS), train_and_compare(POST_LN_DIMS))
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

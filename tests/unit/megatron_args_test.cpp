@@ -368,6 +368,11 @@ TEST_F(MegatronArgsTest, GivenFlagsKeepUpstreamTypes) {
   EXPECT_EQ(attr(ns, "masked_softmax_fusion"), Value::boolean(false));
   EXPECT_EQ(attr(ns, "gigaflos_no_embeds"), Value::integer(0));
   EXPECT_EQ(attr(ns, "accumulate_allreduce_grads_in_fp32"), Value::boolean(false));
+  EXPECT_EQ(attr(ns, "apply_residual_connection_post_layernorm"), Value::boolean(false));
+  EXPECT_EQ(
+      attr(megatron_args_namespace(args({"--apply-residual-connection-post-layernorm"}), run()),
+           "apply_residual_connection_post_layernorm"),
+      Value::boolean(true));
 
   const Value bf16 = megatron_args_namespace(
       args({"--bf16"}, R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
@@ -515,6 +520,23 @@ TEST_F(MegatronArgsTest, CheckpointArgsMismatches) {
                 "line");
   EXPECT_EQ(check_error(saved, current, 50304, 2.0),
             prefix + "its args have no model_parallel_size");
+  // Beyond upstream: the residual ordering, where the saved args have it.
+  EXPECT_EQ(
+      check_error(with("apply_residual_connection_post_layernorm", Value::boolean(true)), current),
+      prefix +
+          "apply_residual_connection_post_layernorm is True in the checkpoint but False "
+          "on the command line");
+  {
+    Value without = saved;
+    Value state = Value::dict();
+    for (const Value& key : saved.state()->keys()) {
+      if (key.as_string() != "apply_residual_connection_post_layernorm") {
+        state.set(key.as_string(), *saved.state()->find(key.as_string()));
+      }
+    }
+    without.set_state(std::move(state));
+    EXPECT_EQ(check_error(without, current), "no error");
+  }
   // ints and floats compare by value, as Python's ==.
   EXPECT_EQ(check_error(with("num_layers", Value::real(4.0)), current), "no error");
   // Python >= 3.11 pickles enum members through getattr.

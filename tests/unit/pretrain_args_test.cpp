@@ -153,6 +153,7 @@ TEST_F(PretrainArgsTest, UpstreamDefaults) {
   EXPECT_EQ(a.layernorm_epsilon, 1e-5);
   EXPECT_FALSE(a.sync_tp_duplicated_parameters);
   EXPECT_FALSE(a.openai_gelu);
+  EXPECT_FALSE(a.apply_residual_connection_post_layernorm);
   EXPECT_EQ(a.position_embedding_type, PositionEmbeddingType::kAbsolute);
   EXPECT_FALSE(a.glu_activation);
   EXPECT_FALSE(a.kill_switch_path);
@@ -309,7 +310,6 @@ TEST_F(PretrainArgsTest, RefusedFlagsExitWithTheirReason) {
       {{"--warmup", "10"}, "--warmup is no longer valid, use --lr-warmup-fraction instead"},
       {{"--model-parallel-size", "2"}, "--model-parallel-size is no longer valid"},
       {{"--embed-layernorm"}, "embedding LayerNorm \\(BLOOM\\) is not implemented"},
-      {{"--apply-residual-connection-post-layernorm"}, "post-LayerNorm residual"},
       {{"--fp32-residual-connection"}, "fp32 residual stream"},
       {{"--onnx-safe", "true"}, "ONNX"},
       {{"--use-bnb-optimizer"}, "bitsandbytes"},
@@ -375,6 +375,17 @@ TEST_F(PretrainArgsTest, CublasLtEpiloguesReachTheModelOptions) {
   const PretrainArgs asked = parse(with(line(), {"--cublaslt-epilogues"}));
   EXPECT_TRUE(asked.cublaslt_epilogues);
   EXPECT_TRUE(train::model_options_from_args(asked, 50304).gemm_epilogues);
+}
+
+// Upstream's store_true: the residual ordering reaches the model options (the layers read it
+// there).
+TEST_F(PretrainArgsTest, PostLayerNormResidualReachesTheModelOptions) {
+  EXPECT_FALSE(train::model_options_from_args(parse(line()), 50304)
+                   .apply_residual_connection_post_layernorm);
+  const PretrainArgs asked = parse(with(line(), {"--apply-residual-connection-post-layernorm"}));
+  EXPECT_TRUE(asked.apply_residual_connection_post_layernorm);
+  EXPECT_TRUE(
+      train::model_options_from_args(asked, 50304).apply_residual_connection_post_layernorm);
 }
 
 // An mds addition: fp32 device GEMMs in TF32 only when asked (PyTorch's default since 1.12).
