@@ -35,6 +35,16 @@ Value strings(const std::vector<std::string>& items) {
 Value opt_strings(const std::optional<std::vector<std::string>>& v) {
   return v ? strings(*v) : Value::none();
 }
+// collections.deque([[start, end], ...]) as upstream's parser leaves it (pickled as the class
+// called with no arguments, then the items appended).
+Value skip_ranges_value(const std::optional<std::vector<train::IterationRange>>& ranges) {
+  if (!ranges) return Value::none();
+  Value deque = Value::object("collections", "deque", {}, false);
+  for (const train::IterationRange& range : *ranges) {
+    deque.push(Value::list({Value::integer(range.start), Value::integer(range.end)}));
+  }
+  return deque;
+}
 // action='store_true' with default=None: None unless given.
 Value true_or_none(bool given) {
   return given ? Value::boolean(true) : Value::none();
@@ -190,7 +200,7 @@ void add_training(Value& ns, const PretrainArgs& a, const MegatronRunValues& run
   ns.set("cpu_torch_adam", Value::boolean(false));
   ns.set("codecarbon_dir", opt_text(a.codecarbon_dir));
   ns.set("eval_only", Value::none());
-  ns.set("skip_train_iteration_range", Value::none());
+  ns.set("skip_train_iteration_range", skip_ranges_value(run.skip_train_iteration_range));
   ns.set("inference", Value::boolean(false));
   ns.set("abort_on_unmet_fused_kernel_constraints",
          Value::boolean(a.abort_on_unmet_fused_kernel_constraints));

@@ -10,6 +10,7 @@
 
 #include "config/pretrain_args.h"
 #include "io/pickle_value.h"
+#include "train/skip_ranges.h"
 
 namespace mds::ckpt {
 
@@ -27,6 +28,9 @@ struct MegatronRunValues {
   bool do_train = true;
   bool do_valid = true;
   bool do_test = true;
+  // --skip-train-iteration-range: the ranges not yet reached, saved as upstream's deque of
+  // [start, end] lists; None without the flag.
+  std::optional<std::vector<train::IterationRange>> skip_train_iteration_range;
 };
 
 // The Namespace for a validated `args` (validate_pretrain_args has run, so the DeepSpeed JSON is

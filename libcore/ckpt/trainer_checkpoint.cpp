@@ -29,6 +29,7 @@ MegatronRunValues run_values(const train::Trainer& trainer, const RunDescription
   values.consumed_train_tokens = progress.consumed_train_tokens;
   values.gigaflos_no_embeds = progress.gigaflos_no_embeds;
   values.train_iters = trainer.options().train_iters;
+  values.skip_train_iteration_range = trainer.remaining_skip_ranges();
   return values;
 }
 

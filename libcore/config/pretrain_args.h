@@ -62,6 +62,8 @@ struct PretrainArgs {
   // The three words as given (upstream keeps the strings); train::parse_rampup_batch_size reads
   // them.
   std::optional<std::vector<std::string>> rampup_batch_size;
+  // The ranges as given ("101-200"); train::parse_skip_train_iteration_ranges reads them.
+  std::optional<std::vector<std::string>> skip_train_iteration_range;
   bool checkpoint_activations = false;
   bool distribute_checkpointed_activations = false;
   int64_t checkpoint_num_layers = 1;

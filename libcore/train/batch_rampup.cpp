@@ -1,39 +1,10 @@
 #include "train/batch_rampup.h"
 
-#include <cctype>
-#include <limits>
-
 #include "base/error.h"
+#include "base/python_int.h"
 
 namespace mds::train {
 namespace {
-
-// Python int() on a decimal string: optional surrounding whitespace and sign, digits with single
-// underscores between them.
-std::optional<int64_t> python_int(const std::string& text) {
-  size_t i = 0;
-  size_t end = text.size();
-  while (i < end && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  while (end > i && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
-  bool negative = false;
-  if (i < end && (text[i] == '+' || text[i] == '-')) negative = text[i++] == '-';
-  if (i == end) return std::nullopt;
-  int64_t value = 0;
-  bool previous_digit = false;
-  for (; i < end; ++i) {
-    const char ch = text[i];
-    if (ch == '_') {
-      if (!previous_digit || i + 1 == end) return std::nullopt;
-      previous_digit = false;
-      continue;
-    }
-    if (ch < '0' || ch > '9') return std::nullopt;
-    if (value > (std::numeric_limits<int64_t>::max() - (ch - '0')) / 10) return std::nullopt;
-    value = value * 10 + (ch - '0');
-    previous_digit = true;
-  }
-  return negative ? -value : value;
-}
 
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -50,7 +21,7 @@ RampupBatchSize parse_rampup_batch_size(std::span<const std::string> words) {
   int64_t values[3];
   const char* names[3] = {"start batch size", "batch size increment", "ramp-up samples"};
   for (size_t k = 0; k < 3; ++k) {
-    const auto value = python_int(words[k]);
+    const auto value = base::python_int(words[k]);
     if (!value)
       base::fail("--rampup-batch-size: ", names[k], " '", words[k], "' is not an integer");
     values[k] = *value;

@@ -458,19 +458,46 @@ bool Trainer::save_if(CheckpointSaver* saver, bool condition) {
   return true;
 }
 
+std::optional<std::vector<IterationRange>> Trainer::remaining_skip_ranges() const {
+  if (!options_.skip_train_iteration_ranges) return std::nullopt;
+  const SkipRanges ranges =
+      skip_ranges_ ? *skip_ranges_
+                   : SkipRanges(*options_.skip_train_iteration_ranges, progress_.iteration);
+  return std::vector<IterationRange>(ranges.remaining().begin(), ranges.remaining().end());
+}
+
+void Trainer::skip_iterations(const IterationRange& range) {
+  outputs_.log->info("Skipped iterations " + std::to_string(range.start) + " to " +
+                     std::to_string(range.end) + " due to --skip-train-iteration-range flag.");
+  for (std::int64_t iteration = progress_.iteration + 1; iteration <= range.end; ++iteration) {
+    progress_.consumed_train_samples +=
+        batch_schedule_.global_batch_at(progress_.consumed_train_samples);
+  }
+}
+
 StopReason Trainer::train(CheckpointSaver* saver) {
   const Clock::time_point start = Clock::now();
   const double params_billions = non_embedding_parameters_in_billions(options_.model.config);
   if (!data_.train) base::fail("pretrain: there is no training data (the split gives it none)");
-  data::BatchLoader loader(*data_.train, loader_options(progress_.consumed_train_samples));
+  skip_ranges_.emplace(options_.skip_train_iteration_ranges.value_or(std::vector<IterationRange>{}),
+                       progress_.iteration);
+  auto loader = std::make_unique<data::BatchLoader>(
+      *data_.train, loader_options(progress_.consumed_train_samples));
   while (progress_.iteration < options_.train_iters) {
+    if (const std::optional<IterationRange> range = skip_ranges_->take(progress_.iteration)) {
+      skip_iterations(*range);
+      loader.reset();  // its worker thread reads ahead; the next one starts past the skipped data
+      loader = std::make_unique<data::BatchLoader>(
+          *data_.train, loader_options(progress_.consumed_train_samples));
+      continue;
+    }
     if (any_rank(kill_switch_found())) {
       save_if(saver, true);
       outputs_.log->info("Detected kill switch at " + *options_.kill_switch_path + ". Exiting");
       return StopReason::kKillSwitch;
     }
     const Clock::time_point iteration_start = Clock::now();
-    const IterationResult result = train_iteration(loader);
+    const IterationResult result = train_iteration(*loader);
     ++progress_.global_steps;
     if (result.step.skipped) {
       ++progress_.skipped_steps;

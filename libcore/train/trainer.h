@@ -24,6 +24,7 @@
 #include "train/metrics_log.h"
 #include "train/mixed_precision_optimizer.h"
 #include "train/pipeline_executor.h"
+#include "train/skip_ranges.h"
 #include "train/throughput.h"
 
 namespace mds::train {
@@ -57,8 +58,10 @@ struct TrainerOptions {
   std::uint64_t seed = 1234;
   std::int64_t steps_per_print = 10;            // DeepSpeed's own progress line
   std::optional<std::string> kill_switch_path;  // save and exit once this file exists
-  bool log_params_norm = false;                 // "params norm" in the log line
-  data::BatchOptions batches;                   // EOD masking and position resets
+  // --skip-train-iteration-range, parsed (train/skip_ranges.h); nullopt when not given.
+  std::optional<std::vector<IterationRange>> skip_train_iteration_ranges;
+  bool log_params_norm = false;  // "params norm" in the log line
+  data::BatchOptions batches;    // EOD masking and position resets
   // The data-parallel group (not owned; null or one rank: a single process). Each rank trains
   // on its b of every b·D samples, gradients and losses are averaged over the group, and every
   // decision to stop is taken by all ranks together.
@@ -148,6 +151,9 @@ class Trainer {
   AnnealingLR& lr_scheduler() { return lr_scheduler_; }
   const AnnealingLR& lr_scheduler() const { return lr_scheduler_; }
   bool has_valid_data() const { return !data_.valid.empty(); }
+  // The --skip-train-iteration-range ranges not yet reached (what upstream's args hold when it
+  // saves); nullopt without the flag.
+  std::optional<std::vector<IterationRange>> remaining_skip_ranges() const;
 
   // With P > 1: the last stage's replica of the tied word embedding (weights) := the first
   // stage's, as DeepSpeed re-broadcasts tied weights after loading a checkpoint. A collective
@@ -178,6 +184,10 @@ class Trainer {
   // The device's launch-shape picks made since the last call, a line each.
   void log_new_kernel_shape_picks();
   bool save_if(CheckpointSaver* saver, bool condition);
+  // Passes over the data of iterations iteration + 1 … range.end without training: the data
+  // position (consumed_train_samples) moves on by their global batches, the iteration count, the
+  // tokens and the LR schedule do not (upstream's counters).
+  void skip_iterations(const IterationRange& range);
   bool kill_switch_found() const;
   double params_norm() const;
   std::int64_t data_parallel_size() const;
@@ -200,6 +210,7 @@ class Trainer {
   GlobalBatchSchedule batch_schedule_;
   FlopsModel flops_;
   TrainingProgress progress_;
+  std::optional<SkipRanges> skip_ranges_;  // from train() on
 
   // Averages since the last log line (training.md §5.9).
   double loss_sum_ = 0.0;

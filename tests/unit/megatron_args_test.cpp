@@ -369,6 +369,13 @@ TEST_F(MegatronArgsTest, GivenFlagsKeepUpstreamTypes) {
   EXPECT_EQ(attr(ns, "gigaflos_no_embeds"), Value::integer(0));
   EXPECT_EQ(attr(ns, "accumulate_allreduce_grads_in_fp32"), Value::boolean(false));
   EXPECT_EQ(attr(ns, "apply_residual_connection_post_layernorm"), Value::boolean(false));
+  EXPECT_EQ(attr(ns, "skip_train_iteration_range"), Value::none());
+  MegatronRunValues skipping;
+  skipping.skip_train_iteration_range = std::vector<train::IterationRange>{{5, 7}, {9, 9}};
+  Value deque = Value::object("collections", "deque", {}, false);
+  deque.push(Value::list({Value::integer(5), Value::integer(7)}));
+  deque.push(Value::list({Value::integer(9), Value::integer(9)}));
+  EXPECT_EQ(attr(megatron_args_namespace(args(), skipping), "skip_train_iteration_range"), deque);
   EXPECT_EQ(
       attr(megatron_args_namespace(args({"--apply-residual-connection-post-layernorm"}), run()),
            "apply_residual_connection_post_layernorm"),

@@ -316,7 +316,6 @@ TEST_F(PretrainArgsTest, RefusedFlagsExitWithTheirReason) {
       {{"--cpu-optimizer"}, "optimizer on the CPU"},
       {{"--cpu_torch_adam"}, "optimizer on the CPU"},
       {{"--eval-only", "True"}, "evaluation-only runs"},
-      {{"--skip-train-iteration-range", "10-20", "30-40"}, "skipping iteration ranges"},
       {{"--inference"}, "inference mode"},
       {{"--partition-activations"}, "partitioned activation checkpoints"},
       {{"--contigious-checkpointing"}, "needs --partition-activations"},
@@ -386,6 +385,13 @@ TEST_F(PretrainArgsTest, PostLayerNormResidualReachesTheModelOptions) {
   EXPECT_TRUE(asked.apply_residual_connection_post_layernorm);
   EXPECT_TRUE(
       train::model_options_from_args(asked, 50304).apply_residual_connection_post_layernorm);
+}
+
+// nargs='+': the words as given (train::parse_skip_train_iteration_ranges reads them).
+TEST_F(PretrainArgsTest, SkipRangesKeepTheirWords) {
+  EXPECT_FALSE(parse(line()).skip_train_iteration_range);
+  const PretrainArgs a = parse(with(line(), {"--skip-train-iteration-range", "30-40", "10-20"}));
+  EXPECT_EQ(a.skip_train_iteration_range, (std::vector<std::string>{"30-40", "10-20"}));
 }
 
 // An mds addition: fp32 device GEMMs in TF32 only when asked (PyTorch's default since 1.12).

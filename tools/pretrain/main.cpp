@@ -44,6 +44,7 @@
 #include "train/comms_report.h"
 #include "train/device_choice.h"
 #include "train/model_args.h"
+#include "train/skip_ranges.h"
 #include "train/trainer.h"
 
 namespace {
@@ -304,6 +305,10 @@ int run(int argc, char** argv, Processes& processes) {
     options.seed = static_cast<std::uint64_t>(args.seed);
     options.steps_per_print = ds_config.steps_per_print;
     options.kill_switch_path = args.kill_switch_path;
+    if (args.skip_train_iteration_range) {
+      options.skip_train_iteration_ranges =
+          train::parse_skip_train_iteration_ranges(*args.skip_train_iteration_range);
+    }
     options.log_params_norm = args.log_params_norm;
     if (args.kill_switch_path && std::filesystem::exists(*args.kill_switch_path)) {
       log.info("Detected kill switch at " + *args.kill_switch_path + ". Exiting");
