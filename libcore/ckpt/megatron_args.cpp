@@ -199,7 +199,7 @@ void add_training(Value& ns, const PretrainArgs& a, const MegatronRunValues& run
   ns.set("cpu_optimizer", Value::boolean(false));
   ns.set("cpu_torch_adam", Value::boolean(false));
   ns.set("codecarbon_dir", opt_text(a.codecarbon_dir));
-  ns.set("eval_only", Value::none());
+  ns.set("eval_only", a.eval_only ? Value::boolean(a.evaluate_only) : Value::none());
   ns.set("skip_train_iteration_range", skip_ranges_value(run.skip_train_iteration_range));
   ns.set("inference", Value::boolean(false));
   ns.set("abort_on_unmet_fused_kernel_constraints",

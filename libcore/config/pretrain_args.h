@@ -73,6 +73,8 @@ struct PretrainArgs {
   int64_t log_interval = 100;
   std::optional<int64_t> exit_interval;
   std::optional<int64_t> exit_duration_in_mins;
+  std::optional<std::string> eval_only;  // --eval-only VALUE as given (upstream's type=bool)
+  bool evaluate_only = false;            // derived: the value read as a boolean
   std::optional<std::string> tensorboard_dir;
   bool masked_softmax_fusion = true;  // --no-masked-softmax-fusion
   bool bias_gelu_fusion = true;       // --no-bias-gelu-fusion: exact erf GeLU

@@ -45,7 +45,8 @@ void add_training(FlagSet& flags, PretrainArgs& a) {
   g.refuse("--use-bnb-optimizer", "8-bit Adam (bitsandbytes) is not implemented", false);
   g.refuse("--cpu-optimizer", "an optimizer on the CPU is not implemented", false);
   g.refuse("--cpu_torch_adam", "an optimizer on the CPU is not implemented", false);
-  g.refuse("--eval-only", "evaluation-only runs are not implemented in mds yet", true);
+  g.text("--eval-only", a.eval_only,
+         "True: no training step, only the validation and test evaluation at the end");
   g.words("--skip-train-iteration-range", a.skip_train_iteration_range, 1,
           "START-END ...: pass over the data of these iterations without training");
   g.refuse("--inference", "the trainer's inference mode is not implemented", false);

@@ -1,6 +1,7 @@
 // validate_pretrain_args: megatron/arguments.py's post-processing for one process (in upstream's
 // order, so a command line upstream refuses fails with the same rule), then what mds refuses, then
 // the DeepSpeed JSON cross-checks of training.md §7 and the notes about flags without effect.
+#include <cctype>
 #include <initializer_list>
 #include <string>
 
@@ -305,8 +306,19 @@ void collect_notes(PretrainArgs& a) {
               "unused by GPT pretraining, as upstream");
   notes.given({"--reset-attention-mask"},
               "no effect in DeepSpeed mode: the pipeline model always uses the causal mask");
-  notes.given({"--sync-tp-duplicated-parameters"}, "no effect with one tensor-parallel rank");
-  notes.given({"--pp-partition-method"}, "no effect with one pipeline stage");
+  if (a.tensor_model_parallel_size == 1) {
+    notes.given({"--sync-tp-duplicated-parameters"}, "no effect with one tensor-parallel rank");
+  } else {
+    // Upstream averages them because its TP ranks drift apart (nondeterministic kernels); here
+    // each rank computes the same gradients and updates for them (tests/e2e/
+    // pretrain_tensor_parallel_test.sh compares the duplicates of every rank's files).
+    notes.given({"--sync-tp-duplicated-parameters"},
+                "no effect in mds: the parameters the tensor-parallel ranks duplicate stay "
+                "bit-identical across them, so there is nothing to average");
+  }
+  if (a.pipeline_model_parallel_size == 1) {
+    notes.given({"--pp-partition-method"}, "no effect with one pipeline stage");
+  }
   if (a.optimizer == "adam") notes.given({"--sgd-momentum"}, "only used by --optimizer sgd");
   if (a.bias_gelu_fusion) {
     notes.given({"--openai-gelu"},
@@ -321,8 +333,28 @@ void collect_notes(PretrainArgs& a) {
 
 }  // namespace
 
+namespace {
+
+// upstream reads --eval-only with type=bool, so any non-empty word, "False" included, means True.
+// mds reads the word: true/false, yes/no, 1/0 (any case); anything else is an error.
+void read_eval_only(PretrainArgs& a) {
+  a.evaluate_only = false;
+  if (!a.eval_only) return;
+  std::string word;
+  for (char c : *a.eval_only)
+    word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (word == "true" || word == "yes" || word == "1") {
+    a.evaluate_only = true;
+  } else if (word != "false" && word != "no" && word != "0") {
+    base::fail("--eval-only: expected True or False, got '", *a.eval_only, "'");
+  }
+}
+
+}  // namespace
+
 void validate_pretrain_args(PretrainArgs& a, const ProcessEnv& env) {
   a.notes.clear();
+  read_eval_only(a);
   check_process_layout(a, env);
   check_data_modes(a);
   check_batch_and_precision(a);

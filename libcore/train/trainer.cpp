@@ -475,8 +475,37 @@ void Trainer::skip_iterations(const IterationRange& range) {
   }
 }
 
+void Trainer::evaluate_at_the_end(CheckpointSaver* saver, bool save) {
+  for (const data::SampleSource& valid : data_.valid) {
+    evaluate_and_print(valid, "the end of training for val data", false);
+  }
+  save_if(saver, save);
+  for (const data::SampleSource& test : data_.test) {
+    evaluate_and_print(test, "the end of training for test data", true);
+  }
+}
+
+std::chrono::system_clock::time_point Trainer::exit_clock_start() const {
+  using std::chrono::milliseconds;
+  const std::chrono::system_clock::time_point mine =
+      options_.process_start.value_or(std::chrono::system_clock::now());
+  dist::Communicator* everyone =
+      options_.world != nullptr ? options_.world : options_.data_parallel;
+  if (!options_.exit_duration_in_mins || !several(everyone)) return mine;
+  // The minimum as a maximum of negated milliseconds (upstream reduces an fp32 tensor of epoch
+  // seconds, which rounds the start to 128 s).
+  std::int64_t negated = -std::chrono::duration_cast<milliseconds>(mine.time_since_epoch()).count();
+  everyone->all_reduce(tensor::Tensor(&negated, tensor::DType::kInt64, tensor::Shape{1}),
+                       dist::ReduceOp::kMax);
+  return std::chrono::system_clock::time_point(milliseconds(-negated));
+}
+
 StopReason Trainer::train(CheckpointSaver* saver) {
-  const Clock::time_point start = Clock::now();
+  if (!options_.train) {
+    evaluate_at_the_end(saver, false);
+    return StopReason::kFinished;
+  }
+  const std::chrono::system_clock::time_point start = exit_clock_start();
   const double params_billions = non_embedding_parameters_in_billions(options_.model.config);
   if (!data_.train) base::fail("pretrain: there is no training data (the split gives it none)");
   skip_ranges_.emplace(options_.skip_train_iteration_ranges.value_or(std::vector<IterationRange>{}),
@@ -523,11 +552,11 @@ StopReason Trainer::train(CheckpointSaver* saver) {
     if (options_.save_interval) {
       save_if(saver, progress_.iteration % *options_.save_interval == 0);
     }
-    if (options_.exit_duration_in_mins &&
-        any_rank(seconds_since(start) / 60.0 > *options_.exit_duration_in_mins)) {
+    const double minutes =
+        std::chrono::duration<double>(std::chrono::system_clock::now() - start).count() / 60.0;
+    if (options_.exit_duration_in_mins && any_rank(minutes > *options_.exit_duration_in_mins)) {
       save_if(saver, true);
-      outputs_.log->info("exiting program after " + std::to_string(seconds_since(start) / 60.0) +
-                         " minutes");
+      outputs_.log->info("exiting program after " + std::to_string(minutes) + " minutes");
       return StopReason::kExitDuration;
     }
     if (options_.exit_interval && progress_.iteration % *options_.exit_interval == 0) {
@@ -540,13 +569,7 @@ StopReason Trainer::train(CheckpointSaver* saver) {
       return StopReason::kSignal;
     }
   }
-  for (const data::SampleSource& valid : data_.valid) {
-    evaluate_and_print(valid, "the end of training for val data", false);
-  }
-  save_if(saver, progress_.iteration != 0);
-  for (const data::SampleSource& test : data_.test) {
-    evaluate_and_print(test, "the end of training for test data", true);
-  }
+  evaluate_at_the_end(saver, progress_.iteration != 0);
   return StopReason::kFinished;
 }
 

@@ -55,9 +55,14 @@ struct TrainerOptions {
   std::optional<std::int64_t> save_interval;  // set when --save is given
   std::optional<std::int64_t> exit_interval;
   std::optional<double> exit_duration_in_mins;
+  // This rank's start (the program's first step): the exit-duration clock runs from the earliest
+  // over all ranks, so the set-up (datasets, index maps, checkpoint loading) counts as upstream's
+  // does. Unset: from the call to train().
+  std::optional<std::chrono::system_clock::time_point> process_start;
   std::uint64_t seed = 1234;
   std::int64_t steps_per_print = 10;            // DeepSpeed's own progress line
   std::optional<std::string> kill_switch_path;  // save and exit once this file exists
+  bool train = true;  // false: --eval-only, the end-of-training evaluations alone
   // --skip-train-iteration-range, parsed (train/skip_ranges.h); nullopt when not given.
   std::optional<std::vector<IterationRange>> skip_train_iteration_ranges;
   bool log_params_norm = false;  // "params norm" in the log line
@@ -130,7 +135,9 @@ class Trainer {
   // Fresh start: model::initialize_parameters with the seed, then the optimizer's set-up step.
   void initialize_parameters();
 
-  // Runs until train_iters or an exit condition; evaluates and saves as upstream does.
+  // Runs until train_iters or an exit condition; evaluates and saves as upstream does. Without
+  // `options.train` only the validation and test evaluations of the end run, and nothing is saved
+  // (upstream's pretrain() with do_train false).
   StopReason train(CheckpointSaver* saver);
   // `eval_iters` global batches of `source` without dropout. Like upstream's evaluate(), every
   // call advances consumed_valid_samples; validation data are read from that position on, test
@@ -188,6 +195,8 @@ class Trainer {
   // position (consumed_train_samples) moves on by their global batches, the iteration count, the
   // tokens and the LR schedule do not (upstream's counters).
   void skip_iterations(const IterationRange& range);
+  // After the loop: validation, the save (when `save`), test evaluation.
+  void evaluate_at_the_end(CheckpointSaver* saver, bool save);
   bool kill_switch_found() const;
   double params_norm() const;
   std::int64_t data_parallel_size() const;
@@ -196,6 +205,8 @@ class Trainer {
   double sum_over_ranks(double value) const;
   // Whether any rank saw `condition`, so that all ranks stop at the same iteration.
   bool any_rank(bool condition) const;
+  // Where --exit-duration-in-mins counts from: the earliest process_start over all ranks.
+  std::chrono::system_clock::time_point exit_clock_start() const;
   data::BatchLoaderOptions loader_options(std::int64_t consumed_samples) const;
 
   TrainerOptions options_;

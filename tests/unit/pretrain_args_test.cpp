@@ -315,7 +315,6 @@ TEST_F(PretrainArgsTest, RefusedFlagsExitWithTheirReason) {
       {{"--use-bnb-optimizer"}, "bitsandbytes"},
       {{"--cpu-optimizer"}, "optimizer on the CPU"},
       {{"--cpu_torch_adam"}, "optimizer on the CPU"},
-      {{"--eval-only", "True"}, "evaluation-only runs"},
       {{"--inference"}, "inference mode"},
       {{"--partition-activations"}, "partitioned activation checkpoints"},
       {{"--contigious-checkpointing"}, "needs --partition-activations"},
@@ -385,6 +384,55 @@ TEST_F(PretrainArgsTest, PostLayerNormResidualReachesTheModelOptions) {
   EXPECT_TRUE(asked.apply_residual_connection_post_layernorm);
   EXPECT_TRUE(
       train::model_options_from_args(asked, 50304).apply_residual_connection_post_layernorm);
+}
+
+// The notes say why a flag does nothing for the grid at hand, and stay silent where it acts.
+TEST_F(PretrainArgsTest, GridFlagNotesFollowTheGrid) {
+  const auto notes_for = [&](std::vector<std::string> extra, std::int64_t world) {
+    PretrainArgs grid = parse(with(with(line(), {"--sync-tp-duplicated-parameters",
+                                                 "--pp-partition-method", "type:transformer"}),
+                                   extra));
+    validate_pretrain_args(grid, ProcessEnv{0, world});
+    std::string all;
+    for (const std::string& note : grid.notes) all += note + "\n";
+    return all;
+  };
+  const std::string one = notes_for({}, 1);
+  EXPECT_NE(one.find("--sync-tp-duplicated-parameters: no effect with one tensor-parallel rank"),
+            std::string::npos);
+  EXPECT_NE(one.find("--pp-partition-method: no effect with one pipeline stage"),
+            std::string::npos);
+  const std::string grid =
+      notes_for({"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}, 4);
+  EXPECT_NE(grid.find("--sync-tp-duplicated-parameters: no effect in mds: the parameters the "
+                      "tensor-parallel ranks duplicate stay bit-identical"),
+            std::string::npos);
+  EXPECT_EQ(grid.find("one tensor-parallel rank"), std::string::npos);
+  EXPECT_EQ(grid.find("--pp-partition-method"), std::string::npos);
+}
+
+// upstream's type=bool reads any non-empty word as True; mds reads the word.
+TEST_F(PretrainArgsTest, EvalOnlyIsReadAsABoolean) {
+  const auto evaluate_only = [&](std::vector<std::string> extra) {
+    PretrainArgs a = parse(with(line(), extra));
+    validate_pretrain_args(a, ProcessEnv{});
+    return a.evaluate_only;
+  };
+  EXPECT_FALSE(evaluate_only({}));
+  EXPECT_TRUE(evaluate_only({"--eval-only", "True"}));
+  EXPECT_TRUE(evaluate_only({"--eval-only", "1"}));
+  EXPECT_FALSE(evaluate_only({"--eval-only", "False"}));
+  EXPECT_FALSE(evaluate_only({"--eval-only", "no"}));
+  EXPECT_THROW(
+      {
+        try {
+          evaluate_only({"--eval-only", "maybe"});
+        } catch (const base::Error& e) {
+          EXPECT_STREQ(e.what(), "--eval-only: expected True or False, got 'maybe'");
+          throw;
+        }
+      },
+      base::Error);
 }
 
 // nargs='+': the words as given (train::parse_skip_train_iteration_ranges reads them).

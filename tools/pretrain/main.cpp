@@ -2,6 +2,7 @@
 // (pretrain_gpt.py + the DeepSpeed engine; training.md).
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -206,7 +207,10 @@ void join_processes(Processes& processes) {
                                  processes.world->size());
 }
 
-int run(int argc, char** argv, Processes& processes) {
+// `started`: the process's start, where --exit-duration-in-mins counts from (upstream's
+// _TRAIN_START_TIME, taken when training.py is imported).
+int run(int argc, char** argv, Processes& processes,
+        std::chrono::system_clock::time_point started) {
   config::PretrainArgs args = config::parse_pretrain_args(argc, argv);
   int status = 0;
   status = base::run_program("pretrain", [&] {
@@ -301,10 +305,12 @@ int run(int argc, char** argv, Processes& processes) {
     options.exit_interval = args.exit_interval;
     if (args.exit_duration_in_mins) {
       options.exit_duration_in_mins = static_cast<double>(*args.exit_duration_in_mins);
+      options.process_start = started;
     }
     options.seed = static_cast<std::uint64_t>(args.seed);
     options.steps_per_print = ds_config.steps_per_print;
     options.kill_switch_path = args.kill_switch_path;
+    options.train = !args.evaluate_only;
     if (args.skip_train_iteration_range) {
       options.skip_train_iteration_ranges =
           train::parse_skip_train_iteration_ranges(*args.skip_train_iteration_range);
@@ -401,8 +407,9 @@ int run(int argc, char** argv, Processes& processes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
   Processes processes;
-  const int status = run(argc, argv, processes);
+  const int status = run(argc, argv, processes, started);
   // One failed rank stops the job instead of leaving the others waiting for it.
   if (status != 0 && processes.world) MPI_Abort(MPI_COMM_WORLD, status);
   return status;
