@@ -284,6 +284,14 @@ void collect_notes(PretrainArgs& a) {
             : base::cat("--clip-grad: not used in DeepSpeed mode, and ", ds.source,
                         " sets no gradient_clipping, so gradients are not clipped"));
   }
+  if (ds.prescale_gradients || ds.gradient_predivide_factor != 1.0) {
+    a.notes.push_back(base::cat(
+        ds.source,
+        ": prescale_gradients / gradient_predivide_factor are not implemented: mds divides the "
+        "data-parallel gradient sum by the data-parallel size after summing (DeepSpeed's "
+        "default); dividing first, which keeps a 16-bit sum from overflowing, only changes "
+        "rounding otherwise"));
+  }
   notes.given({"--loss-scale", "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
                "--hysteresis"},
               "not used in DeepSpeed mode; loss scaling comes from the fp16 block of " + ds.source);

@@ -386,6 +386,28 @@ TEST_F(PretrainArgsTest, PostLayerNormResidualReachesTheModelOptions) {
       train::model_options_from_args(asked, 50304).apply_residual_connection_post_layernorm);
 }
 
+// DeepSpeed's prescaling keys are accepted with a note saying what mds does instead.
+TEST_F(PretrainArgsTest, PrescaleKeysGetANote) {
+  const auto notes_for = [&](const std::string& json) {
+    write_file(config_, json);
+    PretrainArgs a = parse(line());
+    validate_pretrain_args(a, ProcessEnv{});
+    std::string all;
+    for (const std::string& note : a.notes) all += note + "\n";
+    return all;
+  };
+  const std::string base = R"({"train_micro_batch_size_per_gpu": 4, "train_batch_size": 8)";
+  EXPECT_EQ(notes_for(base + "}").find("prescale_gradients"), std::string::npos);
+  for (const std::string& key : {std::string(R"("prescale_gradients": true)"),
+                                 std::string(R"("gradient_predivide_factor": 2.0)")}) {
+    EXPECT_NE(notes_for(base + ", " + key + "}")
+                  .find(config_ + ": prescale_gradients / gradient_predivide_factor are not "
+                                  "implemented: mds divides"),
+              std::string::npos)
+        << key;
+  }
+}
+
 // The notes say why a flag does nothing for the grid at hand, and stay silent where it acts.
 TEST_F(PretrainArgsTest, GridFlagNotesFollowTheGrid) {
   const auto notes_for = [&](std::vector<std::string> extra, std::int64_t world) {
