@@ -326,7 +326,7 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   record.skipped = result.step.skipped;
   record.elapsed_seconds = elapsed_seconds;
   record.samples_per_second = static_cast<double>(result.global_batch) / elapsed_seconds;
-  record.tflops = tflops(flops, elapsed_seconds, data_parallel_size());
+  record.tflops = tflops(flops, elapsed_seconds, world_size());
   record.gigaflos_no_embeds = progress_.gigaflos_no_embeds;
   outputs_.record_train(record);
 
@@ -362,7 +362,7 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   fields.skipped_iterations = 0;
   fields.nan_iterations = 0;
   fields.samples_per_second = static_cast<double>(result.global_batch) / per_iteration;
-  fields.tflops = tflops(flops, per_iteration, data_parallel_size());
+  fields.tflops = tflops(flops, per_iteration, world_size());
   outputs_.log->info(format_training_log_line(fields));
   ThroughputRecord throughput;
   throughput.iteration = progress_.iteration;
@@ -400,6 +400,10 @@ double Trainer::params_norm() const {
         tensor::Tensor(&sum, tensor::DType::kFloat64, tensor::Shape{1}), dist::ReduceOp::kSum);
   }
   return std::sqrt(sum);
+}
+
+std::int64_t Trainer::world_size() const {
+  return options_.world != nullptr ? options_.world->size() : data_parallel_size();
 }
 
 std::int64_t Trainer::data_parallel_size() const {

@@ -200,6 +200,8 @@ class Trainer {
   bool kill_switch_found() const;
   double params_norm() const;
   std::int64_t data_parallel_size() const;
+  // Every rank of the job (T·P·D): the TFLOPs' divisor (training.md §5.10).
+  std::int64_t world_size() const;
   std::int64_t data_parallel_rank() const;
   // Σ over the data-parallel ranks (the value itself on one rank).
   double sum_over_ranks(double value) const;

@@ -29,6 +29,20 @@ run t2d2 4 "${fp32[@]}" "${tp2[@]}" --train-iters 10 --save "$WORK/ckpt-t2d2" --
   fail "tensor-parallel runs differ from the single process"
 pass "TP=2 and TP=2×DP=2 losses equal the single process's within 1e-5"
 
+# TFLOPs divide by every rank of the job (training.md §5.10: W = T·P·D), so tflops × elapsed is
+# the model's FLOPs over W: half the single process's at T = 2, a quarter at T = 2 × D = 2.
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "TFLOPs are not divided by the world size"
+import json, sys
+def products(name):
+    records = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}.jsonl")]
+    return [r["tflops"] * r["elapsed_s"] for r in records if r["type"] == "train"]
+one = products("t1")
+for name, world in (("t2", 2), ("t2d2", 4)):
+    for a, b in zip(one, products(name)):
+        assert abs(b * world / a - 1) < 1e-6, (name, a, b)
+PY
+pass "TFLOPs divide by the world size (T·P·D)"
+
 "$MDS_PYTHON" - "$WORK" "$REPO/tests/e2e" <<'PY' || fail "tensor-parallel weights differ"
 import pathlib, re, sys, torch
 work = pathlib.Path(sys.argv[1])
