@@ -301,9 +301,13 @@ int run(int argc, char** argv, Processes& processes,
     options.log_interval = args.log_interval;
     options.eval_interval = args.eval_interval;
     options.eval_iters = args.eval_iters;
-    if (args.save) options.save_interval = args.save_interval;
-    options.exit_interval = args.exit_interval;
-    if (args.exit_duration_in_mins) {
+    // Upstream tests these with Python truthiness: 0 turns each off (a modulo by 0 here before).
+    const auto unless_zero = [](std::optional<std::int64_t> value) {
+      return value && *value != 0 ? value : std::nullopt;
+    };
+    if (args.save) options.save_interval = unless_zero(args.save_interval);
+    options.exit_interval = unless_zero(args.exit_interval);
+    if (unless_zero(args.exit_duration_in_mins)) {
       options.exit_duration_in_mins = static_cast<double>(*args.exit_duration_in_mins);
       options.process_start = started;
     }
