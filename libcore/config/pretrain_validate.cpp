@@ -339,10 +339,6 @@ void collect_notes(PretrainArgs& a) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // upstream reads --eval-only with type=bool, so any non-empty word, "False" included, means True.
 // mds reads the word: true/false, yes/no, 1/0 (any case); anything else is an error.
 void read_eval_only(PretrainArgs& a) {

@@ -402,8 +402,12 @@ double Trainer::params_norm() const {
   return std::sqrt(sum);
 }
 
+dist::Communicator* Trainer::job() const {
+  return options_.world != nullptr ? options_.world : options_.data_parallel;
+}
+
 std::int64_t Trainer::world_size() const {
-  return options_.world != nullptr ? options_.world->size() : data_parallel_size();
+  return job() != nullptr ? job()->size() : 1;
 }
 
 std::int64_t Trainer::data_parallel_size() const {
@@ -430,8 +434,7 @@ void Trainer::log_new_kernel_shape_picks() {
 }
 
 bool Trainer::any_rank(bool condition) const {
-  dist::Communicator* everyone =
-      options_.world != nullptr ? options_.world : options_.data_parallel;
+  dist::Communicator* everyone = job();
   if (!several(everyone)) return condition;
   std::int64_t flag = condition ? 1 : 0;
   everyone->all_reduce(tensor::Tensor(&flag, tensor::DType::kInt64, tensor::Shape{1}),
@@ -493,8 +496,7 @@ std::chrono::system_clock::time_point Trainer::exit_clock_start() const {
   using std::chrono::milliseconds;
   const std::chrono::system_clock::time_point mine =
       options_.process_start.value_or(std::chrono::system_clock::now());
-  dist::Communicator* everyone =
-      options_.world != nullptr ? options_.world : options_.data_parallel;
+  dist::Communicator* everyone = job();
   if (!options_.exit_duration_in_mins || !several(everyone)) return mine;
   // The minimum as a maximum of negated milliseconds (upstream reduces an fp32 tensor of epoch
   // seconds, which rounds the start to 128 s).

@@ -200,7 +200,9 @@ class Trainer {
   bool kill_switch_found() const;
   double params_norm() const;
   std::int64_t data_parallel_size() const;
-  // Every rank of the job (T·P·D): the TFLOPs' divisor (training.md §5.10).
+  // Every rank of the job (the world, or the data-parallel group when none is given; null for
+  // one process) and their count T·P·D, the TFLOPs' divisor (training.md §5.10).
+  dist::Communicator* job() const;
   std::int64_t world_size() const;
   std::int64_t data_parallel_rank() const;
   // Σ over the data-parallel ranks (the value itself on one rank).
