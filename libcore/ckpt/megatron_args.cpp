@@ -1,7 +1,5 @@
 #include "ckpt/megatron_args.h"
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "base/error.h"
@@ -125,18 +123,6 @@ WeightedSplitAttributes weighted_split_attributes(const std::vector<std::string>
     out.names.push(Value::string(name));
   }
   return out;
-}
-
-std::optional<std::vector<std::string>> weighted_split_groups(
-    const std::optional<std::vector<std::string>>& groups, const std::optional<std::string>& file,
-    const std::string& flag) {
-  if (groups) return groups;
-  if (!file) return std::nullopt;
-  std::ifstream in(*file, std::ios::binary);
-  if (!in) base::fail_errno(flag + "-path: cannot read " + *file);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return data::parse_weighted_split_paths_file(content.str(), *file);
 }
 
 void add_network_size(Value& ns, const PretrainArgs& a) {
@@ -422,7 +408,7 @@ io::Value megatron_args_namespace(const config::PretrainArgs& a, const MegatronR
   std::vector<std::optional<WeightedSplitAttributes>> weighted(3);
   for (std::size_t i = 0; i < 3; ++i) {
     const std::string flag = "--" + std::string(kinds[i]) + "-weighted-split-paths";
-    if (const auto strings = weighted_split_groups(*groups[i], *files[i], flag)) {
+    if (const auto strings = data::weighted_split_groups(*groups[i], *files[i], flag)) {
       weighted[i] = weighted_split_attributes(*strings, flag.c_str());
     }
   }

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include "base/error.h"
@@ -156,6 +158,18 @@ std::vector<std::string> parse_weighted_split_paths_file(std::string_view conten
   }
   if (groups.empty()) base::fail(name, ": no groups");
   return groups;
+}
+
+std::optional<std::vector<std::string>> weighted_split_groups(
+    const std::optional<std::vector<std::string>>& groups, const std::optional<std::string>& file,
+    const std::string& flag) {
+  if (groups) return groups;
+  if (!file) return std::nullopt;
+  std::ifstream in(*file, std::ios::binary);
+  if (!in) base::fail_errno(flag + "-path: cannot read " + *file);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return parse_weighted_split_paths_file(content.str(), *file);
 }
 
 DocumentRange split_by_range(double start, double end, std::int64_t num_documents) {

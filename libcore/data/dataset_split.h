@@ -1,6 +1,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,12 @@ WeightedSplitGroup parse_weighted_split_group(std::string_view text);
 // `"group1" "group2"\n`.
 std::vector<std::string> parse_weighted_split_paths_file(std::string_view content,
                                                          const std::string& name);
+// One of --(train|valid|test)-weighted-split-paths as upstream's parser resolves it: the strings
+// given, else the ones its -path file holds (read and parsed; an unreadable file fails naming
+// `flag`-path), else nullopt.
+std::optional<std::vector<std::string>> weighted_split_groups(
+    const std::optional<std::vector<std::string>>& groups, const std::optional<std::string>& file,
+    const std::string& flag);
 // [round(start × N), round(end × N)) with Python rounding; start and end must be ≤ 1.
 DocumentRange split_by_range(double start, double end, std::int64_t num_documents);
 

@@ -8,18 +8,17 @@
 namespace mds::data {
 
 SplitCounts train_valid_test_num_samples(const SampleCountArgs& args) {
-  if (args.train_iters.has_value() == args.train_samples.has_value()) {
-    base::fail("exactly one of --train-iters and --train-samples must be given");
-  }
   if (args.global_batch_size <= 0) base::fail("--global-batch-size must be positive");
   if (args.eval_interval <= 0) base::fail("--eval-interval must be positive");
-  const std::int64_t train_iters =
-      args.train_iters ? *args.train_iters : *args.train_samples / args.global_batch_size;
+  const std::int64_t train_iters = args.train_iters;
   const std::int64_t train_samples =
       args.train_samples ? *args.train_samples : train_iters * args.global_batch_size;
   // Every evaluation draws eval_iters batches from one persistent iterator; one more than the
   // number of intervals because evaluation also runs after the last iteration.
-  const std::int64_t valid_iters = (train_iters / args.eval_interval + 1) * args.eval_iters;
+  // Python's floor division: train_iters is negative when --train-samples ends inside the ramp-up.
+  const std::int64_t intervals = train_iters >= 0 ? train_iters / args.eval_interval
+                                                  : -((-train_iters - 1) / args.eval_interval) - 1;
+  const std::int64_t valid_iters = (intervals + 1) * args.eval_iters;
   return {train_samples, valid_iters * args.global_batch_size,
           args.eval_iters * args.global_batch_size};
 }

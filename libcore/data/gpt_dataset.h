@@ -11,11 +11,13 @@
 
 namespace mds::data {
 
-// Train/valid/test sample targets (data.md §5.2). Exactly one of train_iters and train_samples.
-// With train_samples, train_iters = train_samples // global_batch_size (no batch-size ramp-up).
+// Train/valid/test sample targets (data.md §5.2). `train_iters` is the run's iteration count as
+// upstream's update_train_iters has resolved it before the datasets are built: --train-iters, or
+// the iterations --train-samples lasts (counted through the batch-size ramp-up when there is one,
+// else train_samples // global_batch_size). The validation count follows it.
 struct SampleCountArgs {
-  std::optional<std::int64_t> train_iters;
-  std::optional<std::int64_t> train_samples;
+  std::int64_t train_iters = 0;
+  std::optional<std::int64_t> train_samples;  // --train-samples; else train_iters × global batch
   std::int64_t global_batch_size = 0;
   std::int64_t eval_interval = 1000;
   std::int64_t eval_iters = 100;

@@ -260,9 +260,8 @@ double Trainer::evaluation_losses(data::BatchLoader& loader, std::int64_t micro_
   return total;
 }
 
-EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
-  const std::int64_t start = is_test ? 0 : progress_.consumed_valid_samples;
-  data::BatchLoader loader(source, loader_options(start));
+EvalResult Trainer::evaluate(const data::SampleSource& source, std::int64_t first_sample) {
+  data::BatchLoader loader(source, loader_options(first_sample));
   const std::int64_t micro_batches =
       batch_schedule_.num_microbatches_at(progress_.consumed_train_samples);
   double total = 0.0;
@@ -278,9 +277,17 @@ EvalResult Trainer::evaluate(const data::SampleSource& source, bool is_test) {
   return result;
 }
 
+void Trainer::validate(const std::string& prefix) {
+  const auto groups = static_cast<std::int64_t>(data_.valid.size());
+  const std::int64_t first_sample = groups ? progress_.consumed_valid_samples / groups : 0;
+  for (const data::SampleSource& valid : data_.valid) {
+    evaluate_and_print(valid, prefix, first_sample, false);
+  }
+}
+
 void Trainer::evaluate_and_print(const data::SampleSource& source, const std::string& prefix,
-                                 bool is_test) {
-  const EvalResult result = evaluate(source, is_test);
+                                 std::int64_t first_sample, bool is_test) {
+  const EvalResult result = evaluate(source, first_sample);
   // Upstream always passes a group name ("valid" / "test" in the --data-path mode).
   std::string line = source.name + " loss at " + prefix + " | ";
   line += "lm loss value: " + python_format_e(result.lm_loss, 6) + " | ";
@@ -483,12 +490,10 @@ void Trainer::skip_iterations(const IterationRange& range) {
 }
 
 void Trainer::evaluate_at_the_end(CheckpointSaver* saver, bool save) {
-  for (const data::SampleSource& valid : data_.valid) {
-    evaluate_and_print(valid, "the end of training for val data", false);
-  }
+  validate("the end of training for val data");
   save_if(saver, save);
   for (const data::SampleSource& test : data_.test) {
-    evaluate_and_print(test, "the end of training for test data", true);
+    evaluate_and_print(test, "the end of training for test data", 0, true);
   }
 }
 
@@ -551,9 +556,7 @@ StopReason Trainer::train(CheckpointSaver* saver) {
 
     if (options_.eval_interval > 0 && progress_.iteration % options_.eval_interval == 0 &&
         has_valid_data()) {
-      for (const data::SampleSource& valid : data_.valid) {
-        evaluate_and_print(valid, "iteration " + std::to_string(progress_.iteration), false);
-      }
+      validate("iteration " + std::to_string(progress_.iteration));
     }
     if (options_.save_interval) {
       save_if(saver, progress_.iteration % *options_.save_interval == 0);

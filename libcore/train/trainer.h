@@ -139,13 +139,18 @@ class Trainer {
   // `options.train` only the validation and test evaluations of the end run, and nothing is saved
   // (upstream's pretrain() with do_train false).
   StopReason train(CheckpointSaver* saver);
-  // `eval_iters` global batches of `source` without dropout. Like upstream's evaluate(), every
-  // call advances consumed_valid_samples; validation data are read from that position on, test
-  // data from the start.
-  EvalResult evaluate(const data::SampleSource& source, bool is_test);
+  // `eval_iters` global batches of `source` without dropout, read from sample `first_sample` on.
+  // Like upstream's evaluate(), every call (test ones too) adds the samples read to
+  // consumed_valid_samples.
+  EvalResult evaluate(const data::SampleSource& source, std::int64_t first_sample);
+  // One validation round: every validation group (one per --valid-weighted-split-paths group)
+  // reads from consumed_valid_samples // (number of groups) at the round's start, which is where
+  // upstream's persistent per-group iterators stand (it builds each loader at that offset, and
+  // the counter sums the samples of every group). Prints one line per group.
+  void validate(const std::string& prefix);
   // Evaluates and prints upstream's framed "<group> loss at <prefix> | …" line.
   void evaluate_and_print(const data::SampleSource& source, const std::string& prefix,
-                          bool is_test);
+                          std::int64_t first_sample, bool is_test);
 
   const TrainerOptions& options() const { return options_; }
   const ops::DeviceContext& device_context() const { return device_; }

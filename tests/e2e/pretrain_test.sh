@@ -52,7 +52,7 @@ JSON
 rampup_flags=()
 for flag in "${tiny_model_flags[@]}"; do rampup_flags+=("$flag"); done
 "$MDS_BIN/pretrain" "${rampup_flags[@]}" "${data[@]}" --train-samples 100 --rampup-batch-size 2 2 40 \
-  --lr-warmup-samples 8 --lr-warmup-iters 0 --deepspeed --deepspeed_config "$WORK/rampup.json" \
+  --eval-interval 10 --lr-warmup-samples 8 --lr-warmup-iters 0 --deepspeed --deepspeed_config "$WORK/rampup.json" \
   --metrics-file "$WORK/rampup.jsonl" > "$WORK/rampup.log" 2> "$WORK/rampup.err" ||
   { cat "$WORK/rampup.err"; fail "ramp-up run"; }
 python3 - "$WORK/rampup.jsonl" <<'PY' || fail "ramp-up batches"
@@ -64,6 +64,9 @@ batches = [r["global_batch_size"] for r in train]
 assert batches == [2] * 20 + [4] * 15, batches
 assert train[-1]["consumed_samples"] == 100, train[-1]
 PY
+# The validation target follows those 35 iterations: (35 // 10 + 1) × 2 × 4 = 32 samples, not the
+# (100 // 4 // 10 + 1) × 2 × 4 = 24 of a count without the ramp-up.
+grep -qx '    validation: 32' "$WORK/rampup.log" || { cat "$WORK/rampup.log"; fail "ramp-up validation target"; }
 pass "--rampup-batch-size with --train-samples"
 
 # fp16: the loss scale is logged and starts at 2^12 (initial_scale_power 12).

@@ -92,11 +92,32 @@ TEST(BlendSampleTargets, FromIterationsOrSamples) {
   args.eval_interval = 100;
   args.eval_iters = 10;
   EXPECT_EQ(train_valid_test_num_samples(args), (SplitCounts{8000, 880, 80}));
-  args.train_iters.reset();
-  args.train_samples = 8003;  // train_iters = 1000
+  args.train_samples = 8003;  // train_iters = 8003 // 8 = 1000
   EXPECT_EQ(train_valid_test_num_samples(args), (SplitCounts{8003, 880, 80}));
-  args.train_iters = 5;
+  args.global_batch_size = 0;
   EXPECT_THROW(train_valid_test_num_samples(args), base::Error);
+}
+
+// With --rampup-batch-size the validation target follows the ramp-up's iteration count, not
+// train_samples // global_batch_size: upstream computes it from args.train_iters, which
+// update_train_iters has counted through the ramp-up (here 32 iterations for 96 samples instead
+// of 96 // 4 = 24).
+TEST(BlendSampleTargets, ValidationFollowsTheRampUpIterations) {
+  SampleCountArgs args;
+  args.train_samples = 96;
+  args.train_iters = 32;
+  args.global_batch_size = 4;
+  args.eval_interval = 10;
+  args.eval_iters = 2;
+  EXPECT_EQ(train_valid_test_num_samples(args), (SplitCounts{96, 32, 8}));
+  // A --train-samples that ends inside the ramp-up gives negative iterations (upstream kept);
+  // Python floors -3 // 10 to -1, so no validation samples.
+  args.train_iters = -3;
+  EXPECT_EQ(train_valid_test_num_samples(args), (SplitCounts{96, 0, 8}));
+  args.train_iters = -10;
+  EXPECT_EQ(train_valid_test_num_samples(args), (SplitCounts{96, 0, 8}));
+  args.train_iters = -11;
+  EXPECT_EQ(train_valid_test_num_samples(args), (SplitCounts{96, -8, 8}));
 }
 
 }  // namespace

@@ -27,9 +27,9 @@
 #include "ckpt/trainer_checkpoint.h"
 #include "config/json_document.h"
 #include "config/pretrain_args.h"
-#include "data/blending.h"
 #include "data/gpt_dataset.h"
 #include "data/train_datasets.h"
+#include "data/train_datasets_args.h"
 #include "dist/device_communicators.h"
 #include "dist/grid_communicators.h"
 #include "dist/launch.h"
@@ -74,9 +74,8 @@ train::LrFlags lr_flags(const config::PretrainArgs& args, std::int64_t global_ba
 
 // A dataset preprocessed for another vocabulary stores ids of the other width: upstream picks
 // uint16 below 65500 tokens and int32 above (legacy TNTIDX files are always int32).
-void check_dataset_vocabulary(const std::vector<std::string>& data_path, std::int64_t vocab) {
-  const data::WeightedPrefixes prefixes = data::parse_weighted_prefixes(data_path);
-  for (const std::string& prefix : prefixes.prefixes) {
+void check_dataset_vocabulary(const std::vector<std::string>& prefixes, std::int64_t vocab) {
+  for (const std::string& prefix : prefixes) {
     const io::IndexedDataset dataset = io::IndexedDataset::open(prefix);
     if (dataset.index().impl != io::DatasetImpl::kMmap) continue;
     const io::DType expected = io::best_fitting_dtype(vocab);
@@ -328,13 +327,11 @@ int run(int argc, char** argv, Processes& processes,
     options.batches.eod_mask_loss = args.eod_mask_loss;
     options.batches.reset_position_ids = args.reset_position_ids;
 
-    if (args.data_path) check_dataset_vocabulary(*args.data_path, vocab);
-    data::TrainDatasetsArgs datasets_args;
-    if (args.data_path) datasets_args.data_path = *args.data_path;
-    datasets_args.split = args.split;
+    data::TrainDatasetsArgs datasets_args = data::train_datasets_args(args);
+    check_dataset_vocabulary(data::dataset_prefixes(datasets_args), vocab);
     data::SampleCountArgs counts;
-    if (args.train_iters) counts.train_iters = options.train_iters;
-    if (args.train_samples) counts.train_samples = args.train_samples;
+    counts.train_iters = options.train_iters;
+    counts.train_samples = args.train_samples;
     counts.global_batch_size = global_batch;
     counts.eval_interval = args.eval_interval;
     counts.eval_iters = args.eval_iters;
