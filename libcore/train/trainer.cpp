@@ -309,12 +309,9 @@ void Trainer::evaluate_and_print(const data::SampleSource& source, const std::st
 }
 
 void Trainer::log_iteration(const IterationResult& result, double elapsed_seconds) {
-  if (!result.step.skipped) {
-    loss_sum_ += result.loss;
-    ++loss_count_;
-  } else {
-    ++skipped_since_log_;
-  }
+  // Skipped fp16 steps count too: upstream's DeepSpeed path reports every iteration as not skipped
+  // (training.md §5.7 step 4), so its average takes every iteration's loss.
+  loss_sum_ += result.loss;
   ++iterations_since_log_;
   seconds_since_log_ += elapsed_seconds;
 
@@ -358,7 +355,7 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   fields.elapsed_per_iteration = per_iteration;
   fields.learning_rate = lr_scheduler_.lr();
   fields.global_batch_size = result.global_batch;
-  if (loss_count_ > 0) fields.losses.emplace_back("lm loss", loss_sum_ / loss_count_);
+  fields.losses.emplace_back("lm loss", loss_sum_ / static_cast<double>(iterations_since_log_));
   if (record.loss_scale) fields.loss_scale = record.loss_scale;
   fields.grad_norm = result.step.grad_norm;
   if (options_.log_params_norm) {
@@ -381,8 +378,6 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   throughput.tflops = fields.tflops;
   outputs_.record_throughput(throughput);
   loss_sum_ = 0.0;
-  loss_count_ = 0;
-  skipped_since_log_ = 0;
   iterations_since_log_ = 0;
   seconds_since_log_ = 0.0;
 }

@@ -234,8 +234,6 @@ class Trainer {
 
   // Averages since the last log line (training.md §5.9).
   double loss_sum_ = 0.0;
-  std::int64_t loss_count_ = 0;
-  std::int64_t skipped_since_log_ = 0;
   std::int64_t iterations_since_log_ = 0;
   double seconds_since_log_ = 0.0;
   double seconds_since_steps_print_ = 0.0;

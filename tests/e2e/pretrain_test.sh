@@ -76,6 +76,25 @@ write_ds_config "$WORK/fp16.json" fp16 1
 grep -qE '\| loss scale: 4096\.0 \| grad norm: [0-9.]+ \|' "$WORK/fp16.log" || { cat "$WORK/fp16.log"; fail "fp16 loss scale"; }
 pass "fp16 loss scale and grad norm in the log line"
 
+# Skipped fp16 steps (a loss scale of 2^24 overflows for several steps): upstream's DeepSpeed path
+# counts every iteration as not skipped, so the logged average takes every iteration's loss.
+sed -e 's/"initial_scale_power": 12/"initial_scale_power": 24/' -e 's/"hysteresis": 2/"hysteresis": 1/' \
+  "$WORK/fp16.json" > "$WORK/fp16_overflow.json"
+"$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${data[@]}" --fp16 --train-iters 8 --log-interval 4 \
+  --deepspeed --deepspeed_config "$WORK/fp16_overflow.json" --metrics-file "$WORK/overflow.jsonl" \
+  > "$WORK/overflow.log" 2>/dev/null || fail "fp16 overflow run"
+python3 - "$WORK/overflow.jsonl" "$WORK/overflow.log" <<'PY' || fail "the loss average over skipped steps"
+import json, re, sys
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "train"]
+logged = re.findall(r"^ iteration +(\d+)/.*\| lm loss: (\S+) \|", open(sys.argv[2]).read(), re.M)
+assert [int(i) for i, _ in logged] == [4, 8], logged
+for (_, loss), part in zip(logged, (train[:4], train[4:])):
+    assert any(r["skipped"] for r in part), part  # the check means something only with skips
+    mean = sum(r["lm_loss"] for r in part) / 4
+    assert loss == "{:.6E}".format(mean), (loss, mean, part)
+PY
+pass "skipped fp16 steps count in the logged loss average, as upstream's DeepSpeed path"
+
 # Kill switch: saves and exits at the next iteration boundary.
 touch "$WORK/stop"
 "$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${data[@]}" --train-iters 30 --load "$WORK/ckpt" \
