@@ -189,7 +189,7 @@ bool load_universal_checkpoint(const std::string& dir, train::Trainer& trainer,
     trainer.lr_scheduler().load_state(state.lr_scheduler);
   }
   optimizer.restore_from_checkpoint(train::RestoreSource::kParamsFromMaster);
-  if (!args.finetune) restore_progress(state, loaded, trainer.progress());
+  if (!args.finetune) restore_progress(state, loaded, args, folder, trainer.progress());
   const train::TrainingProgress& progress = trainer.progress();
   log.info("  successfully loaded universal checkpoint from " + dir + " at iteration " +
            std::to_string(progress.iteration));

@@ -94,7 +94,29 @@ void TrainerCheckpointSaver::save(const train::Trainer& trainer) {
              dir_);
 }
 
+void fill_missing_consumed_samples(const config::PretrainArgs& args, const std::string& checkpoint,
+                                   train::TrainingProgress& progress) {
+  const std::int64_t global_batch = args.global_batch_size.value_or(0);
+  const auto iteration_based = [&](const char* counter) {
+    if (args.train_samples) {
+      base::fail("checkpoint ", checkpoint, " has no ", counter,
+                 " (saved before the counter existed); such a checkpoint can resume only "
+                 "iteration-based training (--train-iters), not --train-samples");
+    }
+  };
+  if (progress.iteration > 0 && progress.consumed_train_samples == 0) {
+    iteration_based("consumed_train_samples");
+    progress.consumed_train_samples = progress.iteration * global_batch;
+  }
+  const std::int64_t intervals = progress.iteration / args.eval_interval;
+  if (intervals > 0 && progress.consumed_valid_samples == 0) {
+    iteration_based("consumed_valid_samples");
+    progress.consumed_valid_samples = intervals * args.eval_iters * global_batch;
+  }
+}
+
 void restore_progress(const TrainingState& state, const LoadedCheckpoint& loaded,
+                      const config::PretrainArgs& args, const std::string& checkpoint,
                       train::TrainingProgress& progress) {
   progress.iteration = state.iteration;
   progress.global_steps = state.global_steps;
@@ -106,6 +128,7 @@ void restore_progress(const TrainingState& state, const LoadedCheckpoint& loaded
           io::ValueRef(loaded.args, "args").object_state().get("gigaflos_no_embeds")) {
     progress.gigaflos_no_embeds = gigaflos->as_float();
   }
+  fill_missing_consumed_samples(args, checkpoint, progress);
 }
 
 bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
@@ -147,7 +170,7 @@ bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
   } else {
     optimizer.restore_from_checkpoint(train::RestoreSource::kMasterFromParams);
   }
-  if (!args.finetune) restore_progress(state, loaded, trainer.progress());
+  if (!args.finetune) restore_progress(state, loaded, args, folder, trainer.progress());
   const train::TrainingProgress& progress = trainer.progress();
   log.info("  successfully loaded checkpoint from " + dir + " at iteration " +
            std::to_string(progress.iteration));

@@ -43,9 +43,19 @@ class TrainerCheckpointSaver : public train::CheckpointSaver {
 };
 
 // The counters a loaded checkpoint carries (iteration, steps, consumed samples and tokens, and
-// gigaflos_no_embeds from its args), into the trainer's progress.
+// gigaflos_no_embeds from its args), into the trainer's progress, with the fallback below.
 void restore_progress(const TrainingState& state, const LoadedCheckpoint& loaded,
+                      const config::PretrainArgs& args, const std::string& checkpoint,
                       train::TrainingProgress& progress);
+
+// Upstream's backward compatibility for checkpoints saved before the consumed-sample counters
+// existed (build_train_valid_test_data_iterators): at iteration > 0 a consumed_train_samples of 0
+// becomes iteration × --global-batch-size, and a consumed_valid_samples of 0 after at least one
+// evaluation interval (iteration // eval_interval) × eval_iters × --global-batch-size. As upstream,
+// only iteration-based runs can do this: with --train-samples such a checkpoint fails naming
+// `checkpoint`.
+void fill_missing_consumed_samples(const config::PretrainArgs& args, const std::string& checkpoint,
+                                   train::TrainingProgress& progress);
 
 // --load: restores the checkpoint named by <dir>/latest into the trainer (weights, optimizer,
 // scheduler, loss scaler and counters as the flags allow). Without a `latest` file it says so and

@@ -44,4 +44,26 @@ for key in ("iteration", "consumed_train_samples", "consumed_valid_samples", "co
 PY
   pass "$layout: mp_rank_00 optimizer, scheduler and counters"
 done
+
+# A checkpoint from before the consumed-sample counters (their attributes deleted from `args`):
+# as upstream, the data position is iteration × global batch, so the resumed run still continues
+# as the straight one; with --train-samples upstream asserts, mds says why in one line.
+dir="$WORK/fp32-0" old="$WORK/old-ckpt"
+mkdir -p "$old" && cp -r "$dir/resumed/global_step10" "$old/" && echo global_step10 > "$old/latest"
+"$MDS_PYTHON" - "$old/global_step10/mp_rank_00_model_states.pt" "$REPO/tests/e2e" <<'PY' || fail "editing the old checkpoint"
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+from checkpoint_objects import load
+state = load(sys.argv[1])
+del state["args"].consumed_train_samples, state["args"].consumed_valid_samples
+torch.save(state, sys.argv[1])
+PY
+common=("${tiny_model_flags[@]}" "${data[@]}" --deepspeed --deepspeed_config "$dir/ds.json")
+"$MDS_BIN/pretrain" "${common[@]}" --train-iters 20 --load "$old" --metrics-file "$WORK/old.jsonl" \
+  > "$WORK/old.log" 2>&1 || { cat "$WORK/old.log"; fail "resuming the old checkpoint"; }
+[ "$(train_losses "$WORK/old.jsonl")" = "$(tail -n 10 "$dir/straight.losses")" ] ||
+  fail "the old checkpoint resumed elsewhere: $(train_losses "$WORK/old.jsonl" | head -n 2)"
+pass "a checkpoint without consumed-sample counters resumes at iteration × global batch"
+expect_failure "checkpoint $old/global_step10 has no consumed_train_samples (saved before the counter existed); such a checkpoint can resume only iteration-based training (--train-iters), not --train-samples" \
+  "$MDS_BIN/pretrain" "${common[@]}" --train-samples 80 --lr-warmup-iters 0 --lr-warmup-samples 12 --load "$old"
 finish
