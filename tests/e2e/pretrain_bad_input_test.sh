@@ -42,6 +42,22 @@ with open(prefix + ".idx", "wb") as f:
 PY
 expect_failure "vocabulary" "$MDS_BIN/pretrain" "${base[@]}" --data-path "$WORK/big_text_document" --train-iters 4 --split 1,0,0
 
+# --data-impl names the format: mmap refuses a legacy TNTIDX dataset, lazy/cached an MMIDIDX one;
+# infer (the default) trains on either (upstream's GPTDataset cannot train on TNTIDX).
+"$MDS_BIN/preprocess" --input "$WORK/corpus.jsonl" --output-prefix "$WORK/legacy" "${gpt2_flags[@]}" \
+  --append-eod --workers 1 --dataset-impl cached > /dev/null
+expect_failure "dataset $WORK/legacy_text_document is in the TNTIDX (lazy/cached) format but --data-impl is mmap; give --data-impl cached or infer" \
+  "$MDS_BIN/pretrain" "${base[@]}" --data-path "$WORK/legacy_text_document" --train-iters 4 --data-impl mmap
+expect_failure "dataset $WORK/shakespeare_text_document is in the MMIDIDX (mmap) format but --data-impl is lazy; give --data-impl mmap or infer" \
+  "$MDS_BIN/pretrain" "${base[@]}" "${data[@]}" --train-iters 4 --data-impl lazy
+"$MDS_BIN/pretrain" "${base[@]}" --data-path "$WORK/legacy_text_document" --train-iters 4 \
+  --metrics-file "$WORK/legacy.jsonl" > /dev/null 2>&1 || fail "training on a TNTIDX dataset"
+"$MDS_BIN/pretrain" "${base[@]}" "${data[@]}" --train-iters 4 --data-impl mmap \
+  --metrics-file "$WORK/mmap.jsonl" > /dev/null 2>&1 || fail "training with --data-impl mmap"
+[ "$(train_losses "$WORK/legacy.jsonl")" = "$(train_losses "$WORK/mmap.jsonl")" ] ||
+  fail "the same tokens in the two formats train differently"
+pass "--data-impl infer trains on TNTIDX as on MMIDIDX (the same losses)"
+
 # Corrupt and truncated checkpoints.
 "$MDS_BIN/pretrain" "${base[@]}" "${data[@]}" --train-iters 4 --save "$WORK/ckpt" --save-interval 2 --exit-interval 2 > /dev/null
 layer="$WORK/ckpt/global_step2/layer_03-model_00-model_states.pt"

@@ -74,10 +74,20 @@ train::LrFlags lr_flags(const config::PretrainArgs& args, std::int64_t global_ba
 
 // A dataset preprocessed for another vocabulary stores ids of the other width: upstream picks
 // uint16 below 65500 tokens and int32 above (legacy TNTIDX files are always int32).
-void check_dataset_vocabulary(const std::vector<std::string>& prefixes, std::int64_t vocab) {
+// --data-impl as upstream's make_dataset honours it: mmap reads MMIDIDX files only, lazy and cached
+// the legacy TNTIDX ones, infer either (upstream's GPTDataset cannot train on TNTIDX at all; mds
+// can). Then the token ids must fit the tokenizer's vocabulary.
+void check_datasets(const std::vector<std::string>& prefixes, const std::string& data_impl,
+                    std::int64_t vocab) {
   for (const std::string& prefix : prefixes) {
     const io::IndexedDataset dataset = io::IndexedDataset::open(prefix);
-    if (dataset.index().impl != io::DatasetImpl::kMmap) continue;
+    const bool mmap = dataset.index().impl == io::DatasetImpl::kMmap;
+    if (data_impl != "infer" && (data_impl == "mmap") != mmap) {
+      base::fail("dataset ", prefix, " is in the ",
+                 mmap ? "MMIDIDX (mmap)" : "TNTIDX (lazy/cached)", " format but --data-impl is ",
+                 data_impl, "; give --data-impl ", mmap ? "mmap" : "cached", " or infer");
+    }
+    if (!mmap) continue;
     const io::DType expected = io::best_fitting_dtype(vocab);
     if (dataset.index().dtype != expected) {
       base::fail("dataset ", prefix, " stores ", io::dtype_name(dataset.index().dtype),
@@ -328,7 +338,7 @@ int run(int argc, char** argv, Processes& processes,
     options.batches.reset_position_ids = args.reset_position_ids;
 
     data::TrainDatasetsArgs datasets_args = data::train_datasets_args(args);
-    check_dataset_vocabulary(data::dataset_prefixes(datasets_args), vocab);
+    check_datasets(data::dataset_prefixes(datasets_args), args.data_impl, vocab);
     data::SampleCountArgs counts;
     counts.train_iters = options.train_iters;
     counts.train_samples = args.train_samples;
