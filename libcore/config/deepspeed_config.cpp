@@ -90,36 +90,49 @@ bool contains(const std::string_view (&names)[N], std::string_view key) {
 constexpr std::string_view kUnsupportedTopLevel[] = {
     "sparse_attention",
     "zero_force_ds_cpu_optimizer",
-    "sparse_gradients",
     "amp",
-    "disable_allgather",
-    "eigenvalue",
-    "progressive_layer_drop",
     "data_types",
-    "dataloader_drop_last",
-    "flops_profiler",
-    "tensorboard",
-    "wandb",
-    "csv_monitor",
-    "elasticity",
     "aio",
-    "curriculum_learning",
-    "data_efficiency",
     "compression_training",
-    "autotuning",
-    "memory_breakdown",
-    "quantize_training",
-    "nebula",
-    "dump_state",
     "vocabulary_size",
-    "fp32_allreduce",
-    "hybrid_engine",
     "seq_parallel_communication_data_type",
     "graph_harvesting",
     "timers",
     "use_data_before_expert_parallel_",
     "zero_quantized_weights",
 };
+// Features DeepSpeed runs only with {"enabled": true}; a block that leaves them off (enabled false
+// or absent, DeepSpeed's default) is accepted whatever else it holds, as DeepSpeed ignores it.
+constexpr std::string_view kFeatureBlocks[] = {
+    "flops_profiler",
+    "tensorboard",
+    "wandb",
+    "csv_monitor",
+    "comet",
+    "elasticity",
+    "autotuning",
+    "nebula",
+    "eigenvalue",
+    "progressive_layer_drop",
+    "quantize_training",
+    "hybrid_engine",
+    "curriculum_learning",
+    "data_efficiency",
+};
+// Booleans whose DeepSpeed default is false: false is accepted, true is not implemented.
+constexpr std::string_view kOffByDefault[] = {
+    "memory_breakdown",  "dump_state",           "sparse_gradients",
+    "disable_allgather", "dataloader_drop_last", "fp32_allreduce",
+};
+// DeepSpeed's activation_checkpointing keys (deepspeed.checkpointing.configure).
+constexpr std::string_view kActivationCheckpointingBooleans[] = {
+    "partition_activations",
+    "contiguous_memory_optimization",
+    "cpu_checkpointing",
+    "synchronize_checkpoint_boundary",
+    "profile",
+};
+
 constexpr std::string_view kUnsupportedZero[] = {
     "allgather_partitions",
     "offload_param",
@@ -226,9 +239,11 @@ void parse_zero(const Reader& r, const JsonValue& value, ZeroConfig& zero) {
               } else if (key == "round_robin_gradients") {
                 zero.round_robin_gradients = r.boolean(v, path);
               } else if (key == "elastic_checkpoint") {
-                zero.elastic_checkpoint = r.boolean(v, path);
+                if (r.boolean(v, path))
+                  r.unsupported(path, "mds writes and reads ZeRO's rigid optimizer files");
               } else if (key == "load_from_fp32_weights") {
-                zero.load_from_fp32_weights = r.boolean(v, path);
+                if (!r.boolean(v, path))
+                  r.unsupported(path, "false; mds restores the fp32 masters from the ZeRO files");
               } else if (contains(kUnsupportedZero, key)) {
                 r.unsupported(path);
               } else {
@@ -294,6 +309,36 @@ void parse_comms_logger(const Reader& r, const JsonValue& value, CommsLoggerConf
                 r.unknown(path);
               }
             });
+}
+
+void parse_feature_block(const Reader& r, const JsonValue& value, const std::string& name) {
+  r.members(r.block(value, name), name,
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
+              if (key == "enabled" && r.boolean(v, path)) {
+                r.unsupported(name, "only a block with enabled false is accepted");
+              }
+            });
+}
+
+// Megatron-DeepSpeed calls deepspeed.checkpointing.configure with its own flags, which override
+// every key of this block (--partition-activations, --checkpoint-in-cpu, ...), and only with
+// --deepspeed-activation-checkpointing: the block never acts. Its keys are still checked.
+void parse_activation_checkpointing(const Reader& r, const JsonValue& value,
+                                    std::vector<std::string>& notes) {
+  const std::string name = "activation_checkpointing";
+  r.members(r.block(value, name), name,
+            [&](const std::string& key, const JsonValue& v, const std::string& path) {
+              if (contains(kActivationCheckpointingBooleans, key)) {
+                r.boolean(v, path);
+              } else if (key == "number_checkpoints") {
+                if (!v.is_null()) r.integer(v, path, 1, INT64_MAX);
+              } else {
+                r.unknown(path);
+              }
+            });
+  notes.push_back(
+      "activation_checkpointing: ignored, as by upstream, whose flags (--checkpoint-activations, "
+      "--partition-activations, --checkpoint-in-cpu, ...) override every key of it");
 }
 
 // The three batch keys may be null (DeepSpeed's "unset").
@@ -373,6 +418,11 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
       config.steps_per_print = r.integer(v, path, 1, INT64_MAX);
     } else if (key == "wall_clock_breakdown") {
       config.wall_clock_breakdown = r.boolean(v, path);
+      if (config.wall_clock_breakdown) {
+        config.notes.push_back(
+            "wall_clock_breakdown: DeepSpeed's forward/backward/step timer lines are not printed "
+            "(the iteration line's timing and --metrics-file are)");
+      }
     } else if (key == "checkpoint") {
       parse_checkpoint(r, v, config.checkpoint);
     } else if (key == "pipeline") {
@@ -382,11 +432,18 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
     } else if (key == "zero_allow_untested_optimizer") {
       config.zero_allow_untested_optimizer = r.boolean(v, path);
     } else if (key == "optimizer") {
-      r.unsupported(path, "the optimizer comes from Megatron's flags: --optimizer, --lr, ...");
+      r.block(v, path);
+      config.notes.push_back(
+          "optimizer: ignored, as by upstream: DeepSpeed takes the client optimizer Megatron "
+          "builds from its flags (--optimizer, --lr, --adam-beta1, ...)");
     } else if (key == "scheduler") {
       r.unsupported(path, "it would replace AnnealingLR; use --lr-decay-style and related flags");
     } else if (key == "activation_checkpointing") {
-      r.unsupported(path, "use --checkpoint-activations and related flags");
+      parse_activation_checkpointing(r, v, config.notes);
+    } else if (contains(kFeatureBlocks, key)) {
+      parse_feature_block(r, v, path);
+    } else if (contains(kOffByDefault, key)) {
+      if (r.boolean(v, path)) r.unsupported(path);
     } else if (contains(kUnsupportedTopLevel, key)) {
       r.unsupported(path);
     } else {

@@ -1,6 +1,8 @@
 // The DeepSpeed JSON configuration (--deepspeed_config) as the BigScience fork uses it
 // (training.md §7). Parsing is strict: unknown keys, keys DeepSpeed knows but mds does not
 // implement, wrong types, duplicates and invalid JSON are Errors that name the file and the key.
+// Features left off (a block with enabled false, a false boolean) are accepted, as they do
+// nothing in DeepSpeed either.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,8 @@ struct ZeroConfig {
   std::optional<bool> overlap_comm;  // unset: true at stage 3 only
   bool reduce_scatter = true;
   bool round_robin_gradients = false;
-  bool elastic_checkpoint = false;
-  bool load_from_fp32_weights = true;
+  // elastic_checkpoint (false) and load_from_fp32_weights (true) are accepted at their defaults
+  // only: mds writes and reads DeepSpeed's rigid ZeRO files and restores the masters from them.
 };
 
 struct CheckpointConfig {
@@ -73,6 +75,9 @@ struct DeepSpeedConfig {
   int64_t pipeline_activation_checkpoint_interval = 0;
   bool zero_allow_untested_optimizer = false;
   CommsLoggerConfig comms_logger;
+  // Keys accepted but without effect, as in upstream's runs (the optimizer block, DeepSpeed's
+  // activation_checkpointing, wall_clock_breakdown's timers): one line each, "key: why".
+  std::vector<std::string> notes;
 };
 
 // Parses `json`; `source` names it in every message ("ds_config.json: unknown key 'fp16.foo'").

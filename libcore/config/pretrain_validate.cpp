@@ -284,6 +284,7 @@ void collect_notes(PretrainArgs& a) {
             : base::cat("--clip-grad: not used in DeepSpeed mode, and ", ds.source,
                         " sets no gradient_clipping, so gradients are not clipped"));
   }
+  for (const std::string& note : ds.notes) a.notes.push_back(ds.source + ": " + note);
   if (ds.prescale_gradients || ds.gradient_predivide_factor != 1.0) {
     a.notes.push_back(base::cat(
         ds.source,

@@ -74,8 +74,6 @@ TEST(DeepSpeedConfig, DefaultsOfAMinimalBf16File) {
   EXPECT_TRUE(c.zero.contiguous_gradients);
   EXPECT_TRUE(c.zero.reduce_scatter);
   EXPECT_FALSE(c.zero.round_robin_gradients);
-  EXPECT_FALSE(c.zero.elastic_checkpoint);
-  EXPECT_TRUE(c.zero.load_from_fp32_weights);
   EXPECT_FALSE(effective_overlap_comm(c));
   EXPECT_FALSE(c.communication_data_type);
   EXPECT_EQ(effective_communication_data_type(c), CommDataType::kBf16);
@@ -98,7 +96,7 @@ TEST(DeepSpeedConfig, EveryOtherKey) {
     "train_batch_size": 64, "gradient_accumulation_steps": 4,
     "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e7, "allgather_bucket_size": 200,
       "contiguous_gradients": false, "overlap_comm": true, "reduce_scatter": false,
-      "round_robin_gradients": true, "elastic_checkpoint": true, "load_from_fp32_weights": false},
+      "round_robin_gradients": true, "elastic_checkpoint": false, "load_from_fp32_weights": true},
     "fp16": {"enabled": true, "loss_scale": 128.0, "consecutive_hysteresis": true},
     "bf16": {"enabled": false},
     "communication_data_type": "FP32",
@@ -115,8 +113,6 @@ TEST(DeepSpeedConfig, EveryOtherKey) {
   EXPECT_TRUE(effective_overlap_comm(c));
   EXPECT_FALSE(c.zero.reduce_scatter);
   EXPECT_TRUE(c.zero.round_robin_gradients);
-  EXPECT_TRUE(c.zero.elastic_checkpoint);
-  EXPECT_FALSE(c.zero.load_from_fp32_weights);
   EXPECT_EQ(c.fp16.loss_scale, 128.0);
   EXPECT_TRUE(c.fp16.consecutive_hysteresis);
   EXPECT_TRUE(c.fp16.has_dynamic_args);
@@ -220,19 +216,25 @@ TEST(DeepSpeedConfig, KnownButUnimplementedKeysAreNotSupportedYet) {
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3}})"),
             "ds_config.json: 'zero_optimization.stage' 3 is not supported yet (stages 0, 1 and 2 "
             "are)");
-  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "optimizer": {"type": "Adam"}})"),
-            "ds_config.json: key 'optimizer' is not supported yet (the optimizer comes from "
-            "Megatron's flags: --optimizer, --lr, ...)");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "scheduler": {}})"),
             "ds_config.json: key 'scheduler' is not supported yet (it would replace AnnealingLR; "
             "use --lr-decay-style and related flags)");
-  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "activation_checkpointing": {}})"),
-            "ds_config.json: key 'activation_checkpointing' is not supported yet (use "
-            "--checkpoint-activations and related flags)");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "bfloat16": {"enabled": true}})"),
             "ds_config.json: key 'bfloat16' is not supported yet (use 'bf16')");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "tensorboard": {"enabled": true}})"),
-            "ds_config.json: key 'tensorboard' is not supported yet");
+            "ds_config.json: key 'tensorboard' is not supported yet (only a block with enabled "
+            "false is accepted)");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "memory_breakdown": true})"),
+            "ds_config.json: key 'memory_breakdown' is not supported yet");
+  EXPECT_EQ(
+      error_of(R"({"train_batch_size": 8, "zero_optimization": {"elastic_checkpoint": true}})"),
+      "ds_config.json: key 'zero_optimization.elastic_checkpoint' is not supported yet (mds "
+      "writes and reads ZeRO's rigid optimizer files)");
+  EXPECT_EQ(
+      error_of(
+          R"({"train_batch_size": 8, "zero_optimization": {"load_from_fp32_weights": false}})"),
+      "ds_config.json: key 'zero_optimization.load_from_fp32_weights' is not supported yet (false; "
+      "mds restores the fp32 masters from the ZeRO files)");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "fp16": {"auto_cast": true}})"),
             "ds_config.json: key 'fp16.auto_cast' is not supported yet");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "checkpoint": {"tag_validation": "Warn"}})"),
@@ -374,6 +376,44 @@ TEST(DeepSpeedConfig, PrecisionMustMatchMegatronFlags) {
                  "ds.json: bf16.enabled is true but --bf16 is not given (megatron bf16 config "
                  "does not match deepspeed)");
   }
+}
+
+// Configs ported from real runs: features left off, the optimizer block DeepSpeed ignores for
+// Megatron's client optimizer, and DeepSpeed's activation_checkpointing block, which Megatron's
+// flags override, are accepted; the last two and wall_clock_breakdown leave a note.
+TEST(DeepSpeedConfig, FeaturesLeftOffAndIgnoredBlocksAreAccepted) {
+  const DeepSpeedConfig c = parse_deepspeed_config(R"({
+    "train_batch_size": 8,
+    "flops_profiler": {"enabled": false, "profile_step": 1, "detailed": true},
+    "tensorboard": {"enabled": false, "output_path": "tb/"}, "wandb": {"enabled": false},
+    "csv_monitor": {}, "curriculum_learning": {"enabled": false},
+    "memory_breakdown": false, "dump_state": false,
+    "zero_optimization": {"stage": 1, "elastic_checkpoint": false, "load_from_fp32_weights": true},
+    "optimizer": {"type": "Adam", "params": {"lr": 1e-4}},
+    "activation_checkpointing": {"partition_activations": false, "cpu_checkpointing": false,
+      "contiguous_memory_optimization": false, "number_checkpoints": null,
+      "synchronize_checkpoint_boundary": false, "profile": false},
+    "wall_clock_breakdown": true
+  })",
+                                                   "x.json");
+  EXPECT_EQ(c.zero.stage, 1);
+  ASSERT_EQ(c.notes.size(), 3u);
+  EXPECT_EQ(c.notes[0].rfind("optimizer: ignored, as by upstream", 0), 0u) << c.notes[0];
+  EXPECT_EQ(c.notes[1].rfind("activation_checkpointing: ignored, as by upstream", 0), 0u)
+      << c.notes[1];
+  EXPECT_EQ(c.notes[2].rfind("wall_clock_breakdown: ", 0), 0u) << c.notes[2];
+  EXPECT_TRUE(parse_deepspeed_config(R"({"train_batch_size": 8})", "x.json").notes.empty());
+
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "activation_checkpointing": {"partition": 1}})"),
+            "ds_config.json: unknown key 'activation_checkpointing.partition'");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "activation_checkpointing": {"profile": 1}})"),
+            "ds_config.json: 'activation_checkpointing.profile' must be a boolean (true or false), "
+            "got an integer");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "flops_profiler": {"enabled": "no"}})"),
+            "ds_config.json: 'flops_profiler.enabled' must be a boolean (true or false), got a "
+            "string");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "optimizer": []})"),
+            "ds_config.json: 'optimizer' must be an object, got an array");
 }
 
 }  // namespace
