@@ -138,7 +138,7 @@ void add_network_size(Value& ns, const PretrainArgs& a) {
   ns.set("sync_tp_duplicated_parameters", Value::boolean(a.sync_tp_duplicated_parameters));
   ns.set("apply_residual_connection_post_layernorm",
          Value::boolean(a.apply_residual_connection_post_layernorm));
-  ns.set("embed_layernorm", Value::boolean(false));
+  ns.set("embed_layernorm", Value::boolean(a.embed_layernorm));
   ns.set("openai_gelu", Value::boolean(a.openai_gelu));
   ns.set("onnx_safe", Value::none());
   ns.set("bert_binary_head", Value::boolean(true));

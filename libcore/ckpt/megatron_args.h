@@ -47,7 +47,8 @@ io::Value megatron_args_namespace(const config::PretrainArgs& args, const Megatr
 // tokenizer_type, and the tensor/pipeline sizes (checkpoint_version < 3: the saved
 // model_parallel_size against the tensor size). Skipped with --universal-checkpoint, as upstream.
 // Beyond upstream: apply_residual_connection_post_layernorm where the saved args have it (the
-// same weights compute another model under the other ordering, which upstream loads silently).
+// same weights compute another model under the other ordering, which upstream loads silently),
+// and embed_layernorm (upstream fails later, on the missing or unexpected norm parameters).
 // Messages: "checkpoint ckpt/iter_0000010: num_layers is 4 in the checkpoint but 2 on the command
 // line".
 void check_checkpoint_args(const io::ValueRef& saved_args, const config::PretrainArgs& current,

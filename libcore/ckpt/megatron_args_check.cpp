@@ -130,6 +130,7 @@ void check_checkpoint_args(const io::ValueRef& saved_args, const config::Pretrai
   check.position_type(current.position_embedding_type);
   check.flag_if_saved("apply_residual_connection_post_layernorm",
                       current.apply_residual_connection_post_layernorm);
+  check.flag_if_saved("embed_layernorm", current.embed_layernorm);
   if (current.position_embedding_type != PositionEmbeddingType::kAlibi) {
     check.integer("max_position_embeddings", current.max_position_embeddings);
   }

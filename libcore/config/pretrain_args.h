@@ -40,6 +40,7 @@ struct PretrainArgs {
   bool sync_tp_duplicated_parameters = false;
   bool openai_gelu = false;
   bool apply_residual_connection_post_layernorm = false;
+  bool embed_layernorm = false;
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kAbsolute;
   std::optional<std::string> glu_activation;  // refused by validation (not implemented)
   std::optional<std::string> kill_switch_path;

@@ -32,8 +32,9 @@ void add_network_size(FlagSet& flags, PretrainArgs& a) {
   g.store_true("--apply-residual-connection-post-layernorm",
                a.apply_residual_connection_post_layernorm,
                "the residual adds take the LayerNorm's output instead of its input");
-  g.refuse("--embed-layernorm", "the embedding LayerNorm (BLOOM) is not implemented in mds yet",
-           false);
+  g.store_true("--embed-layernorm", a.embed_layernorm,
+               "a LayerNorm (eps 1e-5) over the summed word embeddings, before the positions "
+               "(BLOOM)");
   g.refuse("--onnx-safe", "the ONNX-exporter GeLU workaround is not implemented", true);
   g.refuse("--bert-no-binary-head", "only used by BERT, not by GPT pretraining", false);
 }

@@ -144,6 +144,11 @@ void Activations::lay_out(const ModelOptions& options, const std::vector<LayerCh
     if (owns_embedding) {
       visit(buffer.inputs.tokens, tag + "tokens", DType::kInt64, tokens);
       visit(buffer.inputs.positions, tag + "position_ids", DType::kInt64, tokens);
+      if (c.embed_layernorm) {
+        act(buffer.embedding.norm_input, tag + "embedding.norm_input", hidden);
+        fp32(buffer.embedding.norm_mean, tag + "embedding.norm_mean", tokens);
+        fp32(buffer.embedding.norm_rstd, tag + "embedding.norm_rstd", tokens);
+      }
     }
     if (owns_head) {
       visit(buffer.inputs.labels, tag + "labels", DType::kInt64, tokens);
@@ -249,6 +254,10 @@ std::size_t Activations::local_layer(std::int64_t layer) const {
 
 const InputActivations& Activations::inputs(int buffer) const {
   return this->buffer(buffer).inputs;
+}
+
+const EmbeddingActivations& Activations::embedding(int buffer) const {
+  return this->buffer(buffer).embedding;
 }
 
 const Tensor& Activations::stage_input(int buffer) const {

@@ -36,6 +36,12 @@ struct InputActivations {
   tensor::Tensor loss_mask;                  // fp32
 };
 
+// The first stage's embedding LayerNorm (--embed-layernorm): its input, the TP-summed lookups
+// [s, b, h], and its statistics [s, b]. Empty tensors without the norm.
+struct EmbeddingActivations {
+  tensor::Tensor norm_input, norm_mean, norm_rstd;
+};
+
 // Final LayerNorm, tied logits and the loss.
 struct HeadActivations {
   tensor::Tensor input;                 // [s, b, h] the last layer's output
@@ -112,6 +118,7 @@ class Activations {
   // Tokens and positions exist on the stage owning the embedding, labels and the loss mask on
   // the one owning the head; the others are empty tensors.
   const InputActivations& inputs(int buffer) const;
+  const EmbeddingActivations& embedding(int buffer) const;
   // [s, b, h]: the first layer's input (the embedding's output or the previous stage's output),
   // and the stage's output (the last layer's output, the head's input on the last stage). They
   // are the same tensor on a stage without transformer layers.
@@ -129,6 +136,7 @@ class Activations {
  private:
   struct BufferViews {
     InputActivations inputs;
+    EmbeddingActivations embedding;
     std::vector<tensor::Tensor> hidden;     // stage layer count + 1: the last is the stage output
     std::vector<std::size_t> set_of_layer;  // by local layer, into Views::sets
     HeadActivations head;                   // the shared head with this buffer's input

@@ -87,6 +87,10 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
   if (owns_embedding_) {
     index_.position = table.index_of(embed, "position_embeddings.weight");
     expect_shape(index_.position, {c.max_position_embeddings, c.hidden_size});
+    if (c.embed_layernorm) {
+      index_.embed_norm_weight = table.index_of(embed, "word_embeddings.norm.weight");
+      index_.embed_norm_bias = table.index_of(embed, "word_embeddings.norm.bias");
+    }
   }
   if (owns_head_) {
     index_.final_ln_weight = table.index_of(c.final_layernorm_spec(), "weight");
@@ -267,14 +271,34 @@ void GptModel::forward_layer(int buffer, const ModelParams& params, std::int64_t
                             a.layer_output(buffer, layer));
 }
 
+EmbeddingNorm GptModel::embedding_norm(int buffer, const ModelParams& params,
+                                       const ParamBuffer* grads) const {
+  EmbeddingNorm norm;
+  norm.weight = params.other->view(index_.embed_norm_weight);
+  norm.bias = params.other->view(index_.embed_norm_bias);
+  if (grads != nullptr) {
+    norm.dweight = grads->view(index_.embed_norm_weight);
+    norm.dbias = grads->view(index_.embed_norm_bias);
+  }
+  const EmbeddingActivations& act = activations_->embedding(buffer);
+  norm.input = act.norm_input;
+  norm.mean = act.norm_mean;
+  norm.rstd = act.norm_rstd;
+  norm.scratch = activations_->workspace().hidden_a;
+  return norm;
+}
+
 void GptModel::forward_body(int buffer, const ModelParams& params) {
   const Activations& a = *activations_;
   const DropoutContext& dropout = buffers_[static_cast<std::size_t>(buffer)].dropout;
   if (owns_embedding_) {
+    const bool normed = options_.config.embed_layernorm;
+    const EmbeddingNorm norm = normed ? embedding_norm(buffer, params) : EmbeddingNorm{};
     embedding_layer_forward(context(), a.stage_input(buffer), a.inputs(buffer),
                             params.other->view(index_.word), params.other->view(index_.position),
                             embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
-                            options_.config.vocab_start(), options_.config.padded_vocab_size);
+                            options_.config.vocab_start(), options_.config.padded_vocab_size,
+                            normed ? &norm : nullptr);
   }
   const StageLayers& stage = a.stage_layers();
   for (std::int64_t layer = stage.first; layer < stage.end; ++layer) {
@@ -379,11 +403,14 @@ void GptModel::backward_body(int buffer, const ModelParams& params, const ParamB
     }
   }
   if (owns_embedding_) {
+    const bool normed = options_.config.embed_layernorm;
+    const EmbeddingNorm norm = normed ? embedding_norm(buffer, params, &grads) : EmbeddingNorm{};
     embedding_layer_backward(context(), grads.view(index_.word), grads.view(index_.position),
                              a.workspace().grad, a.inputs(buffer),
                              embedding_dropout_stream(dropout, options_.hidden_dropout),
-                             options_.config.vocab_start());
+                             options_.config.vocab_start(), normed ? &norm : nullptr);
     report({index_.word, index_.position});
+    if (normed) report({index_.embed_norm_weight, index_.embed_norm_bias});
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "model/activation_plan.h"
 #include "model/dropout_context.h"
+#include "model/embedding_layer.h"
 #include "model/model_options.h"
 #include "model/model_params.h"
 #include "model/param_buffer.h"
@@ -149,6 +150,7 @@ class GptModel {
   struct ParamIndex {
     // The word embedding is the first stage's module or the last stage's tied replica.
     std::size_t word = 0, position = 0, final_ln_weight = 0, final_ln_bias = 0;
+    std::size_t embed_norm_weight = 0, embed_norm_bias = 0;  // with --embed-layernorm
     std::vector<LayerParamIndex> layers;  // the stage's layers, from StageLayers::first
   };
   struct BufferState {
@@ -207,6 +209,10 @@ class GptModel {
   std::int64_t table_numel_;
   bool owns_embedding_;
   bool owns_head_;
+  // --embed-layernorm's weights, gradients and the buffer's activations (first stage).
+  EmbeddingNorm embedding_norm(int buffer, const ModelParams& params,
+                               const ParamBuffer* grads = nullptr) const;
+
   ParamIndex index_;
   std::unique_ptr<Activations> activations_;
   std::unique_ptr<HostStaging> staging_;  // on a device only

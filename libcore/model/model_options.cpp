@@ -19,7 +19,6 @@ void validate(const ModelOptions& options) {
         "GptModel: ", c.position_embedding == PositionEmbedding::kRotary ? "rotary" : "alibi",
         " position embeddings are not supported yet (only absolute)");
   }
-  if (c.embed_layernorm) base::fail("GptModel: --embed-layernorm is not supported yet");
   if (c.glu) base::fail("GptModel: --glu-activation is not supported yet");
   // What passes between stages is always the residual stream [s, b, h]; a boundary that would
   // pass the raw batch (a stage of only the input cast), the final LayerNorm's output or the

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "model/activation_plan.h"
+#include "model/embedding_layer.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -104,6 +105,12 @@ GptInference::GptInference(const model::ModelOptions& options, const model::Para
   }
   if (owns_embedding_) {
     position_ = table.index_of(model::GptConfig::kEmbeddingSpec, "position_embeddings.weight");
+    if (c.embed_layernorm) {
+      embed_norm_weight_ =
+          table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.norm.weight");
+      embed_norm_bias_ =
+          table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.norm.bias");
+    }
   }
   if (owns_head_) {
     final_ln_weight_ = table.index_of(c.final_layernorm_spec(), "weight");
@@ -219,10 +226,17 @@ void GptInference::embed(const Workspace& ws, std::int64_t n) const {
   }
   const model::GptConfig& c = options_.config;
   const ops::DeviceContext& ctx = context();
-  // The vocab-parallel lookup: each TP rank adds the rows it holds, the group sums them.
-  ops::embedding_lookup(ctx, x, ws.indices.narrow(0, n), params_->view(word_), c.vocab_start(),
-                        c.padded_vocab_size);
-  tp_.sum(x);
+  // The vocab-parallel lookup: each TP rank adds the rows it holds, the group sums them; then
+  // --embed-layernorm's norm, as the training model's (model/embedding_layer.h).
+  const Tensor lookups = c.embed_layernorm ? ws.tmp.narrow(0, n) : x;
+  ops::embedding_lookup(ctx, lookups, ws.indices.narrow(0, n), params_->view(word_),
+                        c.vocab_start(), c.padded_vocab_size);
+  tp_.sum(lookups);
+  if (c.embed_layernorm) {
+    ops::layernorm_forward(ctx, x, ws.mean.narrow(0, n), ws.rstd.narrow(0, n), lookups,
+                           params_->view(embed_norm_weight_), params_->view(embed_norm_bias_),
+                           model::kEmbeddingNormEpsilon);
+  }
   ops::embedding_lookup_add(ctx, x, ws.indices.narrow(n, n), params_->view(position_));
 }
 

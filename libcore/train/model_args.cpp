@@ -14,6 +14,7 @@ model::ModelOptions model_options_from_args(const config::PretrainArgs& args,
   config.max_position_embeddings = args.max_position_embeddings.value_or(*args.seq_length);
   config.padded_vocab_size = padded_vocab;
   config.init_method_std = args.init_method_std;
+  config.embed_layernorm = args.embed_layernorm;
   options.layernorm_epsilon = static_cast<float>(args.layernorm_epsilon);
   // ParallelMLP: the fused bias-GeLU wins; --openai-gelu only replaces the unfused activation.
   options.gelu = args.bias_gelu_fusion ? ops::GeluKind::kTanhFused

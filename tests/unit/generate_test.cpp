@@ -22,8 +22,8 @@ struct TinyModel {
   model::ModelOptions options;
   model::ParamTable table;
   model::ParamBuffer params;
-  explicit TinyModel(std::int64_t layers = 3)
-      : options(make_options(layers)),
+  explicit TinyModel(std::int64_t layers = 3, bool embed_layernorm = false)
+      : options(make_options(layers, embed_layernorm)),
         table(model::ParamTable::build(options.config)),
         params(table, DType::kFloat32) {
     model::initialize_parameters(params, 1234);
@@ -33,9 +33,10 @@ struct TinyModel {
       data[i] = data[i] * 8.0f + 0.05f * std::sin(0.37f * static_cast<float>(i));
     }
   }
-  static model::ModelOptions make_options(std::int64_t layers) {
+  static model::ModelOptions make_options(std::int64_t layers, bool embed_layernorm) {
     model::ModelOptions o;
     o.config.num_layers = layers;
+    o.config.embed_layernorm = embed_layernorm;
     o.config.hidden_size = 24;
     o.config.num_attention_heads = 3;
     o.config.seq_length = 16;
@@ -48,9 +49,12 @@ struct TinyModel {
   }
 };
 
-// Per-token losses from the inference logits against GptModel::forward_loss.
-TEST(GptInferenceTest, LogitsMatchTheTrainingForward) {
-  TinyModel m;
+// Per-token losses from the inference logits against GptModel::forward_loss, with and without
+// --embed-layernorm.
+class GptInferenceTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GptInferenceTest, LogitsMatchTheTrainingForward) {
+  TinyModel m(3, GetParam());
   const GptInference inference(m.options, m.table, m.params);
   const std::int64_t s = m.options.config.seq_length, vp = m.options.config.padded_vocab_size;
   std::vector<std::int64_t> tokens(static_cast<std::size_t>(s)), labels(tokens.size()),
@@ -82,8 +86,8 @@ TEST(GptInferenceTest, LogitsMatchTheTrainingForward) {
   }
 }
 
-TEST(GptInferenceTest, CachedStepsEqualTheFullForward) {
-  TinyModel m;
+TEST_P(GptInferenceTest, CachedStepsEqualTheFullForward) {
+  TinyModel m(3, GetParam());
   const GptInference inference(m.options, m.table, m.params);
   const std::int64_t vp = m.options.config.padded_vocab_size;
   const std::vector<std::int64_t> tokens{5, 9, 2, 33, 17, 8, 41, 0, 12};
@@ -102,6 +106,11 @@ TEST(GptInferenceTest, CachedStepsEqualTheFullForward) {
   const std::vector<std::int64_t> too_many(8, 1);
   EXPECT_THROW(inference.forward(cache, too_many, 8), base::Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(EmbeddingNorm, GptInferenceTest, ::testing::Bool(),
+                         [](const auto& param_info) {
+                           return std::string(param_info.param ? "EmbedLayerNorm" : "Plain");
+                         });
 
 GenerationOptions greedy_options() {
   GenerationOptions o;

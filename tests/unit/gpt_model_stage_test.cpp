@@ -318,6 +318,16 @@ TEST(GptModelStage, CheckpointedStagesMatchTheWholeModel) {
   expect_split_matches(o, 3, "parameters", false, 4);
 }
 
+// --embed-layernorm's LayerNorm belongs to the first stage's embedding, not to the last stage's
+// tied replica.
+TEST(GptModelStage, EmbeddingLayerNormStagesMatchTheWholeModel) {
+  ModelOptions o = stage_options();
+  o.config.embed_layernorm = true;
+  expect_split_matches(o, 2, "type:transformer", false, 4);
+  o.checkpoint_activations = true;
+  expect_split_matches(o, 3, "type:transformer", true, 5);
+}
+
 // The last stage's forward_backward_stage (the head's loss and logits' gradient in one pass)
 // gives every stage the losses, gradients and sent gradients of its forward_stage then
 // backward_stage, bit for bit.

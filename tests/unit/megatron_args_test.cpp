@@ -380,6 +380,9 @@ TEST_F(MegatronArgsTest, GivenFlagsKeepUpstreamTypes) {
       attr(megatron_args_namespace(args({"--apply-residual-connection-post-layernorm"}), run()),
            "apply_residual_connection_post_layernorm"),
       Value::boolean(true));
+  EXPECT_EQ(attr(ns, "embed_layernorm"), Value::boolean(false));
+  EXPECT_EQ(attr(megatron_args_namespace(args({"--embed-layernorm"}), run()), "embed_layernorm"),
+            Value::boolean(true));
 
   const Value bf16 = megatron_args_namespace(
       args({"--bf16"}, R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
@@ -533,6 +536,8 @@ TEST_F(MegatronArgsTest, CheckpointArgsMismatches) {
       prefix +
           "apply_residual_connection_post_layernorm is True in the checkpoint but False "
           "on the command line");
+  EXPECT_EQ(check_error(with("embed_layernorm", Value::boolean(true)), current),
+            prefix + "embed_layernorm is True in the checkpoint but False on the command line");
   {
     Value without = saved;
     Value state = Value::dict();

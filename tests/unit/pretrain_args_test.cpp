@@ -309,7 +309,6 @@ TEST_F(PretrainArgsTest, RefusedFlagsExitWithTheirReason) {
       {{"--batch-size", "4"}, "--batch-size is no longer valid, use --micro-batch-size instead"},
       {{"--warmup", "10"}, "--warmup is no longer valid, use --lr-warmup-fraction instead"},
       {{"--model-parallel-size", "2"}, "--model-parallel-size is no longer valid"},
-      {{"--embed-layernorm"}, "embedding LayerNorm \\(BLOOM\\) is not implemented"},
       {{"--fp32-residual-connection"}, "fp32 residual stream"},
       {{"--onnx-safe", "true"}, "ONNX"},
       {{"--use-bnb-optimizer"}, "bitsandbytes"},
@@ -384,6 +383,13 @@ TEST_F(PretrainArgsTest, PostLayerNormResidualReachesTheModelOptions) {
   EXPECT_TRUE(asked.apply_residual_connection_post_layernorm);
   EXPECT_TRUE(
       train::model_options_from_args(asked, 50304).apply_residual_connection_post_layernorm);
+}
+
+TEST_F(PretrainArgsTest, EmbedLayerNormReachesTheModelOptions) {
+  EXPECT_FALSE(train::model_options_from_args(parse(line()), 50304).config.embed_layernorm);
+  const PretrainArgs asked = parse(with(line(), {"--embed-layernorm"}));
+  EXPECT_TRUE(asked.embed_layernorm);
+  EXPECT_TRUE(train::model_options_from_args(asked, 50304).config.embed_layernorm);
 }
 
 // DeepSpeed's prescaling keys are accepted with a note saying what mds does instead.
