@@ -56,6 +56,9 @@ CASES = [
      dict(num_layers=2, hidden_size=16, num_attention_heads=2, seq_length=8,
           padded_vocab_size=64, apply_residual_connection_post_layernorm=True), 2,
      ["--apply-residual-connection-post-layernorm", "--perturb"]),
+    ("L2 embedding LayerNorm",
+     dict(num_layers=2, hidden_size=16, num_attention_heads=2, seq_length=8,
+          padded_vocab_size=64, embed_layernorm=True), 2, ["--embed-layernorm", "--perturb"]),
 ]
 
 failures = []

@@ -22,8 +22,9 @@ each tensor must have RMS(ours - ref) <= 2e-3·lr and max|ours - ref| <= 1e-5·m
 (RMS ~1.2e-4) or a stray dummy Adam step fails them.
 
 The same again with --apply-residual-connection-post-layernorm (the residual adds take the
-LayerNorm outputs): the losses, norms and weights against the reference under that ordering, and
-the saved args record it.
+LayerNorm outputs), and with --embed-layernorm (BLOOM's LayerNorm over the word embeddings, whose
+eps stays 1e-5 while --layernorm-epsilon is 1e-3 here): the losses, norms and weights against the
+reference under each, and the saved args record the flags.
 
 Plain fp32 DeepSpeed passes the client optimizer unwrapped, so the reference runs no dummy
 set-up step (training.md §4.3 item 6 applies to the fp16/bf16/ZeRO wrappers only).
@@ -61,6 +62,8 @@ ITERS, MICRO, GLOBAL, SEQ, SEED = 20, 2, 4, 32, 1234
 DIMS = reference_gpt.GptDims(num_layers=2, hidden_size=32, num_attention_heads=2,
                              seq_length=SEQ, padded_vocab_size=50304, max_position_embeddings=SEQ)
 POST_LN_DIMS = dataclasses.replace(DIMS, apply_residual_connection_post_layernorm=True)
+# BLOOM's embedding LayerNorm, with the layers' eps far from the 1e-5 it must keep.
+EMBED_LN_DIMS = dataclasses.replace(DIMS, embed_layernorm=True, layernorm_epsilon=1e-3)
 LR, MIN_LR, WARMUP_ITERS, WEIGHT_DECAY, CLIP = 1e-3, 1e-4, 5, 0.1, 1.0
 
 failures = []
@@ -114,19 +117,22 @@ def run_pretrain(work, prefix, dims):
            "--deepspeed_config", config, "--metrics-file", metrics]
     if dims.apply_residual_connection_post_layernorm:
         cmd.append("--apply-residual-connection-post-layernorm")
+    if dims.embed_layernorm:
+        cmd += ["--embed-layernorm", "--layernorm-epsilon", str(dims.layernorm_epsilon)]
     subprocess.run([str(c) for c in cmd], check=True, cwd=work)
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     return [r for r in records if r.get("type") == "train"], save
 
 
-def initial_weights(work):
+def initial_weights(work, dims):
     out = work / "init"
     subprocess.run([str(TOOLS / "gpt_grad_probe"), "--num-layers", str(DIMS.num_layers),
                     "--hidden-size", str(DIMS.hidden_size), "--num-attention-heads",
                     str(DIMS.num_attention_heads), "--seq-length", str(SEQ),
                     "--max-position-embeddings", str(SEQ), "--padded-vocab-size",
                     str(DIMS.padded_vocab_size), "--seed", str(SEED), "--init-only", "--out",
-                    str(out)], check=True)
+                    str(out), *(["--embed-layernorm"] if dims.embed_layernorm else [])],
+                   check=True)
     return torch.load(out / "weights.pt")
 
 
@@ -164,31 +170,33 @@ def layer_file_weights(save, dims):
     return weights
 
 
-def saved_post_ln_flag(save):
-    """apply_residual_connection_post_layernorm of the args pretrain saved at the end."""
+def saved_flags(save):
+    """(apply_residual_connection_post_layernorm, embed_layernorm) of the args pretrain saved."""
     install_stubs()
     state = torch.load(save / f"global_step{ITERS}" / "mp_rank_00_model_states.pt",
                        map_location="cpu")
-    return getattr(state["args"], "apply_residual_connection_post_layernorm", None)
+    return tuple(getattr(state["args"], name, None)
+                 for name in ("apply_residual_connection_post_layernorm", "embed_layernorm"))
 
 
 def train_and_compare(dims):
     """Returns the worst relative loss error; failures go to `failures`."""
-    print(f"apply_residual_connection_post_layernorm={dims.apply_residual_connection_post_layernorm}")
+    print(f"apply_residual_connection_post_layernorm={dims.apply_residual_connection_post_layernorm}"
+          f" embed_layernorm={dims.embed_layernorm}")
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         prefix = make_dataset(work)
         records, save = run_pretrain(work, prefix, dims)
-        flag = saved_post_ln_flag(save)
-        check(flag is dims.apply_residual_connection_post_layernorm,
-              f"saved args: apply_residual_connection_post_layernorm is {flag}")
+        flags = saved_flags(save)
+        check(flags == (dims.apply_residual_connection_post_layernorm, dims.embed_layernorm),
+              f"saved args: apply_residual_connection_post_layernorm, embed_layernorm are {flags}")
         check([r["iteration"] for r in records] == list(range(1, ITERS + 1)),
               f"metrics iterations {[r['iteration'] for r in records]}")
         samples = reference_gpt.GptSamples(prefix, "train", ITERS * GLOBAL, SEQ, SEED)
         check_index_maps(prefix, samples)
 
         trainer = reference_gpt.ReferenceTrainer(
-            dims, initial_weights(work), lr=LR, min_lr=MIN_LR, warmup_samples=WARMUP_ITERS * GLOBAL,
+            dims, initial_weights(work, dims), lr=LR, min_lr=MIN_LR, warmup_samples=WARMUP_ITERS * GLOBAL,
             decay_samples=ITERS * GLOBAL, decay_style="cosine", weight_decay=WEIGHT_DECAY,
             clip=CLIP, dummy_step=False, dtype=REFERENCE_DTYPE)
         worst = 0.0
@@ -234,7 +242,7 @@ def train_and_compare(dims):
 
 
 def main():
-    worst = max(train_and_compare(DIMS), train_and_compare(POST_LN_DIMS))
+    worst = max(train_and_compare(dims) for dims in (DIMS, POST_LN_DIMS, EMBED_LN_DIMS))
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

@@ -40,6 +40,7 @@ class GptDims:
     layernorm_epsilon: float = 1e-5
     apply_query_key_layer_scaling: bool = True
     apply_residual_connection_post_layernorm: bool = False
+    embed_layernorm: bool = False  # BLOOM's LayerNorm over the word embeddings (eps 1e-5)
     gelu: str = "tanh"  # tanh (fused bias-GeLU), openai, erf
 
     def ffn(self):
@@ -57,6 +58,7 @@ class GptDims:
 
 WORD = "tied_modules.embed.word_embeddings.weight"
 POSITION = "tied_modules.embed.position_embeddings.weight"
+EMBED_NORM = "tied_modules.embed.word_embeddings.norm"
 
 
 def layer_spec(layer):
@@ -69,6 +71,9 @@ def parameter_shapes(dims):
     h, f = dims.hidden_size, dims.ffn()
     shapes = OrderedDict()
     shapes[WORD] = (dims.padded_vocab_size, h)
+    if dims.embed_layernorm:
+        shapes[EMBED_NORM + ".weight"] = (h,)
+        shapes[EMBED_NORM + ".bias"] = (h,)
     shapes[POSITION] = (dims.max_positions(), h)
     for layer in range(dims.num_layers):
         p = f"{layer_spec(layer)}."
@@ -96,7 +101,8 @@ def is_no_decay(name):
     if leaf == "bias":
         return True
     module = name.rsplit(".", 1)[0]
-    return module.endswith("layernorm") or module.split(".")[-1].isdigit()  # "<L+4>.weight"
+    return (module.endswith("layernorm") or module == EMBED_NORM
+            or module.split(".")[-1].isdigit())  # "<L+4>.weight"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +204,11 @@ class GptReference:
     def token_losses(self, w, tokens, labels, position_ids):
         """Per-token cross entropy [b, s] over all Vp (padded) columns."""
         d = self.dims
-        x = w[WORD][tokens] + w[POSITION][position_ids]  # [b, s, h]
+        x = w[WORD][tokens]  # [b, s, h]
+        if d.embed_layernorm:  # training.md §1.2 step 4: LayerNorm's default eps, 1e-5
+            x = F.layer_norm(x, (x.shape[-1],), w[EMBED_NORM + ".weight"],
+                             w[EMBED_NORM + ".bias"], eps=1e-5)
+        x = x + w[POSITION][position_ids]
         x = x.transpose(0, 1)  # [s, b, h]
         for layer in range(d.num_layers):
             x = self._layer(x, w, layer)

@@ -6,7 +6,8 @@
 // Usage: gpt_grad_probe --num-layers L --hidden-size h --num-attention-heads n --seq-length s
 //          --padded-vocab-size Vp [--max-position-embeddings P] [--micro-batch-size b] [--seed S]
 //          [--no-query-key-layer-scaling] [--checkpoint-activations] [--checkpoint-num-layers k]
-//          [--apply-residual-connection-post-layernorm] [--gelu tanh|openai|erf] [--perturb]
+//          [--apply-residual-connection-post-layernorm] [--embed-layernorm]
+//          [--gelu tanh|openai|erf] [--perturb]
 //          [--init-only] --out DIR
 // --perturb adds a fixed pseudo-random offset in [-0.1, 0.1] to every initialized parameter, so
 // that biases are not zero and LayerNorm weights not one (a forward pass that skipped them would
@@ -97,6 +98,8 @@ ProbeArgs parse(const std::vector<std::string>& args) {
       options.apply_query_key_layer_scaling = false;
     } else if (flag == "--apply-residual-connection-post-layernorm") {
       options.apply_residual_connection_post_layernorm = true;
+    } else if (flag == "--embed-layernorm") {
+      config.embed_layernorm = true;
     } else if (flag == "--checkpoint-activations") {
       options.checkpoint_activations = true;
     } else if (flag == "--checkpoint-num-layers") {
