@@ -211,6 +211,32 @@ run_ranks fbd2 2 "${bf16[@]}" --train-iters 4 --load "$WORK/ckpt-rt11" --finetun
   fbd2 || fail "finetuning the bf16 conversions differs from finetuning the source"
 pass "pretrain --finetune at the target grid continues from the converted weights (fp32 and bf16)"
 
+# --embed-layernorm (BLOOM): merging T = 2 into one process keeps one copy of the TP-replicated
+# embedding LayerNorm, [h] (upstream's DeepSpeedCheckpoint concatenates the copies into [2h],
+# which no model can load); evaluate gives the same numbers before and after.
+run_ranks eln2 2 "${fp32[@]}" --embed-layernorm --tensor-model-parallel-size 2 --train-iters 4 \
+  --save "$WORK/ckpt-eln2" --save-interval 4
+"$MDS_BIN/merge-mp-partitions" "${model[@]}" --embed-layernorm --load "$WORK/ckpt-eln2" \
+  --save "$WORK/ckpt-eln1" 2> "$WORK/merge-eln1.err" || { cat "$WORK/merge-eln1.err"; fail "merge eln"; }
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "the embedding LayerNorm after the merge"
+import pathlib, sys, torch
+work = pathlib.Path(sys.argv[1])
+merged = torch.load(work / "ckpt-eln1/global_step4/layer_01-model_00-model_states.pt")
+for rank in (0, 1):
+    shard = torch.load(work / f"ckpt-eln2/global_step4/layer_01-model_{rank:02d}-model_states.pt")
+    for key in ("word_embeddings.norm.weight", "word_embeddings.norm.bias"):
+        assert merged[key].shape == (32,) and torch.equal(merged[key], shard[key]), (rank, key)
+PY
+evaluate eln2 ckpt-eln2 --embed-layernorm
+evaluate eln1 ckpt-eln1 --embed-layernorm
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "evaluate differs after merging the --embed-layernorm model"
+import json, pathlib, sys
+work = pathlib.Path(sys.argv[1])
+a, b = (json.loads((work / f"eval-{n}.json").read_text())["avg_loss"] for n in ("eln2", "eln1"))
+assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (a, b)
+PY
+pass "--embed-layernorm: one copy of the TP-replicated norm after merging; same evaluation"
+
 # Bad inputs: one line, non-zero exit, nothing written.
 bad() {  # expected-text name source extra-flags...
   local text=$1 name=$2 source=$3; shift 3
