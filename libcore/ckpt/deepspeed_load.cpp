@@ -15,6 +15,7 @@
 #include "ckpt/deepspeed_objects.h"
 #include "ckpt/megatron_rng.h"
 #include "io/torch_file.h"
+#include "ops/elementwise.h"
 
 namespace mds::ckpt {
 
@@ -105,6 +106,30 @@ class Loader {
                 static_cast<std::size_t>(t.numel()) * size);
   }
 
+  // A model weight in the buffer's dtype. One saved in another floating-point precision is
+  // converted as torch's load_state_dict copies it (round to nearest even), so --finetune,
+  // --no-load-optim, evaluate and generate take a checkpoint of any precision; optimizer states
+  // are never converted (another precision has other optimizer files).
+  std::string_view weight_data(const io::TorchFile& file, const ValueRef& ref, tensor::DType dtype,
+                               const std::vector<std::int64_t>& shape) {
+    const tensor::DType saved = ref.as_tensor().dtype;
+    if (saved == dtype || !is_floating(saved) || !is_floating(dtype)) {
+      return tensor_data(file, ref, dtype, shape);
+    }
+    const std::string_view bytes = tensor_data(file, ref, saved, shape);
+    std::int64_t numel = 1;
+    for (const std::int64_t dim : shape) numel *= dim;
+    scratch_.emplace_back(static_cast<std::size_t>(numel) * tensor::dtype_size(dtype), '\0');
+    ops::cast(tensor::Tensor(scratch_.back().data(), dtype, {numel}),
+              tensor::Tensor(const_cast<char*>(bytes.data()), saved, {numel}));
+    return scratch_.back();
+  }
+
+  static bool is_floating(tensor::DType dtype) {
+    return dtype == tensor::DType::kFloat32 || dtype == tensor::DType::kBFloat16 ||
+           dtype == tensor::DType::kFloat16;
+  }
+
   char* param_address(const tensor::Tensor& flat, const model::ParamSpec& param) const {
     return static_cast<char*>(flat.raw()) +
            static_cast<std::size_t>(param.offset) * tensor::dtype_size(flat.dtype());
@@ -142,7 +167,7 @@ class Loader {
     for (const model::ParamSpec& param : table().params()) {
       if (param.layer != layer || param.tied_replica) continue;
       expected.insert(param.name);
-      copies_.push_back({tensor_data(file, root[param.name], dtype, dims_of(param.local_shape)),
+      copies_.push_back({weight_data(file, root[param.name], dtype, dims_of(param.local_shape)),
                          param_address(state_.params, param)});
     }
     if (state_.rotary_head_dim > 0 && expected.count("self_attention.dense.bias")) {

@@ -66,4 +66,26 @@ common=("${tiny_model_flags[@]}" "${data[@]}" --deepspeed --deepspeed_config "$d
 pass "a checkpoint without consumed-sample counters resumes at iteration × global batch"
 expect_failure "checkpoint $old/global_step10 has no consumed_train_samples (saved before the counter existed); such a checkpoint can resume only iteration-based training (--train-iters), not --train-samples" \
   "$MDS_BIN/pretrain" "${common[@]}" --train-samples 80 --lr-warmup-iters 0 --lr-warmup-samples 12 --load "$old"
+
+# --finetune into another precision converts the weights as torch's load_state_dict does: bf16
+# widened into an fp32 run, fp32 rounded to nearest even into a bf16 run. With a zero learning
+# rate the step leaves them as loaded, so the saved weights show what was loaded.
+frozen=(--lr 0 --min-lr 0 --lr-warmup-iters 0 --train-iters 1 --finetune --save-interval 1)
+"$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${data[@]}" "${frozen[@]}" --deepspeed \
+  --deepspeed_config "$WORK/fp32-0/ds.json" --load "$WORK/bf16-0/straight" --save "$WORK/to-fp32" \
+  > "$WORK/to-fp32.log" 2>&1 || { cat "$WORK/to-fp32.log"; fail "fp32 finetuning from bf16"; }
+"$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${data[@]}" "${frozen[@]}" --bf16 --deepspeed \
+  --deepspeed_config "$WORK/bf16-0/ds.json" --load "$WORK/fp32-0/straight" --save "$WORK/to-bf16" \
+  > "$WORK/to-bf16.log" 2>&1 || { cat "$WORK/to-bf16.log"; fail "bf16 finetuning from fp32"; }
+"$MDS_PYTHON" - "$WORK" <<'PY' || fail "weights converted between precisions"
+import pathlib, sys, torch
+work = pathlib.Path(sys.argv[1])
+for source, target, dtype in (("bf16-0/straight/global_step20", "to-fp32/global_step1", torch.float32),
+                              ("fp32-0/straight/global_step20", "to-bf16/global_step1", torch.bfloat16)):
+    for path in sorted((work / source).glob("layer_*.pt")):
+        saved, loaded = torch.load(path), torch.load(work / target / path.name)
+        for key, value in saved.items():
+            assert loaded[key].dtype == dtype and torch.equal(loaded[key], value.to(dtype)), (target, key)
+PY
+pass "--finetune into another precision loads the weights converted (bf16 → fp32, fp32 → bf16)"
 finish
