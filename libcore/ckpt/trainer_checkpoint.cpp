@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "base/error.h"
 #include "ckpt/deepspeed_checkpoint.h"
@@ -135,8 +136,16 @@ bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
                              const RunDescription& run, const base::Log& log) {
   const std::optional<std::string> tag = read_latest_tag(dir);
   if (!tag) {
+    // Upstream's behaviour; the hint is mds's (a converted checkpoint without
+    // --universal-checkpoint would otherwise start a run from random weights with only this line to
+    // say so).
+    std::error_code error;
+    const bool universal = std::filesystem::exists(dir + "/latest_universal", error);
     log.warn("could not find the metadata file " + dir +
-             "/latest; no checkpoint is loaded and training starts from the initial weights");
+             "/latest; no checkpoint is loaded and training starts from the initial weights" +
+             (universal
+                  ? " (" + dir + "/latest_universal exists: give --universal-checkpoint to load it)"
+                  : std::string()));
     return false;
   }
   const config::PretrainArgs& args = *run.args;

@@ -74,6 +74,13 @@ grep -q "padded vocab (size: 50257) with 175 dummy tokens (new size: 50432)" "$W
 "$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" --tolerance 1e-5 steps "$WORK" grow-t1 grow-t4 ||
   fail "grow: the T=4 resume differs from the T=1 resume padded to 50432 rows"
 pass "universal T=1 (50304 rows) → T=4 (50432 rows): steps 6-10 equal a T=1 resume padded alike"
+# Without --universal-checkpoint a folder holding only latest_universal loads nothing (upstream's
+# warning, and a run from the initial weights); mds's warning says how to load it.
+run_ranks grow-forgot "$grid_ranks" "${grid_flags[@]}" --load "$WORK/grow-universal" --exit-interval 1
+cat "$WORK/grow-forgot.log" "$WORK/grow-forgot.err" | grep -qF \
+  "$WORK/grow-universal/latest_universal exists: give --universal-checkpoint to load it" ||
+  fail "no hint at --universal-checkpoint: $(grep -i metadata "$WORK/grow-forgot.log" "$WORK/grow-forgot.err")"
+pass "a universal-only folder without --universal-checkpoint: the warning names the flag"
 run_ranks grow-reload "$grid_ranks" "${grid_flags[@]}" --train-iters 5 --override-lr-scheduler \
   --load "$WORK/grow-universal" --universal-checkpoint --save "$WORK/grow-reload" --save-interval 100
 "$convert" --input_folder "$WORK/grow-reload/global_step5" \
