@@ -69,6 +69,21 @@ PY
 grep -qx '    validation: 32' "$WORK/rampup.log" || { cat "$WORK/rampup.log"; fail "ramp-up validation target"; }
 pass "--rampup-batch-size with --train-samples"
 
+# --log-params-norm: upstream's calc_params_l2_norm, the 2-norm of every weight after the step,
+# equals torch's over the tensors of the checkpoint saved at that iteration.
+"$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${data[@]}" --train-iters 4 --log-interval 4 \
+  --log-params-norm --deepspeed --deepspeed_config "$WORK/fp32.json" --save "$WORK/ckpt-norm" \
+  --save-interval 4 > "$WORK/norm.log" 2>/dev/null || fail "--log-params-norm run"
+"$MDS_PYTHON" - "$WORK/norm.log" "$WORK/ckpt-norm/global_step4" <<'PY' || fail "params norm"
+import math, pathlib, re, sys, torch
+logged = re.findall(r"\| params norm: ([0-9.]+) \|", open(sys.argv[1]).read())
+assert len(logged) == 1, logged
+squares = sum(t.double().pow(2).sum().item() for path in sorted(pathlib.Path(sys.argv[2]).glob("layer_*.pt"))
+              for t in torch.load(path).values())
+assert logged[0] == "{:.3f}".format(math.sqrt(squares)), (logged, math.sqrt(squares))
+PY
+pass "--log-params-norm logs the 2-norm of the weights after the step"
+
 # fp16: the loss scale is logged and starts at 2^12 (initial_scale_power 12).
 write_ds_config "$WORK/fp16.json" fp16 1
 "$MDS_BIN/pretrain" "${tiny_model_flags[@]}" "${data[@]}" --fp16 --train-iters 5 \
