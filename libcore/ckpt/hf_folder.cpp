@@ -86,8 +86,7 @@ HfImportedModel read_hf_gpt2_folder(const std::string& dir, std::int64_t padded_
   model::validate(c);
   m.table = std::make_unique<model::ParamTable>(model::ParamTable::build(c));
   m.params = std::make_unique<model::ParamBuffer>(*m.table, tensor::DType::kFloat32);
-  const io::SafetensorsFile file = io::SafetensorsFile::open(dir + "/model.safetensors");
-  from_hf_gpt2(file, c, *m.params);
+  from_hf_gpt2(HfWeights::open(dir), c, *m.params);
   return m;
 }
 

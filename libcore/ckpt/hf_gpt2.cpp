@@ -300,24 +300,24 @@ HfTensors to_hf_gpt2(const GptConfig& config, const model::ParamBuffer& whole,
   return out;
 }
 
-void from_hf_gpt2(const io::SafetensorsFile& file, const GptConfig& config,
+void from_hf_gpt2(const HfWeights& weights, const GptConfig& config,
                   const model::ParamBuffer& whole) {
   const model::ParamTable& table = whole.table();
   if (whole.flat().dtype() != DType::kFloat32) base::fail("from_hf_gpt2: weights must be fp32");
   // A stored head must be the tied word embedding: an untied one has no place in the model.
-  if (const io::SafetensorsEntry* head = file.find("lm_head.weight")) {
-    const io::SafetensorsEntry* wte = file.find("transformer.wte.weight");
-    if (wte == nullptr || file.bytes(*head) != file.bytes(*wte) || head->dtype != wte->dtype) {
-      base::fail(file.path(),
+  if (const HfWeight* head = weights.find("lm_head.weight")) {
+    const HfWeight* wte = weights.find("transformer.wte.weight");
+    if (wte == nullptr || head->bytes != wte->bytes || head->dtype != wte->dtype) {
+      base::fail(head->file,
                  ": lm_head.weight differs from transformer.wte.weight; an untied "
                  "head cannot be imported (Megatron's GPT ties them)");
     }
   }
   std::vector<float> scratch;
   for (const Mapping& m : mappings(config)) {
-    const io::SafetensorsEntry* entry = file.find("transformer." + m.hf);
-    if (entry == nullptr) entry = file.find(m.hf);
-    if (entry == nullptr) base::fail(file.path(), ": no tensor 'transformer.", m.hf, "'");
+    const HfWeight* entry = weights.find("transformer." + m.hf);
+    if (entry == nullptr) entry = weights.find(m.hf);
+    if (entry == nullptr) base::fail(weights.source(), ": no tensor 'transformer.", m.hf, "'");
     const Tensor ours = whole.view(table.index_of(m.layer, m.name));
     const Shape& shape = ours.shape();
     const bool vocab = m.name == "word_embeddings.weight";
@@ -326,14 +326,13 @@ void from_hf_gpt2(const io::SafetensorsFile& file, const GptConfig& config,
     const Shape expected = hf_shape(m, shape, file_rows);
     if (entry->shape != std::vector<std::int64_t>(expected.begin(), expected.end()) ||
         file_rows > rows) {
-      base::fail(file.path(), ": tensor '", entry->name, "' has shape ", dims_text(entry->shape),
+      base::fail(entry->file, ": tensor '", entry->name, "' has shape ", dims_text(entry->shape),
                  ", the model needs ", hf_shape(m, shape, rows).to_string(),
                  vocab ? " (or fewer rows)" : "");
     }
-    const std::string_view bytes = file.bytes(*entry);
     scratch.assign(static_cast<std::size_t>(rows * cols), 0.0f);
     ops::cast(Tensor(scratch.data(), DType::kFloat32, expected),
-              Tensor(const_cast<char*>(bytes.data()), entry->dtype, expected));
+              Tensor(const_cast<char*>(entry->bytes.data()), entry->dtype, expected));
     convert(m, config, static_cast<float*>(ours.raw()), scratch.data(), rows, cols, false);
   }
 }

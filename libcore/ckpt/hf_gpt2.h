@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/model_options.h"
 #include "model/param_buffer.h"
@@ -50,9 +51,10 @@ HfTensors to_hf_gpt2(const model::GptConfig& config, const model::ParamBuffer& w
                      std::int64_t vocab_rows, tensor::DType dtype);
 
 // The inverse: fills the fp32 whole-model buffer of `config` (whose shapes must be the file's, with
-// at least as many vocabulary rows; extra rows are zeroed) from a GPT-2 safetensors file, with or
-// without the "transformer." prefix. Fails naming a missing or misshapen tensor.
-void from_hf_gpt2(const io::SafetensorsFile& file, const model::GptConfig& config,
+// at least as many vocabulary rows; extra rows are zeroed) from a GPT-2's weights in any of
+// transformers' layouts (ckpt/hf_weights.h), with or without the "transformer." prefix, in any
+// floating-point dtype. Fails naming a missing or misshapen tensor.
+void from_hf_gpt2(const HfWeights& weights, const model::GptConfig& config,
                   const model::ParamBuffer& whole);
 
 }  // namespace mds::ckpt

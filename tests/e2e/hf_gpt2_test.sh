@@ -88,6 +88,12 @@ for name, p in model.named_parameters():
     if name.endswith("bias") or "ln_" in name:
         torch.nn.init.normal_(p, std=0.05, mean=1.0 if ".weight" in name else 0.0)
 model.save_pretrained(work / "theirs", safe_serialization=True)
+# transformers' other layouts of the same weights: pytorch_model.bin, and both sharded with an index.
+model.save_pretrained(work / "theirs-bin", safe_serialization=False)
+model.save_pretrained(work / "theirs-shards", safe_serialization=True, max_shard_size="200KB")
+model.save_pretrained(work / "theirs-bin-shards", safe_serialization=False, max_shard_size="200KB")
+assert (work / "theirs-shards/model.safetensors.index.json").exists()
+assert (work / "theirs-bin-shards/pytorch_model.bin.index.json").exists()
 with torch.no_grad():
     logits = model(torch.tensor([tokens])).logits[0].tolist()
 (work / "theirs.json").write_text(json.dumps(logits))
@@ -105,6 +111,13 @@ assert worst <= 1e-5, worst
 assert ours[:, 50257:].abs().max().item() == 0.0  # zero rows pad the vocabulary
 PY
 pass "a GPT-2 saved by transformers imports with the same logits (padded rows zero)"
+for layout in bin shards bin-shards; do
+  "$probe" import "$WORK/theirs-$layout" 50304 "$tokens" > "$WORK/imported-$layout.json" \
+    2> "$WORK/import-$layout.err" || { cat "$WORK/import-$layout.err"; fail "import of theirs-$layout"; }
+  cmp -s "$WORK/imported.json" "$WORK/imported-$layout.json" ||
+    fail "theirs-$layout imports other weights than model.safetensors"
+done
+pass "pytorch_model.bin and sharded safetensors/.bin folders import the same weights bit for bit"
 
 # merge-mp-partitions --from-hf: the exported folder written back as a T = 2 × P = 2 checkpoint
 # (shape and tokenizer from the folder) gives the training run's layer files byte for byte.
@@ -186,7 +199,8 @@ expect_failure "--num-layers 3 contradicts $WORK/theirs/config.json, whose 'n_la
 expect_failure "has no vocab.json and merges.txt" "${from_hf[@]}" --from-hf "$WORK/theirs" \
   --save "$WORK/nothing"
 mkdir -p "$WORK/no-weights" && cp "$WORK/theirs/config.json" "$WORK/no-weights/"
-expect_failure "$WORK/no-weights/model.safetensors" "${from_hf[@]}" --from-hf "$WORK/no-weights" \
+expect_failure "$WORK/no-weights: no model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json" \
+  "${from_hf[@]}" --from-hf "$WORK/no-weights" \
   --save "$WORK/nothing" "${gpt2_flags[@]}"
 [ ! -e "$WORK/nothing" ] || fail "--from-hf left $WORK/nothing behind"
 
@@ -205,4 +219,15 @@ if "$probe" import "$WORK/bad" 50304 1 > /dev/null 2> "$WORK/bad.err"; then fail
 expect_one_line "$WORK/bad.err" 'bad/config.json: model_type must be "gpt2"' \
   "a non-GPT-2 config is not named"
 pass "a truncated safetensors file and a non-GPT-2 config fail with one line naming the file"
+cp -r "$WORK/theirs-shards" "$WORK/bad-index"
+"$MDS_PYTHON" - "$WORK/bad-index/model.safetensors.index.json" <<'PY'
+import json, sys
+index = json.load(open(sys.argv[1]))
+index["weight_map"]["transformer.extra"] = sorted(index["weight_map"].values())[0]
+json.dump(index, open(sys.argv[1], "w"))
+PY
+if "$probe" import "$WORK/bad-index" 50304 1 > /dev/null 2> "$WORK/bad.err"; then fail "bad index accepted"; fi
+expect_one_line "$WORK/bad.err" "bad-index/model.safetensors.index.json: tensor 'transformer.extra' is not in " \
+  "an index naming a tensor its shard lacks is not named"
+pass "an index listing a tensor its shard lacks fails with one line naming the index"
 finish
