@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/python_float.h"
 #include "tasks/python_text.h"
 
 namespace mds::tasks {
@@ -63,7 +64,7 @@ std::string json_string(std::string_view s) {
 
 std::string json_number(double value) {
   if (!std::isfinite(value)) return "null";
-  return python_float_repr(value);
+  return base::python_float_repr(value);
 }
 
 }  // namespace mds::tasks

@@ -28,8 +28,6 @@ std::size_t code_point_count(std::string_view utf8);
 
 // Python's '{:.4E}'.format(x), e.g. "3.2188E+00" (also "inf", "nan" as Python writes them).
 std::string format_e4(double value);
-// Python's repr(float): the shortest round-trip digits, fixed notation for exponents -4 to 15
-// ("0.0001", "1.3333333333333333", "2.0"), scientific otherwise ("1e-05", "1.5e+16").
-std::string python_float_repr(double value);
+// Python's repr(float) is base::python_float_repr (base/python_float.h).
 
 }  // namespace mds::tasks

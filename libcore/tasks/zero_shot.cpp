@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/python_float.h"
 #include "model/gpt_model.h"
 #include "tasks/gpt_inference.h"
 #include "tasks/json_text.h"
@@ -169,7 +170,7 @@ std::vector<std::string> framed(const std::string& line) {
 std::vector<std::string> wikitext_result_lines(const WikitextResult& r) {
   return framed(" validation results on WIKITEXT103 | avg loss: " + format_e4(r.avg_loss) +
                 " | ppl: " + format_e4(r.ppl) + " | adjusted ppl: " + format_e4(r.adjusted_ppl) +
-                " | token ratio: " + python_float_repr(r.token_ratio) + " |");
+                " | token ratio: " + base::python_float_repr(r.token_ratio) + " |");
 }
 
 std::vector<std::string> lambada_result_lines(const LambadaResult& r) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/python_float.h"
 
 namespace mds::train {
 namespace {
@@ -101,6 +102,27 @@ std::string format_deepspeed_steps_line(int64_t global_steps, double loss, doubl
   return "steps: " + std::to_string(global_steps) + " loss: " + python_format_f(loss, 4) +
          " iter time (s): " + python_format_f(iter_time, 3) +
          " samples/sec: " + python_format_f(samples_per_second, 3);
+}
+
+std::string format_deepspeed_progress_line(int64_t step, int64_t skipped, double lr, double beta1,
+                                           double beta2, int groups) {
+  const std::string one_lr = base::python_float_repr(lr);
+  std::string mom = "(";
+  mom.append(base::python_float_repr(beta1)).append(", ").append(base::python_float_repr(beta2));
+  mom.append(")");
+  std::string lrs, moms;
+  for (int g = 0; g < groups; ++g) {
+    if (g > 0) {
+      lrs.append(", ");
+      moms.append(", ");
+    }
+    lrs.append(one_lr);
+    moms.append(mom);
+  }
+  std::string line = "[Rank 0] step=";
+  line.append(std::to_string(step)).append(", skipped=").append(std::to_string(skipped));
+  line.append(", lr=[").append(lrs).append("], mom=[").append(moms).append("]");
+  return line;
 }
 
 }  // namespace mds::train

@@ -64,4 +64,11 @@ std::string format_training_log_line(const TrainingLogFields& fields);
 std::string format_deepspeed_steps_line(int64_t global_steps, double loss, double iter_time,
                                         double samples_per_second);
 
+// The message of DeepSpeed's engine _report_progress (log_dist on rank 0), printed at the same
+// steps just before the line above: one lr and one (beta1, beta2) per optimizer parameter group,
+// Python reprs:
+// "[Rank 0] step=10, skipped=0, lr=[0.0001, 0.0001, 0.0001], mom=[(0.9, 0.95), (0.9, 0.95), …]".
+std::string format_deepspeed_progress_line(int64_t step, int64_t skipped, double lr, double beta1,
+                                           double beta2, int groups);
+
 }  // namespace mds::train

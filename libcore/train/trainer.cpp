@@ -336,7 +336,12 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
 
   seconds_since_steps_print_ += elapsed_seconds;
   if (progress_.global_steps % options_.steps_per_print == 0) {
-    // DeepSpeed's PipelineEngine line on rank 0.
+    // DeepSpeed's engine reports its progress inside the step, then PipelineEngine prints its
+    // line, both on rank 0.
+    const AdamHyperParams& adam = optimizer_.options().adam;
+    outputs_.log->info(format_deepspeed_progress_line(progress_.global_steps,
+                                                      progress_.skipped_steps, lr_scheduler_.lr(),
+                                                      adam.beta1, adam.beta2, optimizer_groups()));
     const double iter_time =
         seconds_since_steps_print_ / static_cast<double>(options_.steps_per_print);
     outputs_.log->info(
@@ -380,6 +385,15 @@ void Trainer::log_iteration(const IterationResult& result, double elapsed_second
   loss_sum_ = 0.0;
   iterations_since_log_ = 0;
   seconds_since_log_ = 0.0;
+}
+
+int Trainer::optimizer_groups() const {
+  // DeepSpeed drops the empty ones of Megatron's three weight-decay groups (training.md §4.2).
+  bool used[model::kNumDecayGroups] = {};
+  for (const model::ParamSpec& param : table_.params()) used[static_cast<int>(param.group)] = true;
+  int groups = 0;
+  for (const bool group_used : used) groups += group_used ? 1 : 0;
+  return groups;
 }
 
 double Trainer::params_norm() const {

@@ -204,6 +204,8 @@ class Trainer {
   void evaluate_at_the_end(CheckpointSaver* saver, bool save);
   bool kill_switch_found() const;
   double params_norm() const;
+  // The optimizer parameter groups DeepSpeed keeps (the non-empty weight-decay groups).
+  int optimizer_groups() const;
   std::int64_t data_parallel_size() const;
   // Every rank of the job (the world, or the data-parallel group when none is given; null for
   // one process) and their count T·P·D, the TFLOPs' divisor (training.md §5.10).

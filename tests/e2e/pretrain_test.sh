@@ -64,6 +64,18 @@ batches = [r["global_batch_size"] for r in train]
 assert batches == [2] * 20 + [4] * 15, batches
 assert train[-1]["consumed_samples"] == 100, train[-1]
 PY
+# DeepSpeed's steps_per_print (10 by default): its engine's progress line, then PipelineEngine's.
+python3 - "$WORK/rampup.jsonl" "$WORK/rampup.log" <<'PY' || fail "DeepSpeed's progress lines"
+import json, re, sys
+lr = {r["iteration"]: r["lr"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "train"}
+log = open(sys.argv[2]).read()
+found = re.findall(r"^\[Rank 0\] step=(\d+), skipped=0, lr=\[(\S+), (\S+), (\S+)\], "
+                   r"mom=\[\(0\.9, 0\.999\), \(0\.9, 0\.999\), \(0\.9, 0\.999\)\]\n"
+                   r"steps: \1 loss: ", log, re.M)
+assert [int(f[0]) for f in found] == [10, 20, 30], found
+for step, *lrs in found:
+    assert lrs == [repr(lr[int(step)])] * 3, (step, lrs, lr[int(step)])
+PY
 # The validation target follows those 35 iterations: (35 // 10 + 1) × 2 × 4 = 32 samples, not the
 # (100 // 4 // 10 + 1) × 2 × 4 = 24 of a count without the ramp-up.
 grep -qx '    validation: 32' "$WORK/rampup.log" || { cat "$WORK/rampup.log"; fail "ramp-up validation target"; }

@@ -2,6 +2,7 @@
 // helpers whose definitions they rely on.
 #include <gtest/gtest.h>
 
+#include "base/python_float.h"
 #include "tasks/detokenizer.h"
 #include "tasks/json_text.h"
 #include "tasks/python_text.h"
@@ -66,15 +67,15 @@ TEST(PythonTextTest, FloatFormatting) {
   EXPECT_EQ(format_e4(3.21884), "3.2188E+00");
   EXPECT_EQ(format_e4(49734.157), "4.9734E+04");
   EXPECT_EQ(format_e4(0.0), "0.0000E+00");
-  EXPECT_EQ(python_float_repr(1.096068796068796), "1.096068796068796");
-  EXPECT_EQ(python_float_repr(2.0), "2.0");
-  EXPECT_EQ(python_float_repr(1.0 / 3.0), "0.3333333333333333");
-  EXPECT_EQ(python_float_repr(0.0001), "0.0001");
-  EXPECT_EQ(python_float_repr(0.00001), "1e-05");
-  EXPECT_EQ(python_float_repr(1e16), "1e+16");
-  EXPECT_EQ(python_float_repr(1234567890123456.0), "1234567890123456.0");
-  EXPECT_EQ(python_float_repr(1.5e300), "1.5e+300");
-  EXPECT_EQ(python_float_repr(-0.5), "-0.5");
+  EXPECT_EQ(base::python_float_repr(1.096068796068796), "1.096068796068796");
+  EXPECT_EQ(base::python_float_repr(2.0), "2.0");
+  EXPECT_EQ(base::python_float_repr(1.0 / 3.0), "0.3333333333333333");
+  EXPECT_EQ(base::python_float_repr(0.0001), "0.0001");
+  EXPECT_EQ(base::python_float_repr(0.00001), "1e-05");
+  EXPECT_EQ(base::python_float_repr(1e16), "1e+16");
+  EXPECT_EQ(base::python_float_repr(1234567890123456.0), "1234567890123456.0");
+  EXPECT_EQ(base::python_float_repr(1.5e300), "1.5e+300");
+  EXPECT_EQ(base::python_float_repr(-0.5), "-0.5");
 }
 
 TEST(PythonTextTest, JsonDumpsStrings) {

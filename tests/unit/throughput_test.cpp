@@ -261,5 +261,16 @@ TEST(DeepSpeedStepsLine, Format) {
             "steps: 2000 loss: 2.3457 iter time (s): 0.123 samples/sec: 130.081");
 }
 
+// DeepSpeed's f"step={step}, skipped={skipped}, lr={lr}, mom={mom}" with Python's list and tuple
+// reprs, behind log_dist's "[Rank 0] ".
+TEST(DeepSpeedProgressLine, Format) {
+  EXPECT_EQ(format_deepspeed_progress_line(10, 2, 0.0001, 0.9, 0.95, 3),
+            "[Rank 0] step=10, skipped=2, lr=[0.0001, 0.0001, 0.0001], "
+            "mom=[(0.9, 0.95), (0.9, 0.95), (0.9, 0.95)]");
+  EXPECT_EQ(format_deepspeed_progress_line(2000, 0, 5.9999999999999995e-05, 0.9, 0.999, 2),
+            "[Rank 0] step=2000, skipped=0, lr=[5.9999999999999995e-05, 5.9999999999999995e-05], "
+            "mom=[(0.9, 0.999), (0.9, 0.999)]");
+}
+
 }  // namespace
 }  // namespace mds::train
