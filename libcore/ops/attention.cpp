@@ -135,14 +135,19 @@ float query_key_layer_scaling_coeff(int layer_number, bool apply_query_key_layer
 // On the host the activations (qkv, ctx, dctx, dqkv) may be bf16 or fp16: each is widened into an
 // fp32 copy (ops/cpu/widened.h), the fp32 function runs, and each output is rounded once; the
 // probabilities and their gradients stay fp32.
-void attention_probs_forward(Tensor probs, Tensor qkv, float coeff) {
+void attention_probs_forward(Tensor probs, Tensor qkv, float coeff, Tensor key_bias) {
   constexpr const char* kOp = "attention_probs_forward";
   detail::require_cpu(kOp, {{"probs", probs}, {"qkv", qkv}});
   const cpu::AttentionDims d = dims_of(kOp, probs, qkv);
   detail::activation_dtype(kOp, {"qkv", qkv}, {});
   check_coeff(kOp, coeff);
+  if (key_bias.raw() != nullptr) {
+    detail::require_cpu(kOp, {{"key_bias", key_bias}});
+    check_float(kOp, {"key_bias", key_bias}, {d.np, d.s});
+  }
   const cpu::Fp32View vqkv(qkv);
-  cpu::attention_probs_forward(probs.data<float>(), vqkv.data(), d, coeff);
+  cpu::attention_probs_forward(probs.data<float>(), vqkv.data(), d, coeff,
+                               key_bias.raw() != nullptr ? key_bias.data<float>() : nullptr);
 }
 
 void attention_context_forward(Tensor ctx, Tensor probs, Tensor qkv) {

@@ -42,8 +42,11 @@ namespace mds::ops {
 // 1 without.
 float query_key_layer_scaling_coeff(int layer_number, bool apply_query_key_layer_scaling);
 
-// probs = causal_softmax(coeff · α · q·kᵀ), written for every (batch, head).
-void attention_probs_forward(tensor::Tensor probs, tensor::Tensor qkv, float coeff);
+// probs = causal_softmax(coeff · α · q·kᵀ), written for every (batch, head). With `key_bias`
+// (fp32 [np, s], host), head h's scores first get key_bias[h, j]/coeff added for key j, as
+// upstream's ALiBi baddbmm (training.md §1.4 step 5): S = β·B + α·q·kᵀ, β = 1/coeff.
+void attention_probs_forward(tensor::Tensor probs, tensor::Tensor qkv, float coeff,
+                             tensor::Tensor key_bias = {});
 // ctx = probs · v (overwrites ctx).
 void attention_context_forward(tensor::Tensor ctx, tensor::Tensor probs, tensor::Tensor qkv);
 

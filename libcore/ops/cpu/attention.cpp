@@ -171,15 +171,24 @@ void causal_transposed_times(float* out, std::int64_t ldo, const float* p, const
 // Each thread takes whole (batch, head) slices: their GEMMs run single-threaded one after the
 // other and the softmax of a slice follows its scores while they are still in cache. Every slice
 // writes only its own part of probs, ctx and dqkv.
-void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff) {
+void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff,
+                             const float* key_bias) {
   const float alpha = score_alpha(d, coeff);
+  const float beta = 1.0f / coeff;
   const std::int64_t s = d.s;
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < d.b * d.np; ++bh) {
     const Slice at = slice(d, bh);
     causal_scores(probs + at.probs, qkv + at.qkv, qkv_ld(d), qkv + at.qkv + d.hn, qkv_ld(d), alpha,
                   s, d.hn);
-    for (std::int64_t i = 0; i < s; ++i) causal_softmax_row(probs + at.probs + i * s, i, s, coeff);
+    const float* bias = key_bias != nullptr ? key_bias + (bh % d.np) * s : nullptr;
+    for (std::int64_t i = 0; i < s; ++i) {
+      float* row = probs + at.probs + i * s;
+      if (bias != nullptr) {
+        for (std::int64_t j = 0; j <= i; ++j) row[j] = beta * bias[j] + row[j];
+      }
+      causal_softmax_row(row, i, s, coeff);
+    }
   }
 }
 

@@ -17,7 +17,10 @@ struct AttentionDims {
   std::int64_t stream_heads = 0;  // 0: np
 };
 
-void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff);
+// key_bias: null, or [np, s] added to each head's scores as upstream's ALiBi baddbmm does
+// (S = bias/coeff + α·q·kᵀ, before the softmax of coeff·S).
+void attention_probs_forward(float* probs, const float* qkv, AttentionDims d, float coeff,
+                             const float* key_bias = nullptr);
 void attention_context_forward(float* ctx, const float* probs, const float* qkv, AttentionDims d);
 void attention_context_backward(float* dprobs, float* dqkv, const float* dctx, const float* probs,
                                 const float* qkv, AttentionDims d);
