@@ -106,14 +106,15 @@ class Loader {
                 static_cast<std::size_t>(t.numel()) * size);
   }
 
-  // A model weight in the buffer's dtype. One saved in another floating-point precision is
-  // converted as torch's load_state_dict copies it (round to nearest even), so --finetune,
-  // --no-load-optim, evaluate and generate take a checkpoint of any precision; optimizer states
-  // are never converted (another precision has other optimizer files).
+  // A model weight in the buffer's dtype. Without the optimizer state (--finetune,
+  // --no-load-optim, evaluate, generate) one saved in another floating-point precision is
+  // converted as torch's load_state_dict copies it (round to nearest even), as upstream does; with
+  // it the dtypes must match (another precision has other optimizer files, and upstream fails on
+  // them).
   std::string_view weight_data(const io::TorchFile& file, const ValueRef& ref, tensor::DType dtype,
                                const std::vector<std::int64_t>& shape) {
     const tensor::DType saved = ref.as_tensor().dtype;
-    if (saved == dtype || !is_floating(saved) || !is_floating(dtype)) {
+    if (saved == dtype || options_.load_optimizer || !is_floating(saved) || !is_floating(dtype)) {
       return tensor_data(file, ref, dtype, shape);
     }
     const std::string_view bytes = tensor_data(file, ref, saved, shape);

@@ -19,7 +19,7 @@ void add_network_size(FlagSet& flags, PretrainArgs& a) {
   g.store_true("--openai-gelu", a.openai_gelu,
                "OpenAI's tanh GeLU constant (used only with --no-bias-gelu-fusion)");
   g.choice("--position-embedding-type", a.position_embedding_type, {"absolute", "rotary", "alibi"},
-           "absolute, rotary or alibi (mds implements absolute)");
+           "absolute, rotary or alibi (mds implements absolute and alibi; alibi on the CPU only)");
   g.choice("--glu-activation", a.glu_activation, {"geglu", "liglu", "reglu", "swiglu"},
            "GLU MLP activation (not implemented in mds yet)");
   g.text("--kill-switch-path", a.kill_switch_path,

@@ -180,9 +180,10 @@ void validate_model_shape(PretrainArgs& a) {
                  " is smaller than --seq-length ", *a.seq_length);
     }
   }
-  if (a.position_embedding_type != PositionEmbeddingType::kAbsolute) {
-    base::fail("--position-embedding-type ", type,
-               ": only absolute position embeddings are implemented in mds yet");
+  if (a.position_embedding_type == PositionEmbeddingType::kRotary) {
+    base::fail(
+        "--position-embedding-type rotary: only absolute and alibi positions are "
+        "implemented in mds yet");
   }
 }
 

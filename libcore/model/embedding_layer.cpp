@@ -20,7 +20,7 @@ void embedding_layer_forward(const ops::DeviceContext& ctx, Tensor out,
     ops::layernorm_forward(ctx, out, norm->mean, norm->rstd, lookups, norm->weight, norm->bias,
                            kEmbeddingNormEpsilon);
   }
-  ops::embedding_lookup_add(ctx, out, inputs.positions, position);
+  if (position.raw() != nullptr) ops::embedding_lookup_add(ctx, out, inputs.positions, position);
   ops::dropout_forward(ctx, out, out, dropout);
 }
 
@@ -29,7 +29,7 @@ void embedding_layer_backward(const ops::DeviceContext& ctx, Tensor dword, Tenso
                               const ops::DropoutStream& dropout, std::int64_t vocab_start,
                               const EmbeddingNorm* norm) {
   ops::dropout_backward(ctx, dout, dout, dropout);
-  ops::embedding_backward(ctx, dposition, dout, inputs.positions);
+  if (dposition.raw() != nullptr) ops::embedding_backward(ctx, dposition, dout, inputs.positions);
   Tensor dlookups = dout;
   if (norm != nullptr) {
     // The TP sum's backward is the identity: every rank has the whole gradient already.

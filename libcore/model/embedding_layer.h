@@ -22,11 +22,11 @@ struct EmbeddingNorm {
   tensor::Tensor scratch;  // [s, b, h]: the backward's gradient of `input`
 };
 
-// EmbeddingPipe with absolute positions (training.md §1.2, §2.3):
+// EmbeddingPipe (training.md §1.2, §2.3):
 // out[s, b, h] = dropout(norm(word[tokens]) + position[positions]), norm the identity without
-// --embed-layernorm. `word` holds rows [vocab_start, vocab_start + Vp/T) of the tied table; each
-// rank looks up the tokens it holds and the TP group sums the lookups (`g`) before the norm. All
-// tensors on ctx's device.
+// --embed-layernorm, and no position term with ALiBi (`position` / `dposition` empty). `word` holds
+// rows [vocab_start, vocab_start + Vp/T) of the tied table; each rank looks up the tokens it holds
+// and the TP group sums the lookups (`g`) before the norm. All tensors on ctx's device.
 void embedding_layer_forward(const ops::DeviceContext& ctx, tensor::Tensor out,
                              const InputActivations& inputs, tensor::Tensor word,
                              tensor::Tensor position, const ops::DropoutStream& dropout,

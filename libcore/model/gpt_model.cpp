@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "model/alibi.h"
 #include "model/embedding_layer.h"
 #include "model/lm_head.h"
 #include "ops/attention.h"
@@ -84,9 +85,11 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
     index_.word = table.index_of(embed, "word_embeddings.weight");
     expect_shape(index_.word, {c.local_vocab(), c.hidden_size});
   }
-  if (owns_embedding_) {
+  if (owns_embedding_ && c.position_embedding == PositionEmbedding::kAbsolute) {
     index_.position = table.index_of(embed, "position_embeddings.weight");
     expect_shape(index_.position, {c.max_position_embeddings, c.hidden_size});
+  }
+  if (owns_embedding_) {
     if (c.embed_layernorm) {
       index_.embed_norm_weight = table.index_of(embed, "word_embeddings.norm.weight");
       index_.embed_norm_bias = table.index_of(embed, "word_embeddings.norm.bias");
@@ -114,6 +117,10 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
   }
   zeroed_before_overwrite_ = ranges_not_overwritten(table, overwritten);
   check_device_support();
+  if (c.position_embedding == PositionEmbedding::kAlibi) {
+    alibi_bias_ = alibi_key_bias(c.num_attention_heads, c.first_local_head(), c.local_heads(),
+                                 c.seq_length, options_.alibi_bias_dtype);
+  }
   activations_ = std::make_unique<Activations>(options_, num_buffers, this->device());
   if (context().is_cuda()) {
     const std::int64_t s = c.seq_length, b = options_.micro_batch_size;
@@ -137,6 +144,11 @@ void GptModel::check_device_support() const {
   const GptConfig& c = options_.config;
   const std::string where = "GptModel on " + tensor::device_name(device());
   const std::int64_t head_dim = c.hidden_size / c.num_attention_heads;
+  if (c.position_embedding == PositionEmbedding::kAlibi) {
+    base::fail(where,
+               ": ALiBi positions are not implemented in the flash-attention kernels yet "
+               "(train on the CPU, --device cpu)");
+  }
   if (!ops::flash_attention_supports(head_dim)) {
     base::fail(where, ": head dim ", head_dim, " (hidden ", c.hidden_size, " / ",
                c.num_attention_heads,
@@ -255,6 +267,10 @@ LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropo
       layer_dropout_stream(dropout, options_.hidden_dropout, layer, DropoutSite::kMlpResidual);
   setup.tp = tp_;
   setup.heads = {options_.config.first_local_head(), options_.config.num_attention_heads};
+  if (!alibi_bias_.empty()) {
+    setup.key_bias = Tensor(const_cast<float*>(alibi_bias_.data()), DType::kFloat32,
+                            {options_.config.local_heads(), options_.config.seq_length});
+  }
   return setup;
 }
 
@@ -269,6 +285,14 @@ void GptModel::forward_layer(int buffer, const ModelParams& params, std::int64_t
                             LayerWeights::view(params, layer_index(layer)), a.layer(buffer, layer),
                             a.workspace(), a.layer_input(buffer, layer),
                             a.layer_output(buffer, layer));
+}
+
+bool GptModel::absolute_positions() const {
+  return options_.config.position_embedding == PositionEmbedding::kAbsolute;
+}
+
+Tensor GptModel::position_table(const ParamBuffer& buffer) const {
+  return absolute_positions() ? buffer.view(index_.position) : Tensor{};
 }
 
 EmbeddingNorm GptModel::embedding_norm(int buffer, const ModelParams& params,
@@ -295,7 +319,7 @@ void GptModel::forward_body(int buffer, const ModelParams& params) {
     const bool normed = options_.config.embed_layernorm;
     const EmbeddingNorm norm = normed ? embedding_norm(buffer, params) : EmbeddingNorm{};
     embedding_layer_forward(context(), a.stage_input(buffer), a.inputs(buffer),
-                            params.other->view(index_.word), params.other->view(index_.position),
+                            params.other->view(index_.word), position_table(*params.other),
                             embedding_dropout_stream(dropout, options_.hidden_dropout), tp_,
                             options_.config.vocab_start(), options_.config.padded_vocab_size,
                             normed ? &norm : nullptr);
@@ -405,11 +429,12 @@ void GptModel::backward_body(int buffer, const ModelParams& params, const ParamB
   if (owns_embedding_) {
     const bool normed = options_.config.embed_layernorm;
     const EmbeddingNorm norm = normed ? embedding_norm(buffer, params, &grads) : EmbeddingNorm{};
-    embedding_layer_backward(context(), grads.view(index_.word), grads.view(index_.position),
+    embedding_layer_backward(context(), grads.view(index_.word), position_table(grads),
                              a.workspace().grad, a.inputs(buffer),
                              embedding_dropout_stream(dropout, options_.hidden_dropout),
                              options_.config.vocab_start(), normed ? &norm : nullptr);
-    report({index_.word, index_.position});
+    report({index_.word});
+    if (absolute_positions()) report({index_.position});
     if (normed) report({index_.embed_norm_weight, index_.embed_norm_bias});
   }
 }

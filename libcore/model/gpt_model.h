@@ -209,11 +209,15 @@ class GptModel {
   std::int64_t table_numel_;
   bool owns_embedding_;
   bool owns_head_;
+  bool absolute_positions() const;
+  // The position table (or its gradient) in `buffer`; an empty tensor with ALiBi, which has none.
+  tensor::Tensor position_table(const ParamBuffer& buffer) const;
   // --embed-layernorm's weights, gradients and the buffer's activations (first stage).
   EmbeddingNorm embedding_norm(int buffer, const ModelParams& params,
                                const ParamBuffer* grads = nullptr) const;
 
   ParamIndex index_;
+  std::vector<float> alibi_bias_;  // ALiBi: this rank's heads' key bias [np, s] (model/alibi.h)
   std::unique_ptr<Activations> activations_;
   std::unique_ptr<HostStaging> staging_;  // on a device only
   TensorParallel tp_;

@@ -14,10 +14,9 @@ void check_probability(const char* field, float p) {
 void validate(const ModelOptions& options) {
   const GptConfig& c = options.config;
   validate(c);
-  if (c.position_embedding != PositionEmbedding::kAbsolute) {
+  if (c.position_embedding == PositionEmbedding::kRotary) {
     base::fail(
-        "GptModel: ", c.position_embedding == PositionEmbedding::kRotary ? "rotary" : "alibi",
-        " position embeddings are not supported yet (only absolute)");
+        "GptModel: rotary position embeddings are not supported yet (absolute and alibi are)");
   }
   if (c.glu) base::fail("GptModel: --glu-activation is not supported yet");
   // What passes between stages is always the residual stream [s, b, h]; a boundary that would

@@ -29,6 +29,9 @@ struct ModelOptions {
   // run in its GEMM's epilogue with cuBLASLt's own tanh GeLU (ops/gelu_epilogues.h) instead of
   // ops::bias_gelu_forward; the backward is the GeLU kernel's at the kept input.
   bool gemm_epilogues = false;
+  // With ALiBi positions: the params dtype upstream keeps its bias tensor in (fp32, bf16 or fp16;
+  // model/alibi.h), whatever dtype the activations have.
+  tensor::DType alibi_bias_dtype = tensor::DType::kFloat32;
 };
 
 // Fails with the offending field when the options are invalid, or name a feature the model does

@@ -1,5 +1,6 @@
 #include "model/transformer_layer.h"
 
+#include "base/error.h"
 #include "model/gpt_config.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
@@ -74,11 +75,14 @@ bool flash(const LayerActivations& act) {
 void attention_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                        const LayerActivations& act, const Workspace& ws) {
   if (flash(act)) {
+    if (setup.key_bias.raw() != nullptr) {
+      base::fail("transformer layer: ALiBi is not implemented in the flash-attention kernels yet");
+    }
     ops::flash_attention_forward(ctx, act.context, act.lse, act.qkv, setup.coeff,
                                  setup.attention_probs, setup.heads, act.keep_bits);
     return;
   }
-  ops::attention_probs_forward(act.probs, act.qkv, setup.coeff);
+  ops::attention_probs_forward(act.probs, act.qkv, setup.coeff, setup.key_bias);
   if (setup.attention_probs.p == 0.0f) {
     ops::attention_context_forward(act.context, act.probs, act.qkv);
   } else {

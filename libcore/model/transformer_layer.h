@@ -44,6 +44,8 @@ struct LayerSetup {
   TensorParallel tp;  // the TP group the row-parallel outputs and column-parallel inputs sum over
   ops::HeadRange heads;  // this rank's heads among the layer's (numbers the attention dropout)
   bool gemm_epilogues = false;  // ModelOptions::gemm_epilogues
+  // ALiBi: this rank's heads' key bias, fp32 [np, s] on the host (model/alibi.h); empty otherwise.
+  tensor::Tensor key_bias;
 };
 
 // ParallelTransformerLayer (training.md §1.3–§1.5, §2), input and output [s, b, h], with the

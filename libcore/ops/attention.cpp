@@ -326,7 +326,7 @@ void kv_cache_append(const DeviceContext& ctx, Tensor keys, Tensor values, Tenso
 }
 
 void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor qkv, Tensor keys,
-                              Tensor values, std::int64_t past, float coeff) {
+                              Tensor values, std::int64_t past, float coeff, Tensor key_bias) {
   constexpr const char* kOp = "decode_attention_forward";
   const bool cuda = detail::on_cuda(
       kOp, ctx, {{"context", context}, {"qkv", qkv}, {"keys", keys}, {"values", values}});
@@ -334,6 +334,17 @@ void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor q
   detail::activation_dtype(kOp, {"qkv", qkv}, {{"context", context}});
   detail::expect_shape(kOp, {"context", context}, {d.b, d.count, d.np * d.hn});
   check_coeff(kOp, coeff);
+  const bool biased = key_bias.raw() != nullptr;
+  if (biased) {
+    if (cuda) base::fail(kOp, ": a key bias (ALiBi) is not implemented on a CUDA device yet");
+    detail::require_cpu(kOp, {{"key_bias", key_bias}});
+    detail::expect_dtype(kOp, {"key_bias", key_bias}, DType::kFloat32);
+    if (key_bias.shape().rank() != 2 || key_bias.shape()[0] != d.np ||
+        key_bias.shape()[1] < d.past + d.count) {
+      base::fail(kOp, ": key_bias must be [", d.np, ", >= ", d.past + d.count, "], got ",
+                 key_bias.shape().to_string());
+    }
+  }
   if (cuda) {
     if constexpr (detail::kCudaBuilt) {
       cuda::decode_attention_forward(ctx, context.raw(), qkv.raw(), keys.raw(), values.raw(),
@@ -343,7 +354,8 @@ void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor q
   }
   const cpu::Fp32View vcontext(context, false), vqkv(qkv), vkeys(keys), vvalues(values);
   cpu::decode_attention_forward(vcontext.data(), vqkv.data(), vkeys.data(), vvalues.data(), d,
-                                coeff);
+                                coeff, biased ? key_bias.data<float>() : nullptr,
+                                biased ? key_bias.shape()[1] : 0);
   vcontext.store();
 }
 

@@ -142,9 +142,11 @@ void kv_cache_append(const DeviceContext& ctx, tensor::Tensor keys, tensor::Tens
                      tensor::Tensor qkv, std::int64_t past);
 // context = softmax(coeff·α·q·kᵀ)·v of each new position over cache positions [0, past + i]
 // (written); their keys and values must be in the cache already (kv_cache_append).
+// With `key_bias` (fp32 [np, K], K ≥ past + count; the host only: ALiBi has no CUDA kernel yet)
+// the scores take it as attention_probs_forward's do.
 void decode_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor qkv,
                               tensor::Tensor keys, tensor::Tensor values, std::int64_t past,
-                              float coeff);
+                              float coeff, tensor::Tensor key_bias = {});
 // Whether decode_attention_forward runs on a CUDA device for head dim hn (false without CUDA).
 bool decode_attention_supports_cuda(std::int64_t hn);
 

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "model/activation_plan.h"
+#include "model/alibi.h"
 #include "model/embedding_layer.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
@@ -103,8 +104,16 @@ GptInference::GptInference(const model::ModelOptions& options, const model::Para
   if (owns_embedding_ || owns_head_) {
     word_ = table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.weight");
   }
-  if (owns_embedding_) {
+  if (owns_embedding_ && c.position_embedding == model::PositionEmbedding::kAbsolute) {
     position_ = table.index_of(model::GptConfig::kEmbeddingSpec, "position_embeddings.weight");
+  }
+  if (c.position_embedding == model::PositionEmbedding::kAlibi) {
+    // Upstream builds it for --seq-length keys; the cache may hold up to max_position_embeddings.
+    alibi_bias_ =
+        model::alibi_key_bias(c.num_attention_heads, c.first_local_head(), c.local_heads(),
+                              c.max_position_embeddings, options_.alibi_bias_dtype);
+  }
+  if (owns_embedding_) {
     if (c.embed_layernorm) {
       embed_norm_weight_ =
           table.index_of(model::GptConfig::kEmbeddingSpec, "word_embeddings.norm.weight");
@@ -132,6 +141,10 @@ void GptInference::check_device() const {
                " but the model runs on ", tensor::device_name(device));
   }
   if (!context().is_cuda()) return;
+  if (options_.config.position_embedding == model::PositionEmbedding::kAlibi) {
+    base::fail("GptInference on ", tensor::device_name(device),
+               ": ALiBi positions have no CUDA attention kernel yet");
+  }
   if (!ops::decode_attention_supports_cuda(options_.config.head_dim())) {
     base::fail("GptInference on ", tensor::device_name(device), ": head dim ",
                options_.config.head_dim(),
@@ -237,7 +250,9 @@ void GptInference::embed(const Workspace& ws, std::int64_t n) const {
                            params_->view(embed_norm_weight_), params_->view(embed_norm_bias_),
                            model::kEmbeddingNormEpsilon);
   }
-  ops::embedding_lookup_add(ctx, x, ws.indices.narrow(n, n), params_->view(position_));
+  if (c.position_embedding == model::PositionEmbedding::kAbsolute) {
+    ops::embedding_lookup_add(ctx, x, ws.indices.narrow(n, n), params_->view(position_));
+  }
 }
 
 // One layer over n = rows·count new positions, the training layer's math with the attention
@@ -262,8 +277,13 @@ void GptInference::layer_forward(const Workspace& ws, KvCache& cache, std::size_
   const std::int64_t slot = static_cast<std::int64_t>(index);
   const Tensor qkv_rows = qkv.reshape({rows, count, 3 * lh});
   ops::kv_cache_append(ctx, cache.keys(slot), cache.values(slot), qkv_rows, cache.length());
+  const Tensor key_bias =
+      alibi_bias_.empty()
+          ? Tensor{}
+          : Tensor(const_cast<float*>(alibi_bias_.data()), DType::kFloat32,
+                   {options_.config.local_heads(), options_.config.max_position_embeddings});
   ops::decode_attention_forward(ctx, context.reshape({rows, count, lh}), qkv_rows, cache.keys(slot),
-                                cache.values(slot), cache.length(), coeff);
+                                cache.values(slot), cache.length(), coeff, key_bias);
   ops::linear_forward(ctx, tmp, context, w.dense_weight);  // row-parallel: summed before the bias
   tp_.sum(tmp);
   ops::bias_dropout_add_forward(ctx, y, tmp, w.dense_bias, post_ln ? ln : x, no_dropout);

@@ -15,6 +15,21 @@ model::ModelOptions model_options_from_args(const config::PretrainArgs& args,
   config.padded_vocab_size = padded_vocab;
   config.init_method_std = args.init_method_std;
   config.embed_layernorm = args.embed_layernorm;
+  switch (args.position_embedding_type) {
+    case config::PositionEmbeddingType::kAbsolute:
+      config.position_embedding = model::PositionEmbedding::kAbsolute;
+      break;
+    case config::PositionEmbeddingType::kRotary:
+      config.position_embedding = model::PositionEmbedding::kRotary;
+      break;
+    case config::PositionEmbeddingType::kAlibi:
+      config.position_embedding = model::PositionEmbedding::kAlibi;
+      break;
+  }
+  // Upstream keeps the ALiBi tensor in params_dtype.
+  options.alibi_bias_dtype = args.bf16   ? tensor::DType::kBFloat16
+                             : args.fp16 ? tensor::DType::kFloat16
+                                         : tensor::DType::kFloat32;
   options.layernorm_epsilon = static_cast<float>(args.layernorm_epsilon);
   // ParallelMLP: the fused bias-GeLU wins; --openai-gelu only replaces the unfused activation.
   options.gelu = args.bias_gelu_fusion ? ops::GeluKind::kTanhFused

@@ -59,6 +59,15 @@ CASES = [
     ("L2 embedding LayerNorm",
      dict(num_layers=2, hidden_size=16, num_attention_heads=2, seq_length=8,
           padded_vocab_size=64, embed_layernorm=True), 2, ["--embed-layernorm", "--perturb"]),
+    # L3: the layer-scaling coefficients 1, 1, 2 divide the bias (beta = 1/coeff); 12 heads is
+    # not a power of two, so the interleaved slopes are used too.
+    ("L3 ALiBi, 12 heads",
+     dict(num_layers=3, hidden_size=48, num_attention_heads=12, seq_length=12,
+          padded_vocab_size=64, alibi=True), 2, ["--alibi", "--perturb"]),
+    ("L2 ALiBi, BLOOM's flags",
+     dict(num_layers=2, hidden_size=16, num_attention_heads=4, seq_length=8,
+          padded_vocab_size=64, alibi=True, embed_layernorm=True), 2,
+     ["--alibi", "--embed-layernorm", "--perturb"]),
 ]
 
 failures = []

@@ -22,9 +22,10 @@ each tensor must have RMS(ours - ref) <= 2e-3·lr and max|ours - ref| <= 1e-5·m
 (RMS ~1.2e-4) or a stray dummy Adam step fails them.
 
 The same again with --apply-residual-connection-post-layernorm (the residual adds take the
-LayerNorm outputs), and with --embed-layernorm (BLOOM's LayerNorm over the word embeddings, whose
-eps stays 1e-5 while --layernorm-epsilon is 1e-3 here): the losses, norms and weights against the
-reference under each, and the saved args record the flags.
+LayerNorm outputs), and with BLOOM's --embed-layernorm (a LayerNorm over the word embeddings,
+whose eps stays 1e-5 while --layernorm-epsilon is 1e-3 here) and --position-embedding-type alibi:
+the losses, norms and weights against the reference under each, and the saved args record the
+flags.
 
 Plain fp32 DeepSpeed passes the client optimizer unwrapped, so the reference runs no dummy
 set-up step (training.md §4.3 item 6 applies to the fp16/bf16/ZeRO wrappers only).
@@ -62,8 +63,9 @@ ITERS, MICRO, GLOBAL, SEQ, SEED = 20, 2, 4, 32, 1234
 DIMS = reference_gpt.GptDims(num_layers=2, hidden_size=32, num_attention_heads=2,
                              seq_length=SEQ, padded_vocab_size=50304, max_position_embeddings=SEQ)
 POST_LN_DIMS = dataclasses.replace(DIMS, apply_residual_connection_post_layernorm=True)
-# BLOOM's embedding LayerNorm, with the layers' eps far from the 1e-5 it must keep.
-EMBED_LN_DIMS = dataclasses.replace(DIMS, embed_layernorm=True, layernorm_epsilon=1e-3)
+# BLOOM's embedding LayerNorm and ALiBi positions (no position table), with the layers' eps far
+# from the 1e-5 the embedding LayerNorm must keep.
+BLOOM_DIMS = dataclasses.replace(DIMS, embed_layernorm=True, alibi=True, layernorm_epsilon=1e-3)
 LR, MIN_LR, WARMUP_ITERS, WEIGHT_DECAY, CLIP = 1e-3, 1e-4, 5, 0.1, 1.0
 
 failures = []
@@ -119,6 +121,8 @@ def run_pretrain(work, prefix, dims):
         cmd.append("--apply-residual-connection-post-layernorm")
     if dims.embed_layernorm:
         cmd += ["--embed-layernorm", "--layernorm-epsilon", str(dims.layernorm_epsilon)]
+    if dims.alibi:
+        cmd += ["--position-embedding-type", "alibi"]
     subprocess.run([str(c) for c in cmd], check=True, cwd=work)
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     return [r for r in records if r.get("type") == "train"], save
@@ -131,7 +135,8 @@ def initial_weights(work, dims):
                     str(DIMS.num_attention_heads), "--seq-length", str(SEQ),
                     "--max-position-embeddings", str(SEQ), "--padded-vocab-size",
                     str(DIMS.padded_vocab_size), "--seed", str(SEED), "--init-only", "--out",
-                    str(out), *(["--embed-layernorm"] if dims.embed_layernorm else [])],
+                    str(out), *(["--embed-layernorm"] if dims.embed_layernorm else []),
+                    *(["--alibi"] if dims.alibi else [])],
                    check=True)
     return torch.load(out / "weights.pt")
 
@@ -182,7 +187,7 @@ def saved_flags(save):
 def train_and_compare(dims):
     """Returns the worst relative loss error; failures go to `failures`."""
     print(f"apply_residual_connection_post_layernorm={dims.apply_residual_connection_post_layernorm}"
-          f" embed_layernorm={dims.embed_layernorm}")
+          f" embed_layernorm={dims.embed_layernorm} alibi={dims.alibi}")
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         prefix = make_dataset(work)
@@ -242,7 +247,7 @@ def train_and_compare(dims):
 
 
 def main():
-    worst = max(train_and_compare(dims) for dims in (DIMS, POST_LN_DIMS, EMBED_LN_DIMS))
+    worst = max(train_and_compare(dims) for dims in (DIMS, POST_LN_DIMS, BLOOM_DIMS))
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

@@ -41,6 +41,7 @@ class GptDims:
     apply_query_key_layer_scaling: bool = True
     apply_residual_connection_post_layernorm: bool = False
     embed_layernorm: bool = False  # BLOOM's LayerNorm over the word embeddings (eps 1e-5)
+    alibi: bool = False  # --position-embedding-type alibi: no position table, a key bias instead
     gelu: str = "tanh"  # tanh (fused bias-GeLU), openai, erf
 
     def ffn(self):
@@ -74,7 +75,8 @@ def parameter_shapes(dims):
     if dims.embed_layernorm:
         shapes[EMBED_NORM + ".weight"] = (h,)
         shapes[EMBED_NORM + ".bias"] = (h,)
-    shapes[POSITION] = (dims.max_positions(), h)
+    if not dims.alibi:
+        shapes[POSITION] = (dims.max_positions(), h)
     for layer in range(dims.num_layers):
         p = f"{layer_spec(layer)}."
         shapes[p + "input_layernorm.weight"] = (h,)
@@ -107,6 +109,21 @@ def is_no_decay(name):
 
 # ---------------------------------------------------------------------------------------------
 # The model (training.md §1.2-§1.6).
+
+
+def alibi_slopes(n):
+    """ALiBi's head slopes (training.md §1.4 step 5), in Python floats."""
+    if math.log2(n).is_integer():
+        first = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+        return [first ** (k + 1) for k in range(n)]
+    below = 2 ** math.floor(math.log2(n))
+    return alibi_slopes(below) + alibi_slopes(2 * below)[::2][:n - below]
+
+
+def alibi_bias(n, s):
+    """[n, 1, s]: fp32(slope) * j in fp32, as upstream's tensor before any params-dtype cast."""
+    slopes = torch.tensor(alibi_slopes(n), dtype=torch.float32)
+    return (slopes[:, None] * torch.arange(s, dtype=torch.float32)[None, :]).unsqueeze(1)
 
 
 class _FusedBiasGelu(torch.autograd.Function):
@@ -176,6 +193,9 @@ class GptReference:
             norm_factor *= coeff
         scores = torch.bmm(q, k.transpose(1, 2)) * (1.0 / norm_factor)
         scores = scores.view(b, n, s, s)
+        if d.alibi:  # baddbmm(alibi, q, kᵀ, beta=1/coeff, alpha=1/norm_factor)
+            beta = 1.0 / coeff if coeff is not None else 1.0
+            scores = scores + beta * alibi_bias(n, s).to(scores.dtype)
         # FusedScaleMaskSoftmax's torch path (fp32 in, so no casts): scale, mask, softmax.
         if coeff is not None:
             scores = scores * coeff
@@ -208,7 +228,8 @@ class GptReference:
         if d.embed_layernorm:  # training.md §1.2 step 4: LayerNorm's default eps, 1e-5
             x = F.layer_norm(x, (x.shape[-1],), w[EMBED_NORM + ".weight"],
                              w[EMBED_NORM + ".bias"], eps=1e-5)
-        x = x + w[POSITION][position_ids]
+        if not d.alibi:
+            x = x + w[POSITION][position_ids]
         x = x.transpose(0, 1)  # [s, b, h]
         for layer in range(d.num_layers):
             x = self._layer(x, w, layer)

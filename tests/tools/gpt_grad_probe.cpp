@@ -6,7 +6,7 @@
 // Usage: gpt_grad_probe --num-layers L --hidden-size h --num-attention-heads n --seq-length s
 //          --padded-vocab-size Vp [--max-position-embeddings P] [--micro-batch-size b] [--seed S]
 //          [--no-query-key-layer-scaling] [--checkpoint-activations] [--checkpoint-num-layers k]
-//          [--apply-residual-connection-post-layernorm] [--embed-layernorm]
+//          [--apply-residual-connection-post-layernorm] [--embed-layernorm] [--alibi]
 //          [--gelu tanh|openai|erf] [--perturb]
 //          [--init-only] --out DIR
 // --perturb adds a fixed pseudo-random offset in [-0.1, 0.1] to every initialized parameter, so
@@ -100,6 +100,8 @@ ProbeArgs parse(const std::vector<std::string>& args) {
       options.apply_residual_connection_post_layernorm = true;
     } else if (flag == "--embed-layernorm") {
       config.embed_layernorm = true;
+    } else if (flag == "--alibi") {
+      config.position_embedding = mds::model::PositionEmbedding::kAlibi;
     } else if (flag == "--checkpoint-activations") {
       options.checkpoint_activations = true;
     } else if (flag == "--checkpoint-num-layers") {

@@ -22,8 +22,8 @@ struct TinyModel {
   model::ModelOptions options;
   model::ParamTable table;
   model::ParamBuffer params;
-  explicit TinyModel(std::int64_t layers = 3, bool embed_layernorm = false)
-      : options(make_options(layers, embed_layernorm)),
+  explicit TinyModel(std::int64_t layers = 3, bool embed_layernorm = false, bool alibi = false)
+      : options(make_options(layers, embed_layernorm, alibi)),
         table(model::ParamTable::build(options.config)),
         params(table, DType::kFloat32) {
     model::initialize_parameters(params, 1234);
@@ -33,10 +33,11 @@ struct TinyModel {
       data[i] = data[i] * 8.0f + 0.05f * std::sin(0.37f * static_cast<float>(i));
     }
   }
-  static model::ModelOptions make_options(std::int64_t layers, bool embed_layernorm) {
+  static model::ModelOptions make_options(std::int64_t layers, bool embed_layernorm, bool alibi) {
     model::ModelOptions o;
     o.config.num_layers = layers;
     o.config.embed_layernorm = embed_layernorm;
+    if (alibi) o.config.position_embedding = model::PositionEmbedding::kAlibi;
     o.config.hidden_size = 24;
     o.config.num_attention_heads = 3;
     o.config.seq_length = 16;
@@ -49,12 +50,17 @@ struct TinyModel {
   }
 };
 
-// Per-token losses from the inference logits against GptModel::forward_loss, with and without
-// --embed-layernorm.
-class GptInferenceTest : public ::testing::TestWithParam<bool> {};
+// Per-token losses from the inference logits against GptModel::forward_loss: GPT-2, with
+// --embed-layernorm, and BLOOM's ALiBi with it (the cached keys take their absolute positions'
+// bias).
+enum class Variant { kPlain, kEmbedLayerNorm, kBloom };
+TinyModel tiny_model(Variant variant) {
+  return TinyModel(3, variant != Variant::kPlain, variant == Variant::kBloom);
+}
+class GptInferenceTest : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(GptInferenceTest, LogitsMatchTheTrainingForward) {
-  TinyModel m(3, GetParam());
+  TinyModel m = tiny_model(GetParam());
   const GptInference inference(m.options, m.table, m.params);
   const std::int64_t s = m.options.config.seq_length, vp = m.options.config.padded_vocab_size;
   std::vector<std::int64_t> tokens(static_cast<std::size_t>(s)), labels(tokens.size()),
@@ -87,7 +93,7 @@ TEST_P(GptInferenceTest, LogitsMatchTheTrainingForward) {
 }
 
 TEST_P(GptInferenceTest, CachedStepsEqualTheFullForward) {
-  TinyModel m(3, GetParam());
+  TinyModel m = tiny_model(GetParam());
   const GptInference inference(m.options, m.table, m.params);
   const std::int64_t vp = m.options.config.padded_vocab_size;
   const std::vector<std::int64_t> tokens{5, 9, 2, 33, 17, 8, 41, 0, 12};
@@ -107,9 +113,14 @@ TEST_P(GptInferenceTest, CachedStepsEqualTheFullForward) {
   EXPECT_THROW(inference.forward(cache, too_many, 8), base::Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(EmbeddingNorm, GptInferenceTest, ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(Models, GptInferenceTest,
+                         ::testing::Values(Variant::kPlain, Variant::kEmbedLayerNorm,
+                                           Variant::kBloom),
                          [](const auto& param_info) {
-                           return std::string(param_info.param ? "EmbedLayerNorm" : "Plain");
+                           return std::string(param_info.param == Variant::kPlain ? "Gpt2"
+                                              : param_info.param == Variant::kBloom
+                                                  ? "Bloom"
+                                                  : "EmbedLayerNorm");
                          });
 
 GenerationOptions greedy_options() {

@@ -193,6 +193,7 @@ TEST(GptModel, GradientsMatchFiniteDifferencesWithDropoutAndOtherFlags) {
   o.gelu = ops::GeluKind::kErf;
   o.config.ffn_hidden_size = 24;
   o.config.embed_layernorm = true;
+  o.config.position_embedding = PositionEmbedding::kAlibi;
   Harness h(o);
   check_gradients(h, DropoutContext{5, 3, 1, true}, 6);
 }

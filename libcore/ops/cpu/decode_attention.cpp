@@ -34,10 +34,12 @@ void kv_cache_append(float* keys, float* values, const float* qkv, DecodeAttenti
 // One query row at a time with plain sequential sums (the CUDA kernel sums each dot product in the
 // same order; its softmax sum and weighted value sums are split into fixed partial sums).
 void decode_attention_forward(float* ctx, const float* qkv, const float* keys, const float* values,
-                              DecodeAttentionDims d, float coeff) {
+                              DecodeAttentionDims d, float coeff, const float* key_bias,
+                              std::int64_t key_bias_ld) {
   const std::int64_t hn = d.hn, ld = d.np * 3 * hn;
   // α = 1/norm_factor in double, as ops/cpu/attention.cpp's score_alpha.
   const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(hn)) * coeff));
+  const float beta = 1.0f / coeff;
 #pragma omp parallel
   {
     std::vector<float> scores(static_cast<std::size_t>(d.past + d.count));
@@ -49,11 +51,13 @@ void decode_attention_forward(float* ctx, const float* qkv, const float* keys, c
           const float* v = values + cache_slot(d, r, head);
           const float* q = qkv + (r * d.count + i) * ld + head * 3 * hn;
           const std::int64_t visible = d.past + i + 1;  // the causal mask
+          const float* bias = key_bias != nullptr ? key_bias + head * key_bias_ld : nullptr;
           float max = -INFINITY;
           for (std::int64_t j = 0; j < visible; ++j) {
             float dot = 0.0f;
             for (std::int64_t e = 0; e < hn; ++e) dot += q[e] * k[j * hn + e];
-            scores[static_cast<std::size_t>(j)] = (alpha * dot) * coeff;
+            const float score = bias != nullptr ? beta * bias[j] + alpha * dot : alpha * dot;
+            scores[static_cast<std::size_t>(j)] = score * coeff;
             max = std::fmax(max, scores[static_cast<std::size_t>(j)]);
           }
           float sum = 0.0f;

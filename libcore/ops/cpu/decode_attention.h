@@ -20,7 +20,10 @@ void kv_cache_append(float* keys, float* values, const float* qkv, DecodeAttenti
 
 // ctx [b, count, np·hn] (written): new position i of a row (absolute position past + i) attends to
 // the cached keys and values [0, past + i] of its row and head.
+// key_bias: null, or [np, key_bias_ld] added as attention_probs_forward adds it (ALiBi), for key
+// positions j < past + count ≤ key_bias_ld.
 void decode_attention_forward(float* ctx, const float* qkv, const float* keys, const float* values,
-                              DecodeAttentionDims d, float coeff);
+                              DecodeAttentionDims d, float coeff, const float* key_bias = nullptr,
+                              std::int64_t key_bias_ld = 0);
 
 }  // namespace mds::ops::cpu
