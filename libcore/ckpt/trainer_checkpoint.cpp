@@ -100,9 +100,11 @@ void fill_missing_consumed_samples(const config::PretrainArgs& args, const std::
   const std::int64_t global_batch = args.global_batch_size.value_or(0);
   const auto iteration_based = [&](const char* counter) {
     if (args.train_samples) {
-      base::fail("checkpoint ", checkpoint, " has no ", counter,
-                 " (saved before the counter existed); such a checkpoint can resume only "
-                 "iteration-based training (--train-iters), not --train-samples");
+      base::fail("checkpoint ", checkpoint, ": ", counter, " is 0 at iteration ",
+                 progress.iteration,
+                 ", which upstream takes for a checkpoint saved before the counter existed and "
+                 "recomputes; that needs iteration-based training (--train-iters), not "
+                 "--train-samples");
     }
   };
   if (progress.iteration > 0 && progress.consumed_train_samples == 0) {

@@ -311,12 +311,16 @@ void parse_comms_logger(const Reader& r, const JsonValue& value, CommsLoggerConf
             });
 }
 
-void parse_feature_block(const Reader& r, const JsonValue& value, const std::string& name) {
+// Refuses "enabled": true anywhere in the block: DeepSpeed reads some nested switches without
+// the block's own (data_efficiency.data_routing.random_ltd.enabled builds a scheduler).
+void parse_feature_block(const Reader& r, const JsonValue& value, const std::string& name,
+                         const std::string& block) {
   r.members(r.block(value, name), name,
             [&](const std::string& key, const JsonValue& v, const std::string& path) {
               if (key == "enabled" && r.boolean(v, path)) {
-                r.unsupported(name, "only a block with enabled false is accepted");
+                r.unsupported(path, "only " + block + " with everything disabled is accepted");
               }
+              if (v.is_object()) parse_feature_block(r, v, path, block);
             });
 }
 
@@ -432,7 +436,12 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
     } else if (key == "zero_allow_untested_optimizer") {
       config.zero_allow_untested_optimizer = r.boolean(v, path);
     } else if (key == "optimizer") {
-      r.block(v, path);
+      // DeepSpeed passes legacy_fusion on to its fp16 wrapper even with a client optimizer.
+      if (const JsonValue* fusion = r.block(v, path).find("legacy_fusion")) {
+        if (r.boolean(*fusion, path + ".legacy_fusion")) {
+          r.unsupported(path + ".legacy_fusion", "true");
+        }
+      }
       config.notes.push_back(
           "optimizer: ignored, as by upstream: DeepSpeed takes the client optimizer Megatron "
           "builds from its flags (--optimizer, --lr, --adam-beta1, ...)");
@@ -441,7 +450,7 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
     } else if (key == "activation_checkpointing") {
       parse_activation_checkpointing(r, v, config.notes);
     } else if (contains(kFeatureBlocks, key)) {
-      parse_feature_block(r, v, path);
+      parse_feature_block(r, v, path, "a '" + path + "' block");
     } else if (contains(kOffByDefault, key)) {
       if (r.boolean(v, path)) r.unsupported(path);
     } else if (contains(kUnsupportedTopLevel, key)) {

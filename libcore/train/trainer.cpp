@@ -262,8 +262,10 @@ double Trainer::evaluation_losses(data::BatchLoader& loader, std::int64_t micro_
 
 EvalResult Trainer::evaluate(const data::SampleSource& source, std::int64_t first_sample) {
   data::BatchLoader loader(source, loader_options(first_sample));
-  const std::int64_t micro_batches =
-      batch_schedule_.num_microbatches_at(progress_.consumed_train_samples);
+  // Upstream sets the micro-batch count at the start of each iteration (and when loading), so an
+  // evaluation runs with the batch of the iteration just trained, not the next one's.
+  const std::int64_t micro_batches = batch_schedule_.num_microbatches_at(
+      last_iteration_start_.value_or(progress_.consumed_train_samples));
   double total = 0.0;
   for (std::int64_t it = 0; it < options_.eval_iters; ++it) {
     total += evaluation_losses(loader, micro_batches);
@@ -499,8 +501,10 @@ void Trainer::skip_iterations(const IterationRange& range) {
 }
 
 void Trainer::evaluate_at_the_end(CheckpointSaver* saver, bool save) {
-  validate("the end of training for val data");
+  // Upstream's do_valid / do_test: --eval-iters 0 means no validation and no test.
+  if (options_.eval_iters > 0) validate("the end of training for val data");
   save_if(saver, save);
+  if (options_.eval_iters <= 0) return;
   for (const data::SampleSource& test : data_.test) {
     evaluate_and_print(test, "the end of training for test data", 0, true);
   }
@@ -546,6 +550,7 @@ StopReason Trainer::train(CheckpointSaver* saver) {
       return StopReason::kKillSwitch;
     }
     const Clock::time_point iteration_start = Clock::now();
+    last_iteration_start_ = progress_.consumed_train_samples;
     const IterationResult result = train_iteration(*loader);
     ++progress_.global_steps;
     if (result.step.skipped) {

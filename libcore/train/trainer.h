@@ -162,7 +162,8 @@ class Trainer {
   const MixedPrecisionOptimizer& optimizer() const { return optimizer_; }
   AnnealingLR& lr_scheduler() { return lr_scheduler_; }
   const AnnealingLR& lr_scheduler() const { return lr_scheduler_; }
-  bool has_valid_data() const { return !data_.valid.empty(); }
+  // Upstream's do_valid: validation data, and --eval-iters above 0.
+  bool has_valid_data() const { return !data_.valid.empty() && options_.eval_iters > 0; }
   // The --skip-train-iteration-range ranges not yet reached (what upstream's args hold when it
   // saves); nullopt without the flag.
   std::optional<std::vector<IterationRange>> remaining_skip_ranges() const;
@@ -233,6 +234,9 @@ class Trainer {
   FlopsModel flops_;
   TrainingProgress progress_;
   std::optional<SkipRanges> skip_ranges_;  // from train() on
+  // consumed_train_samples when the last trained iteration started: the batch size evaluations
+  // use (upstream's num microbatches stays the last iteration's); unset before any iteration.
+  std::optional<std::int64_t> last_iteration_start_;
 
   // Averages since the last log line (training.md §5.9).
   double loss_sum_ = 0.0;

@@ -30,6 +30,11 @@ run more --train-iters 6 --load "$WORK/ckpt" --eval-only false
 [ "$(grep -cE '^ iteration +6/' "$WORK/more.log")" = 1 ] || { cat "$WORK/more.log"; fail "--eval-only false did not train"; }
 pass "--eval-only false trains"
 
+# --eval-iters 0 is upstream's "no validation, no test" (it used to evaluate nothing and print NaN).
+run no-eval --train-iters 5 --eval-interval 2 --eval-iters 0
+grep -q ' loss at ' "$WORK/no-eval.log" && { cat "$WORK/no-eval.log"; fail "--eval-iters 0 evaluated"; }
+pass "--eval-iters 0: no validation or test lines"
+
 rc=0; "$MDS_BIN/pretrain" "${common[@]}" --train-iters 5 --eval-only maybe > "$WORK/bad.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] && [ "$(cat "$WORK/bad.log")" = "pretrain: error: --eval-only: expected True or False, got 'maybe'" ] ||
   { cat "$WORK/bad.log"; fail "bad --eval-only value: rc $rc"; }

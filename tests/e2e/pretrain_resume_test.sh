@@ -64,7 +64,7 @@ common=("${tiny_model_flags[@]}" "${data[@]}" --deepspeed --deepspeed_config "$d
 [ "$(train_losses "$WORK/old.jsonl")" = "$(tail -n 10 "$dir/straight.losses")" ] ||
   fail "the old checkpoint resumed elsewhere: $(train_losses "$WORK/old.jsonl" | head -n 2)"
 pass "a checkpoint without consumed-sample counters resumes at iteration × global batch"
-expect_failure "checkpoint $old/global_step10 has no consumed_train_samples (saved before the counter existed); such a checkpoint can resume only iteration-based training (--train-iters), not --train-samples" \
+expect_failure "checkpoint $old/global_step10: consumed_train_samples is 0 at iteration 10, which upstream takes for a checkpoint saved before the counter existed and recomputes; that needs iteration-based training (--train-iters), not --train-samples" \
   "$MDS_BIN/pretrain" "${common[@]}" --train-samples 80 --lr-warmup-iters 0 --lr-warmup-samples 12 --load "$old"
 
 # --finetune into another precision converts the weights as torch's load_state_dict does: bf16

@@ -52,7 +52,7 @@ JSON
 rampup_flags=()
 for flag in "${tiny_model_flags[@]}"; do rampup_flags+=("$flag"); done
 "$MDS_BIN/pretrain" "${rampup_flags[@]}" "${data[@]}" --train-samples 100 --rampup-batch-size 2 2 40 \
-  --eval-interval 10 --lr-warmup-samples 8 --lr-warmup-iters 0 --deepspeed --deepspeed_config "$WORK/rampup.json" \
+  --eval-interval 10 --save "$WORK/ckpt-rampup" --save-interval 100 --lr-warmup-samples 8 --lr-warmup-iters 0 --deepspeed --deepspeed_config "$WORK/rampup.json" \
   --metrics-file "$WORK/rampup.jsonl" > "$WORK/rampup.log" 2> "$WORK/rampup.err" ||
   { cat "$WORK/rampup.err"; fail "ramp-up run"; }
 python3 - "$WORK/rampup.jsonl" <<'PY' || fail "ramp-up batches"
@@ -79,6 +79,18 @@ PY
 # The validation target follows those 35 iterations: (35 // 10 + 1) × 2 × 4 = 32 samples, not the
 # (100 // 4 // 10 + 1) × 2 × 4 = 24 of a count without the ramp-up.
 grep -qx '    validation: 32' "$WORK/rampup.log" || { cat "$WORK/rampup.log"; fail "ramp-up validation target"; }
+# Each evaluation uses the global batch of the iteration just trained (upstream sets the
+# micro-batch count at the start of an iteration): at iteration 20 that is 2, although 40 samples
+# are consumed after it. So 2 eval iterations read 4 + 4 samples (iterations 10, 20), then 8 + 8
+# (iteration 30, the end): 24 (reading at the next iteration's batch would give 28).
+"$MDS_PYTHON" - "$WORK/ckpt-rampup/global_step35/mp_rank_00_model_states.pt" "$REPO/tests/e2e" <<'PY' ||
+import sys
+sys.path.insert(0, sys.argv[2])
+from checkpoint_objects import load
+consumed = load(sys.argv[1])["args"].consumed_valid_samples
+assert consumed == 24, consumed
+PY
+  fail "validation during the ramp-up used another batch size"
 pass "--rampup-batch-size with --train-samples"
 
 # --log-params-norm: upstream's calc_params_l2_norm, the 2-norm of every weight after the step,

@@ -222,8 +222,15 @@ TEST(DeepSpeedConfig, KnownButUnimplementedKeysAreNotSupportedYet) {
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "bfloat16": {"enabled": true}})"),
             "ds_config.json: key 'bfloat16' is not supported yet (use 'bf16')");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "tensorboard": {"enabled": true}})"),
-            "ds_config.json: key 'tensorboard' is not supported yet (only a block with enabled "
-            "false is accepted)");
+            "ds_config.json: key 'tensorboard.enabled' is not supported yet (only a 'tensorboard' "
+            "block with everything disabled is accepted)");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "data_efficiency": {"enabled": false,
+              "data_routing": {"random_ltd": {"enabled": true}}}})"),
+            "ds_config.json: key 'data_efficiency.data_routing.random_ltd.enabled' is not "
+            "supported yet (only a 'data_efficiency' block with everything disabled is accepted)");
+  EXPECT_EQ(error_of(R"({"train_batch_size": 8, "optimizer": {"type": "Adam",
+              "legacy_fusion": true}})"),
+            "ds_config.json: key 'optimizer.legacy_fusion' is not supported yet (true)");
   EXPECT_EQ(error_of(R"({"train_batch_size": 8, "memory_breakdown": true})"),
             "ds_config.json: key 'memory_breakdown' is not supported yet");
   EXPECT_EQ(

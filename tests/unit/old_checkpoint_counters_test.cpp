@@ -56,8 +56,8 @@ TEST(OldCheckpointCounters, SampleBasedTrainingCannotGuessThem) {
     FAIL() << "expected an error";
   } catch (const base::Error& error) {
     EXPECT_NE(std::string(error.what())
-                  .find("checkpoint ckpt/global_step25 has no "
-                        "consumed_train_samples"),
+                  .find("checkpoint ckpt/global_step25: consumed_train_samples is 0 at "
+                        "iteration 25"),
               std::string::npos)
         << error.what();
   }
