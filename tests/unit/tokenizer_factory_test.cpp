@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "model/gpt_config.h"
 
 namespace mds::text {
 namespace {
@@ -75,6 +76,15 @@ TEST(TokenizerFactory, PaddedVocabSize) {
   args.pad_vocab_size_to = 51200;
   EXPECT_EQ(padded_vocab_size(50257, args, 8), 51200);
   EXPECT_EQ(padded_vocab_size(50257, args, 3), 51200);  // TP is not checked here
+  // BLOOM (tr11): 250680 tokens, --pad-vocab-size-to 250880 at T = 4: 62720 rows per rank.
+  args.pad_vocab_size_to = 250880;
+  EXPECT_EQ(padded_vocab_size(250680, args, 4), 250880);
+  model::GptConfig bloom;
+  bloom.padded_vocab_size = padded_vocab_size(250680, args, 4);
+  bloom.tensor_parallel_size = 4;
+  bloom.tp_rank = 3;
+  EXPECT_EQ(bloom.local_vocab(), 62720);
+  EXPECT_EQ(bloom.vocab_start(), 3 * 62720);
   args.pad_vocab_size_to = 50000;
   EXPECT_THROW(padded_vocab_size(50257, args, 1), base::Error);
   args.pad_vocab_size_to = 50300;
