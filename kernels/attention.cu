@@ -49,7 +49,7 @@ struct Launch {
 // Grid x: the b·np slices; grid y: the tiles of 32 rows. The keep bits are written by the
 // forward and only read by the backward (Dropout holds one pointer for both).
 Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const ops::DropoutStream& dropout,
-                 const std::uint32_t* keep_bits, const char* op) {
+                 const std::uint32_t* keep_bits, const float* key_bias, const char* op) {
   const std::int64_t slices = d.b * d.np, tiles = (d.s + kTile - 1) / kTile;
   if (slices > 0x7FFFFFFF || tiles > 65535) {
     base::fail("cuda: kernels::", op, ": b·np = ", slices, " or s = ", d.s, " exceeds the grid");
@@ -75,7 +75,7 @@ Launch launch_of(const ops::cpu::AttentionDims& d, float coeff, const ops::Dropo
     }
     drop.keep_bits = const_cast<std::uint32_t*>(keep_bits);
   }
-  return {{d.s, d.b * d.np * 3 * d.hn, d.b * d.np * d.hn, drop},
+  return {{d.s, d.b * d.np * 3 * d.hn, d.b * d.np * d.hn, drop, key_bias},
           dim3(static_cast<unsigned>(slices), static_cast<unsigned>(tiles)),
           alpha};
 }
@@ -86,8 +86,15 @@ bool aligned_16(const void* p) {
 
 // Whether a call runs on the tensor-core kernels (attention.h's AttentionKernel).
 bool use_tensor_cores(AttentionKernel kernel, tensor::DType dtype, std::int64_t hn,
-                      std::initializer_list<const void*> pointers, const char* op) {
+                      std::initializer_list<const void*> pointers, const float* key_bias,
+                      const char* op) {
   if (kernel == AttentionKernel::kSimt) return false;
+  if (key_bias != nullptr) {  // ALiBi: only the SIMT kernels add the key bias
+    if (kernel != AttentionKernel::kAuto) {
+      base::fail("cuda: kernels::", op, ": a key bias (ALiBi) runs on the SIMT kernels only");
+    }
+    return false;
+  }
   bool aligned = true;
   for (const void* p : pointers) aligned = aligned && aligned_16(p);
   const bool fits = attention_tensor_core_supported(dtype, hn) && aligned;
@@ -191,10 +198,10 @@ bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
                        cudaStream_t stream, AttentionKernel kernel, std::uint32_t* keep_bits,
-                       ops::LaunchVariantChoices* variants) {
+                       ops::LaunchVariantChoices* variants, const float* key_bias) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_forward");
-  if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, "attention_forward")) {
+  const Launch at = launch_of(d, coeff, dropout, keep_bits, key_bias, "attention_forward");
+  if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, key_bias, "attention_forward")) {
     bool two_atoms = kernel == AttentionKernel::kTensorCoreTrialShapes;
     if (has_shape_trials(kernel, variants, d.hn)) {
       two_atoms = forward_two_atoms(*variants, ctx, lse, qkv, dtype, d, at, coeff, stream);
@@ -226,10 +233,12 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
                         const void* qkv, tensor::DType dtype, ops::cpu::AttentionDims d,
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
                         AttentionKernel kernel, bool accumulate, const std::uint32_t* keep_bits,
-                        Scratch* scratch, ops::LaunchVariantChoices* variants) {
+                        Scratch* scratch, ops::LaunchVariantChoices* variants,
+                        const float* key_bias) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
-  const Launch at = launch_of(d, coeff, dropout, keep_bits, "attention_backward");
-  if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
+  const Launch at = launch_of(d, coeff, dropout, keep_bits, key_bias, "attention_backward");
+  if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, key_bias,
+                       "attention_backward")) {
     const bool trial = kernel == AttentionKernel::kTensorCoreTrialShapes;
     attention_tc::BackwardChoices choices{
         .dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,

@@ -79,12 +79,15 @@ std::int64_t attention_keep_words(std::int64_t s);
 // dropout.p > 0 pair (i, j) of slice (batch, head) keeps the mask the CPU draws for it: element
 // (sh·s + i)·s + j of the stream, sh = batch·d.stream_heads + d.first_head + head (stream_heads 0
 // means np), and keep_bits (optional) are written. p = 0: no dropout (d.first_head,
-// d.stream_heads and keep_bits unused).
+// d.stream_heads and keep_bits unused). key_bias (ALiBi, device fp32 [np, s], or null) adds
+// key_bias[head, j]/coeff to each score as ops::attention_probs_forward does; it runs on the SIMT
+// kernels (kAuto picks them; a tensor-core kernel asked for fails), in the backward too.
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
                        cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto,
                        std::uint32_t* keep_bits = nullptr,
-                       ops::LaunchVariantChoices* variants = nullptr);
+                       ops::LaunchVariantChoices* variants = nullptr,
+                       const float* key_bias = nullptr);
 
 // dqkv += ∂L/∂qkv (q, k and v parts) given dctx and the forward's ctx and lse (and the same
 // dropout, with keep_bits as the forward wrote them or null). Each element of dqkv is read and
@@ -97,7 +100,8 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
                         float coeff, const ops::DropoutStream& dropout, cudaStream_t stream,
                         AttentionKernel kernel = AttentionKernel::kAuto, bool accumulate = true,
                         const std::uint32_t* keep_bits = nullptr, Scratch* scratch = nullptr,
-                        ops::LaunchVariantChoices* variants = nullptr);
+                        ops::LaunchVariantChoices* variants = nullptr,
+                        const float* key_bias = nullptr);
 
 // The fp32 instances, for callers holding float pointers.
 void attention_forward(float* ctx, float* lse, const float* qkv, ops::cpu::AttentionDims d,

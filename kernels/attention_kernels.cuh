@@ -64,6 +64,9 @@ struct Geometry {
   std::int64_t qkv_ld;  // elements from one token to the next in qkv: b·np·3·hn
   std::int64_t ctx_ld;  // in ctx: b·np·hn
   Dropout dropout = {};
+  // ALiBi (null: none): fp32 [dropout.np, s], key j of head h adds key_bias[h·s + j]/coeff to
+  // the score, as ops::attention_probs_forward's key_bias. The SIMT kernels only.
+  const float* key_bias = nullptr;
 };
 
 template <int kHn>
@@ -106,10 +109,15 @@ __device__ float dot(const float* a, const float* b) {
   return (part[0] + part[1]) + (part[2] + part[3]);
 }
 
-// z = coeff·S for one (query, key) pair, S = α·q·k as the CPU's GEMM with alpha gives it.
+// z = coeff·S for one (query, key ≤ row) pair of slice bh, S = α·q·k as the CPU's GEMM with alpha
+// gives it, plus ALiBi's key bias over coeff as the CPU adds it.
 template <int kHn>
-__device__ float scaled_score(const float* q, const float* k, float alpha, float coeff) {
-  return alpha * dot<kHn>(q, k) * coeff;
+__device__ float scaled_score(const float* q, const float* k, float alpha, float coeff,
+                              const Geometry& g, std::int64_t bh, std::int64_t key) {
+  const float score = alpha * dot<kHn>(q, k);
+  if (g.key_bias == nullptr) return score * coeff;
+  const float bias = g.key_bias[(bh % g.dropout.np) * g.s + key];
+  return ((1.0f / coeff) * bias + score) * coeff;
 }
 
 // The dropout factor of pair (row, key ≤ row) of slice bh: scale if kept, 0 if dropped, as
@@ -182,7 +190,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       // j0 ≤ i0 ≤ row: key j0 is never masked, so the tile max is finite.
       const float z =
-          key <= row ? scaled_score<kHn>(q_s + i * kLd, k_s + lane * kLd, alpha, coeff) : -INFINITY;
+          key <= row ? scaled_score<kHn>(q_s + i * kLd, k_s + lane * kLd, alpha, coeff, g, bh, key)
+                     : -INFINITY;
       const float m_new = fmaxf(m[r], warp_max(z));
       const float p = expf(z - m_new);           // masked: exp(−inf) = 0
       const float rescale = expf(m[r] - m_new);  // first tile: exp(−inf) = 0
@@ -244,7 +253,7 @@ __device__ void pair_gradients(float* p_s, float* g_s, const float* q_s, const f
     const std::int64_t row = i0 + i, key = j0 + lane;
     float p = 0.0f, grad = 0.0f;
     if (row < g.s && key <= row) {
-      const float z = scaled_score<kHn>(q_s + i * kLd, k_s + lane * kLd, alpha, coeff);
+      const float z = scaled_score<kHn>(q_s + i * kLd, k_s + lane * kLd, alpha, coeff, g, bh, key);
       p = expf(z - row_lse[r]);
       float dp = dot<kHn>(do_s + i * kLd, v_s + lane * kLd);
       if (g.dropout.p > 0.0f) {

@@ -118,8 +118,11 @@ GptModel::GptModel(const ModelOptions& options, const ParamTable& table,
   zeroed_before_overwrite_ = ranges_not_overwritten(table, overwritten);
   check_device_support();
   if (c.position_embedding == PositionEmbedding::kAlibi) {
-    alibi_bias_ = alibi_key_bias(c.num_attention_heads, c.first_local_head(), c.local_heads(),
-                                 c.seq_length, options_.alibi_bias_dtype);
+    std::vector<float> bias =
+        alibi_key_bias(c.num_attention_heads, c.first_local_head(), c.local_heads(), c.seq_length,
+                       options_.alibi_bias_dtype);
+    alibi_bias_ = tensor::Buffer(bias.size() * sizeof(float), this->device());
+    tensor::copy(alibi_bias(), Tensor(bias.data(), DType::kFloat32, alibi_bias().shape()));
   }
   activations_ = std::make_unique<Activations>(options_, num_buffers, this->device());
   if (context().is_cuda()) {
@@ -144,11 +147,6 @@ void GptModel::check_device_support() const {
   const GptConfig& c = options_.config;
   const std::string where = "GptModel on " + tensor::device_name(device());
   const std::int64_t head_dim = c.hidden_size / c.num_attention_heads;
-  if (c.position_embedding == PositionEmbedding::kAlibi) {
-    base::fail(where,
-               ": ALiBi positions are not implemented in the flash-attention kernels yet "
-               "(train on the CPU, --device cpu)");
-  }
   if (!ops::flash_attention_supports(head_dim)) {
     base::fail(where, ": head dim ", head_dim, " (hidden ", c.hidden_size, " / ",
                c.num_attention_heads,
@@ -267,10 +265,7 @@ LayerSetup GptModel::layer_setup(std::int64_t layer, const DropoutContext& dropo
       layer_dropout_stream(dropout, options_.hidden_dropout, layer, DropoutSite::kMlpResidual);
   setup.tp = tp_;
   setup.heads = {options_.config.first_local_head(), options_.config.num_attention_heads};
-  if (!alibi_bias_.empty()) {
-    setup.key_bias = Tensor(const_cast<float*>(alibi_bias_.data()), DType::kFloat32,
-                            {options_.config.local_heads(), options_.config.seq_length});
-  }
+  if (alibi_bias_.data() != nullptr) setup.key_bias = alibi_bias();
   return setup;
 }
 
@@ -285,6 +280,11 @@ void GptModel::forward_layer(int buffer, const ModelParams& params, std::int64_t
                             LayerWeights::view(params, layer_index(layer)), a.layer(buffer, layer),
                             a.workspace(), a.layer_input(buffer, layer),
                             a.layer_output(buffer, layer));
+}
+
+Tensor GptModel::alibi_bias() const {
+  return Tensor(alibi_bias_.data(), DType::kFloat32,
+                {options_.config.local_heads(), options_.config.seq_length}, device());
 }
 
 bool GptModel::absolute_positions() const {

@@ -18,6 +18,7 @@
 #include "ops/device_context.h"
 #include "ops/dx_mode.h"
 #include "tensor/arena.h"
+#include "tensor/buffer.h"
 #include "tensor/tensor.h"
 
 namespace mds::model {
@@ -210,6 +211,7 @@ class GptModel {
   bool owns_embedding_;
   bool owns_head_;
   bool absolute_positions() const;
+  tensor::Tensor alibi_bias() const;  // a view of alibi_bias_
   // The position table (or its gradient) in `buffer`; an empty tensor with ALiBi, which has none.
   tensor::Tensor position_table(const ParamBuffer& buffer) const;
   // --embed-layernorm's weights, gradients and the buffer's activations (first stage).
@@ -217,7 +219,8 @@ class GptModel {
                                const ParamBuffer* grads = nullptr) const;
 
   ParamIndex index_;
-  std::vector<float> alibi_bias_;  // ALiBi: this rank's heads' key bias [np, s] (model/alibi.h)
+  // ALiBi: this rank's heads' key bias [np, s] on the model's device (model/alibi.h).
+  tensor::Buffer alibi_bias_;
   std::unique_ptr<Activations> activations_;
   std::unique_ptr<HostStaging> staging_;  // on a device only
   TensorParallel tp_;

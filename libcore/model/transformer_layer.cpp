@@ -1,6 +1,5 @@
 #include "model/transformer_layer.h"
 
-#include "base/error.h"
 #include "model/gpt_config.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
@@ -75,11 +74,8 @@ bool flash(const LayerActivations& act) {
 void attention_forward(const ops::DeviceContext& ctx, const LayerSetup& setup,
                        const LayerActivations& act, const Workspace& ws) {
   if (flash(act)) {
-    if (setup.key_bias.raw() != nullptr) {
-      base::fail("transformer layer: ALiBi is not implemented in the flash-attention kernels yet");
-    }
     ops::flash_attention_forward(ctx, act.context, act.lse, act.qkv, setup.coeff,
-                                 setup.attention_probs, setup.heads, act.keep_bits);
+                                 setup.attention_probs, setup.heads, act.keep_bits, setup.key_bias);
     return;
   }
   ops::attention_probs_forward(act.probs, act.qkv, setup.coeff, setup.key_bias);
@@ -98,7 +94,7 @@ void attention_backward(const ops::DeviceContext& ctx, const LayerSetup& setup,
   if (flash(act)) {
     ops::flash_attention_backward(ctx, dqkv, dcontext, act.context, act.lse, act.qkv, setup.coeff,
                                   setup.attention_probs, setup.heads, ops::Dx::kOverwrite,
-                                  act.keep_bits);
+                                  act.keep_bits, setup.key_bias);
     return;
   }
   // The host's halves add into dqkv (the probabilities' part and the context's).

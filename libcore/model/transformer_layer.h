@@ -44,7 +44,8 @@ struct LayerSetup {
   TensorParallel tp;  // the TP group the row-parallel outputs and column-parallel inputs sum over
   ops::HeadRange heads;  // this rank's heads among the layer's (numbers the attention dropout)
   bool gemm_epilogues = false;  // ModelOptions::gemm_epilogues
-  // ALiBi: this rank's heads' key bias, fp32 [np, s] on the host (model/alibi.h); empty otherwise.
+  // ALiBi: this rank's heads' key bias, fp32 [np, s] on ctx's device (model/alibi.h); empty
+  // otherwise.
   tensor::Tensor key_bias;
 };
 

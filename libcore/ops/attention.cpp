@@ -255,9 +255,22 @@ bool flash_attention_reads_keep_bits(DType dtype, std::int64_t hn) {
   return false;
 }
 
+namespace {
+
+// The flash kernels' ALiBi key bias: null, or fp32 [np, s] on the context's device.
+const float* flash_key_bias(const char* op, const DeviceContext& ctx, const Tensor& key_bias,
+                            const cpu::AttentionDims& d) {
+  if (key_bias.raw() == nullptr) return nullptr;
+  detail::on_cuda(op, ctx, {{"key_bias", key_bias}});
+  check_float(op, {"key_bias", key_bias}, {d.np, d.s});
+  return key_bias.data<float>();
+}
+
+}  // namespace
+
 void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor lse, Tensor qkv,
                              float coeff, const DropoutStream& dropout, HeadRange heads,
-                             Tensor keep_bits) {
+                             Tensor keep_bits, Tensor key_bias) {
   constexpr const char* kOp = "flash_attention_forward";
   if (!detail::on_cuda(kOp, ctx, {{"context", context}, {"lse", lse}, {"qkv", qkv}})) {
     flash_on_host(kOp);
@@ -268,16 +281,17 @@ void flash_attention_forward(const DeviceContext& ctx, Tensor context, Tensor ls
   check_coeff(kOp, coeff);
   check_dropout(kOp, dropout);
   std::uint32_t* keep = keep_words_of(kOp, ctx, keep_bits, d, dropout);
+  const float* bias = flash_key_bias(kOp, ctx, key_bias, d);
   if constexpr (detail::kCudaBuilt) {
     cuda::attention_forward(ctx, context.raw(), lse.data<float>(), qkv.raw(), dtype, d, coeff,
-                            dropout, keep);
+                            dropout, keep, bias);
   }
 }
 
 void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcontext,
                               Tensor context, Tensor lse, Tensor qkv, float coeff,
                               const DropoutStream& dropout, HeadRange heads, Dx dx_mode,
-                              Tensor keep_bits) {
+                              Tensor keep_bits, Tensor key_bias) {
   constexpr const char* kOp = "flash_attention_backward";
   if (!detail::on_cuda(kOp, ctx,
                        {{"dqkv", dqkv},
@@ -299,9 +313,11 @@ void flash_attention_backward(const DeviceContext& ctx, Tensor dqkv, Tensor dcon
     base::fail("ops::", kOp, ": dqkv must not alias the inputs");
   }
   const std::uint32_t* keep = keep_words_of(kOp, ctx, keep_bits, d, dropout);
+  const float* bias = flash_key_bias(kOp, ctx, key_bias, d);
   if constexpr (detail::kCudaBuilt) {
     cuda::attention_backward(ctx, dqkv.raw(), dcontext.raw(), context.raw(), lse.data<float>(),
-                             qkv.raw(), dtype, d, coeff, dropout, dx_mode == Dx::kAccumulate, keep);
+                             qkv.raw(), dtype, d, coeff, dropout, dx_mode == Dx::kAccumulate, keep,
+                             bias);
   }
 }
 

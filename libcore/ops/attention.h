@@ -113,10 +113,13 @@ bool flash_attention_supports(std::int64_t hn);
 tensor::Shape flash_attention_keep_bits_shape(std::int64_t b, std::int64_t np, std::int64_t s);
 bool flash_attention_reads_keep_bits(tensor::DType dtype, std::int64_t hn);
 // context = dropout(softmax(coeff·α·q·kᵀ))·v (written), lse written; with dropout and a given
-// keep_bits, the keep bits too.
+// keep_bits, the keep bits too. key_bias (ALiBi: fp32 [np, s] on the device, or empty) as
+// attention_probs_forward's, in both passes (pass the same one to the backward); with it the
+// SIMT kernels run (the tensor-core kernels take no bias).
 void flash_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor lse,
                              tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
-                             HeadRange heads = {}, tensor::Tensor keep_bits = {});
+                             HeadRange heads = {}, tensor::Tensor keep_bits = {},
+                             tensor::Tensor key_bias = {});
 // dqkv += ∂L/∂qkv (dqkv = … with Dx::kOverwrite) from dcontext and the forward's context and
 // lse (same coeff, dropout, heads; keep_bits as the forward wrote them, or not given). dqkv must
 // not alias the inputs.
@@ -124,7 +127,7 @@ void flash_attention_backward(const DeviceContext& ctx, tensor::Tensor dqkv,
                               tensor::Tensor dcontext, tensor::Tensor context, tensor::Tensor lse,
                               tensor::Tensor qkv, float coeff, const DropoutStream& dropout = {},
                               HeadRange heads = {}, Dx dx_mode = Dx::kAccumulate,
-                              tensor::Tensor keep_bits = {});
+                              tensor::Tensor keep_bits = {}, tensor::Tensor key_bias = {});
 
 // ---- Decode attention: new positions over a key/value cache (inference) ----------------------
 // Layouts (b rows, count new positions per row, np heads, hn head dim, capacity cached positions

@@ -34,8 +34,7 @@ DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int
   return flag;
 }
 
-std::string cuda_unsupported_reason(std::int64_t head_dim, bool alibi) {
-  if (alibi) return "ALiBi positions have no CUDA attention kernel yet";
+std::string cuda_unsupported_reason(std::int64_t head_dim) {
   if (!ops::flash_attention_supports(head_dim)) {
     return "head dim " + std::to_string(head_dim) +
            " has no CUDA flash-attention kernel (8, 16, 32, 64, 96 or 128)";

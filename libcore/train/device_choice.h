@@ -31,8 +31,7 @@ DeviceFlag parse_device_flag_for_rank(std::string_view text, int local_rank, int
 // heads) without a flash-attention kernel. Every optimizer (fp32, bf16, fp16; ZeRO stages 0, 1,
 // 2; any communication dtype) trains on devices on any T × P × D grid, one device per rank, over
 // the device communicators of dist/.
-// With `alibi`, ALiBi positions, which no CUDA attention kernel takes yet.
-std::string cuda_unsupported_reason(std::int64_t head_dim, bool alibi = false);
+std::string cuda_unsupported_reason(std::int64_t head_dim);
 
 struct DeviceChoice {
   tensor::Device device;

@@ -151,6 +151,52 @@ TEST(GpuAttention, BackwardMatchesCpuAndRepeats) {
   }
 }
 
+// ALiBi: a key bias [np, s] (slopes 2^-(h+1), as for 8 heads) joins the scores over coeff, forward
+// and backward, as the CPU's attention_probs_forward adds it. Head dim 64 would pick the
+// tensor-core kernels for 16-bit data; with a bias kAuto runs the SIMT ones and a tensor-core
+// kernel asked for refuses it.
+TEST(GpuAttention, AlibiKeyBiasMatchesCpu) {
+  const Case c{100, 2, 4, 64, 2.0f};
+  SCOPED_TRACE(describe(c));
+  const AttentionDims d = dims_of(c);
+  std::vector<float> bias(static_cast<std::size_t>(c.np * c.s));
+  for (std::int64_t h = 0; h < c.np; ++h) {
+    for (std::int64_t j = 0; j < c.s; ++j) {
+      bias[static_cast<std::size_t>(h * c.s + j)] =
+          std::ldexp(1.0f, -static_cast<int>(h + 1)) * static_cast<float>(j);
+    }
+  }
+  const auto qkv = random_floats(qkv_size(c), 74, -2.0f, 2.0f);
+  const auto dctx = random_floats(ctx_size(c), 75);
+  std::vector<float> probs(probs_size(c)), ctx(ctx_size(c)), dprobs(probs_size(c));
+  ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff, bias.data());
+  ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
+  std::vector<float> ref(qkv_size(c), 0.0f);
+  ops::cpu::attention_context_backward(dprobs.data(), ref.data(), dctx.data(), probs.data(),
+                                       qkv.data(), d);
+  ops::cpu::attention_probs_backward(ref.data(), dprobs.data(), probs.data(), qkv.data(), d,
+                                     c.coeff);
+
+  DeviceArray<float> dqkv_in(qkv), dctx_dev(dctx), ctx_dev(ctx_size(c)), lse(rows_size(c)),
+      dbias(bias), grad(std::vector<float>(qkv_size(c), 0.0f));
+  kernels::attention_forward(ctx_dev.get(), lse.get(), dqkv_in.get(), tensor::DType::kFloat32, d,
+                             c.coeff, {}, nullptr, kernels::AttentionKernel::kAuto, nullptr,
+                             nullptr, dbias.get());
+  kernels::attention_backward(grad.get(), dctx_dev.get(), ctx_dev.get(), lse.get(), dqkv_in.get(),
+                              tensor::DType::kFloat32, d, c.coeff, {}, nullptr,
+                              kernels::AttentionKernel::kAuto, true, nullptr, nullptr, nullptr,
+                              dbias.get());
+  MDS_EXPECT_CLOSE(ctx_dev.download(), ctx, 1e-5);
+  const auto got = grad.download();
+  MDS_EXPECT_CLOSE(part(got, c, 0), part(ref, c, 0), 2e-5);
+  MDS_EXPECT_CLOSE(part(got, c, 1), part(ref, c, 1), 2e-5);
+  MDS_EXPECT_CLOSE(part(got, c, 2), part(ref, c, 2), 1e-5);
+  EXPECT_THROW(kernels::attention_forward(
+                   ctx_dev.get(), lse.get(), dqkv_in.get(), tensor::DType::kFloat32, d, c.coeff, {},
+                   nullptr, kernels::AttentionKernel::kTensorCore, nullptr, nullptr, dbias.get()),
+               base::Error);
+}
+
 TEST(GpuAttention, RejectsHeadDimsWithoutAKernel) {
   const Case c{4, 1, 1, 24, 1.0f};
   EXPECT_FALSE(kernels::attention_head_dim_supported(24));

@@ -20,6 +20,7 @@ inline float smem[simt::kSharedFloats];
 #include <vector>
 
 #include "kernels/attention_kernels.cuh"
+#include "model/alibi.h"
 #include "ops/attention.h"
 #include "ops/cpu/attention.h"
 #include "tensor/tensor.h"
@@ -40,7 +41,14 @@ struct Case {
   // Attention dropout (p = 0: none) and the heads of the layer these np are (0: np).
   float p = 0.0f;
   std::int64_t first_head = 0, stream_heads = 0;
+  bool alibi = false;  // ALiBi's key bias (model/alibi.h) for np heads
 };
+
+// The ALiBi key bias of a case ([np, s]), or an empty vector.
+std::vector<float> key_bias_of(const Case& c) {
+  if (!c.alibi) return {};
+  return model::alibi_key_bias(c.np, 0, c.np, c.s, tensor::DType::kFloat32);
+}
 
 ops::DropoutStream dropout_of(const Case& c) {
   return {c.p, 0x5EEDull, 77};
@@ -64,10 +72,12 @@ double relative_error(const std::vector<float>& out, const std::vector<float>& r
   return std::sqrt(diff / norm);
 }
 
-// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k.
+// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k (plus the
+// ALiBi bias of key j).
 std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, std::int64_t hn) {
   const double alpha = 1.0 / (std::sqrt(static_cast<double>(hn)) * c.coeff);
   const std::int64_t ld = c.b * c.np * 3 * hn;
+  const std::vector<float> bias = key_bias_of(c);
   std::vector<float> lse(static_cast<std::size_t>(c.b * c.np * c.s));
   for (std::int64_t bh = 0; bh < c.b * c.np; ++bh) {
     for (std::int64_t i = 0; i < c.s; ++i) {
@@ -78,7 +88,8 @@ std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, s
           dot += static_cast<double>(qkv[static_cast<std::size_t>(i * ld + bh * 3 * hn + d)]) *
                  qkv[static_cast<std::size_t>(j * ld + bh * 3 * hn + hn + d)];
         }
-        z.push_back(c.coeff * alpha * dot);
+        z.push_back(c.coeff * alpha * dot +
+                    (bias.empty() ? 0.0 : bias[static_cast<std::size_t>((bh % c.np) * c.s + j)]));
       }
       double max = -INFINITY, sum = 0.0;
       for (const double v : z) max = std::max(max, v);
@@ -106,8 +117,9 @@ struct Launch {
 };
 
 template <int kHn>
-Launch launch_of(const Case& c) {
+Launch launch_of(const Case& c, const float* key_bias = nullptr) {
   ad::Geometry g{c.s, c.b * c.np * 3 * kHn, c.b * c.np * kHn};
+  g.key_bias = key_bias;
   // As kernels/attention.cu's launch_of.
   const ops::DropoutStream stream = dropout_of(c);
   g.dropout.p = stream.p;
@@ -125,7 +137,8 @@ Launch launch_of(const Case& c) {
 
 template <int kHn>
 Results run_kernels(const Case& c, const std::vector<float>& qkv, const std::vector<float>& dctx) {
-  const Launch at = launch_of<kHn>(c);
+  const std::vector<float> bias = key_bias_of(c);
+  const Launch at = launch_of<kHn>(c, bias.empty() ? nullptr : bias.data());
   const ad::Geometry& g = at.g;
   const unsigned grid_x = at.grid_x, grid_y = at.grid_y;
   const float alpha = at.alpha;
@@ -165,7 +178,9 @@ void check_against_cpu(const Case& c) {
   const auto dctx = random_floats(ctx_size, 8, -1.0f, 1.0f);
   std::vector<float> probs(static_cast<std::size_t>(c.b * c.np * c.s * c.s)), ctx(ctx_size);
   std::vector<float> dprobs(probs.size()), dqkv(qkv_size, 0.0f);
-  ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff);
+  const std::vector<float> bias = key_bias_of(c);
+  ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff,
+                                    bias.empty() ? nullptr : bias.data());
   if (c.p == 0.0f) {
     ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
     ops::cpu::attention_context_backward(dprobs.data(), dqkv.data(), dctx.data(), probs.data(),
@@ -206,6 +221,15 @@ TEST(KernelsEmulatedAttention, EveryHeadDimMatchesCpu) {
 // Dropout inside the kernels: the context uses the dropped probabilities, the normalizer and lse
 // do not, and the backward masks dp and dv with the same draws as the CPU's two halves. Heads
 // [1, 3) of 4 number their masks as heads 1 and 2 of the whole layer (a TP shard's heads).
+// ALiBi: the key bias divided by coeff joins each score in the forward and in the backward's
+// recomputed probabilities, as the CPU's attention_probs_forward adds it (12 heads: the
+// interleaved slopes; coeff 3; with dropout too).
+TEST(KernelsEmulatedAttention, AlibiKeyBiasMatchesCpu) {
+  check_against_cpu<8>({37, 2, 2, 8, 1.0f, 0.0f, 0, 0, true});
+  check_against_cpu<16>({70, 1, 12, 16, 3.0f, 0.0f, 0, 0, true});
+  check_against_cpu<32>({33, 2, 3, 32, 2.0f, 0.5f, 0, 0, true});
+}
+
 TEST(KernelsEmulatedAttention, DropoutMatchesCpuMasks) {
   check_against_cpu<8>({37, 2, 2, 8, 1.0f, 0.1f});
   check_against_cpu<16>({70, 1, 2, 16, 2.0f, 0.5f, 1, 4});

@@ -190,9 +190,7 @@ tensor::Device choose_device(const config::PretrainArgs& args, int local_rank,
   const int devices = tensor::cuda_device_count();
   const train::DeviceChoice choice = train::choose_device(
       train::parse_device_flag_for_rank(requested, local_rank, devices), devices,
-      train::cuda_unsupported_reason(
-          args.hidden_size / args.num_attention_heads,
-          args.position_embedding_type == config::PositionEmbeddingType::kAlibi));
+      train::cuda_unsupported_reason(args.hidden_size / args.num_attention_heads));
   if (!choice.note.empty()) log.note(choice.note);
   if (choice.device.kind == tensor::DeviceKind::kCuda) {
     log.info(" > training on " + tensor::device_name(choice.device) + " (" +

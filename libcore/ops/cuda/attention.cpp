@@ -16,19 +16,21 @@ bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn) {
 
 void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
-                       const DropoutStream& dropout, std::uint32_t* keep_bits) {
+                       const DropoutStream& dropout, std::uint32_t* keep_bits,
+                       const float* key_bias) {
   kernels::attention_forward(context, lse, qkv, dtype, d, coeff, dropout, stream_of(ctx),
                              kernels::AttentionKernel::kAuto, keep_bits,
-                             ctx.cuda().kernel_shapes.get());
+                             ctx.cuda().kernel_shapes.get(), key_bias);
 }
 
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
                         const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout,
-                        bool accumulate, const std::uint32_t* keep_bits) {
+                        bool accumulate, const std::uint32_t* keep_bits, const float* key_bias) {
   kernels::attention_backward(dqkv, dcontext, context, lse, qkv, dtype, d, coeff, dropout,
                               stream_of(ctx), kernels::AttentionKernel::kAuto, accumulate,
-                              keep_bits, &ctx.cuda().scratch, ctx.cuda().kernel_shapes.get());
+                              keep_bits, &ctx.cuda().scratch, ctx.cuda().kernel_shapes.get(),
+                              key_bias);
 }
 
 bool decode_attention_head_dim_supported(std::int64_t hn) {

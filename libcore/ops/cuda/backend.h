@@ -164,11 +164,12 @@ bool attention_head_dim_supported(std::int64_t hn);
 bool attention_tensor_core_supported(tensor::DType dtype, std::int64_t hn);
 void attention_forward(const DeviceContext& ctx, void* context, float* lse, const void* qkv,
                        tensor::DType dtype, cpu::AttentionDims d, float coeff,
-                       const DropoutStream& dropout, std::uint32_t* keep_bits);
+                       const DropoutStream& dropout, std::uint32_t* keep_bits,
+                       const float* key_bias);
 void attention_backward(const DeviceContext& ctx, void* dqkv, const void* dcontext,
                         const void* context, const float* lse, const void* qkv, tensor::DType dtype,
                         cpu::AttentionDims d, float coeff, const DropoutStream& dropout,
-                        bool accumulate, const std::uint32_t* keep_bits);
+                        bool accumulate, const std::uint32_t* keep_bits, const float* key_bias);
 
 // kernels/decode_attention.h
 bool decode_attention_head_dim_supported(std::int64_t hn);
