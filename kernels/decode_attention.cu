@@ -50,7 +50,8 @@ void decode_attention_forward(float* ctx, const float* qkv, const float* keys, c
 
 void decode_attention_forward(void* ctx, const void* qkv, const void* keys, const void* values,
                               tensor::DType dtype, ops::cpu::DecodeAttentionDims d, float coeff,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const float* key_bias,
+                              std::int64_t key_bias_ld) {
   if (d.b <= 0 || d.np <= 0 || d.count <= 0) return;
   const std::int64_t slices = d.b * d.np;
   if (slices > 0x7FFFFFFF || d.count > 65535) {
@@ -76,7 +77,8 @@ void decode_attention_forward(void* ctx, const void* qkv, const void* keys, cons
                                   "kernels::decode_attention_forward (shared memory)");
       decode_kernel<kHn, Io><<<grid, kThreads, bytes, stream>>>(
           static_cast<Elem*>(ctx), static_cast<const Elem*>(qkv), static_cast<const Elem*>(keys),
-          static_cast<const Elem*>(values), {d.count, d.np, d.past, d.capacity}, alpha, coeff);
+          static_cast<const Elem*>(values),
+          {d.count, d.np, d.past, d.capacity, key_bias, key_bias_ld}, alpha, coeff);
     });
   });
   check_launch("kernels::decode_attention_forward");

@@ -40,8 +40,10 @@ void decode_attention_forward(float* ctx, const float* qkv, const float* keys, c
 // The same with activations of `dtype`.
 void kv_cache_append(void* keys, void* values, const void* qkv, tensor::DType dtype,
                      ops::cpu::DecodeAttentionDims d, cudaStream_t stream);
+// key_bias (ALiBi, device fp32 [np, key_bias_ld ≥ past + count], or null) as the host twin's.
 void decode_attention_forward(void* ctx, const void* qkv, const void* keys, const void* values,
                               tensor::DType dtype, ops::cpu::DecodeAttentionDims d, float coeff,
-                              cudaStream_t stream);
+                              cudaStream_t stream, const float* key_bias = nullptr,
+                              std::int64_t key_bias_ld = 0);
 
 }  // namespace mds::kernels

@@ -14,6 +14,10 @@ constexpr int kWarps = kThreads / 32;
 
 struct Geometry {
   std::int64_t count, np, past, capacity;
+  // ALiBi (null: none): fp32 [np, key_bias_ld], key j of head h adds key_bias[h·ld + j]/coeff to
+  // the score, as the host twin cpu::decode_attention_forward.
+  const float* key_bias = nullptr;
+  std::int64_t key_bias_ld = 0;
 };
 
 // Chunks of the visible positions whose weighted value sums run side by side, one thread per
@@ -95,7 +99,11 @@ __global__ void __launch_bounds__(kThreads)
   for (std::int64_t j = t; j < visible; j += kThreads) {
     float dot = 0.0f;
     for (int e = 0; e < kHn; ++e) dot += q[e] * Io::load(k, j * kHn + e);
-    const float z = (alpha * dot) * coeff;
+    const float score = alpha * dot;
+    const float z =
+        (g.key_bias != nullptr ? (1.0f / coeff) * g.key_bias[head * g.key_bias_ld + j] + score
+                               : score) *
+        coeff;
     scores[j] = z;
     local_max = z > local_max ? z : local_max;
   }

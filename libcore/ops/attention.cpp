@@ -352,8 +352,7 @@ void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor q
   check_coeff(kOp, coeff);
   const bool biased = key_bias.raw() != nullptr;
   if (biased) {
-    if (cuda) base::fail(kOp, ": a key bias (ALiBi) is not implemented on a CUDA device yet");
-    detail::require_cpu(kOp, {{"key_bias", key_bias}});
+    detail::on_cuda(kOp, ctx, {{"key_bias", key_bias}, {"qkv", qkv}});
     detail::expect_dtype(kOp, {"key_bias", key_bias}, DType::kFloat32);
     if (key_bias.shape().rank() != 2 || key_bias.shape()[0] != d.np ||
         key_bias.shape()[1] < d.past + d.count) {
@@ -363,8 +362,9 @@ void decode_attention_forward(const DeviceContext& ctx, Tensor context, Tensor q
   }
   if (cuda) {
     if constexpr (detail::kCudaBuilt) {
-      cuda::decode_attention_forward(ctx, context.raw(), qkv.raw(), keys.raw(), values.raw(),
-                                     qkv.dtype(), d, coeff);
+      cuda::decode_attention_forward(
+          ctx, context.raw(), qkv.raw(), keys.raw(), values.raw(), qkv.dtype(), d, coeff,
+          biased ? key_bias.data<float>() : nullptr, biased ? key_bias.shape()[1] : 0);
     }
     return;
   }

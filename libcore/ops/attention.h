@@ -145,8 +145,8 @@ void kv_cache_append(const DeviceContext& ctx, tensor::Tensor keys, tensor::Tens
                      tensor::Tensor qkv, std::int64_t past);
 // context = softmax(coeff·α·q·kᵀ)·v of each new position over cache positions [0, past + i]
 // (written); their keys and values must be in the cache already (kv_cache_append).
-// With `key_bias` (fp32 [np, K], K ≥ past + count; the host only: ALiBi has no CUDA kernel yet)
-// the scores take it as attention_probs_forward's do.
+// With `key_bias` (fp32 [np, K] on the context's device, K ≥ past + count) the scores take it as
+// attention_probs_forward's do (ALiBi).
 void decode_attention_forward(const DeviceContext& ctx, tensor::Tensor context, tensor::Tensor qkv,
                               tensor::Tensor keys, tensor::Tensor values, std::int64_t past,
                               float coeff, tensor::Tensor key_bias = {});

@@ -109,9 +109,11 @@ GptInference::GptInference(const model::ModelOptions& options, const model::Para
   }
   if (c.position_embedding == model::PositionEmbedding::kAlibi) {
     // Upstream builds it for --seq-length keys; the cache may hold up to max_position_embeddings.
-    alibi_bias_ =
+    std::vector<float> bias =
         model::alibi_key_bias(c.num_attention_heads, c.first_local_head(), c.local_heads(),
                               c.max_position_embeddings, options_.alibi_bias_dtype);
+    alibi_bias_ = tensor::Buffer(bias.size() * sizeof(float), context().device());
+    tensor::copy(alibi_bias(), Tensor(bias.data(), DType::kFloat32, alibi_bias().shape()));
   }
   if (owns_embedding_) {
     if (c.embed_layernorm) {
@@ -141,15 +143,17 @@ void GptInference::check_device() const {
                " but the model runs on ", tensor::device_name(device));
   }
   if (!context().is_cuda()) return;
-  if (options_.config.position_embedding == model::PositionEmbedding::kAlibi) {
-    base::fail("GptInference on ", tensor::device_name(device),
-               ": ALiBi positions have no CUDA attention kernel yet");
-  }
   if (!ops::decode_attention_supports_cuda(options_.config.head_dim())) {
     base::fail("GptInference on ", tensor::device_name(device), ": head dim ",
                options_.config.head_dim(),
                " has no CUDA attention kernel (8, 16, 32, 64, 96 or 128)");
   }
+}
+
+Tensor GptInference::alibi_bias() const {
+  return Tensor(alibi_bias_.data(), DType::kFloat32,
+                {options_.config.local_heads(), options_.config.max_position_embeddings},
+                context().device());
 }
 
 KvCache GptInference::make_cache(std::int64_t batch, std::int64_t capacity) const {
@@ -277,11 +281,7 @@ void GptInference::layer_forward(const Workspace& ws, KvCache& cache, std::size_
   const std::int64_t slot = static_cast<std::int64_t>(index);
   const Tensor qkv_rows = qkv.reshape({rows, count, 3 * lh});
   ops::kv_cache_append(ctx, cache.keys(slot), cache.values(slot), qkv_rows, cache.length());
-  const Tensor key_bias =
-      alibi_bias_.empty()
-          ? Tensor{}
-          : Tensor(const_cast<float*>(alibi_bias_.data()), DType::kFloat32,
-                   {options_.config.local_heads(), options_.config.max_position_embeddings});
+  const Tensor key_bias = alibi_bias_.data() != nullptr ? alibi_bias() : Tensor{};
   ops::decode_attention_forward(ctx, context.reshape({rows, count, lh}), qkv_rows, cache.keys(slot),
                                 cache.values(slot), cache.length(), coeff, key_bias);
   ops::linear_forward(ctx, tmp, context, w.dense_weight);  // row-parallel: summed before the bias

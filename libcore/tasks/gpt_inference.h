@@ -119,7 +119,9 @@ class GptInference {
   std::int64_t first_layer_;
   std::size_t word_ = 0, position_ = 0, final_ln_weight_ = 0, final_ln_bias_ = 0;
   std::size_t embed_norm_weight_ = 0, embed_norm_bias_ = 0;  // with --embed-layernorm
-  std::vector<float> alibi_bias_;  // ALiBi: [local heads, max_position_embeddings] (model/alibi.h)
+  // ALiBi: [local heads, max_position_embeddings] on the model's device (model/alibi.h).
+  tensor::Buffer alibi_bias_;
+  tensor::Tensor alibi_bias() const;
   std::vector<model::LayerParamIndex> layers_;  // the stage's, from first_layer_
   // Scratch of the last forward, reused by the next (one thread drives a GptInference).
   mutable std::unique_ptr<Workspace> workspace_;

@@ -8,8 +8,7 @@
 
 namespace mds::tasks {
 
-std::string inference_cuda_unsupported_reason(std::int64_t head_dim, bool alibi) {
-  if (alibi) return "ALiBi positions have no CUDA attention kernel yet";
+std::string inference_cuda_unsupported_reason(std::int64_t head_dim) {
   // WikiText runs the training forward (flash attention), LAMBADA and generate the decode
   // attention: a device run needs both kernels.
   if (!ops::flash_attention_supports(head_dim) || !ops::decode_attention_supports_cuda(head_dim)) {
@@ -27,9 +26,8 @@ tensor::Device choose_inference_device(const config::PretrainArgs& args, int loc
       requested = env;
     }
   }
-  const std::string reason = inference_cuda_unsupported_reason(
-      args.hidden_size / args.num_attention_heads,
-      args.position_embedding_type == config::PositionEmbeddingType::kAlibi);
+  const std::string reason =
+      inference_cuda_unsupported_reason(args.hidden_size / args.num_attention_heads);
   const int devices = tensor::cuda_device_count();
   const train::DeviceChoice choice = train::choose_device(
       train::parse_device_flag_for_rank(requested, local_rank, devices), devices, reason);

@@ -18,7 +18,7 @@
 namespace mds::tasks {
 
 // Why this model cannot run on a CUDA device, or "": a head dim without CUDA attention kernels.
-std::string inference_cuda_unsupported_reason(std::int64_t head_dim, bool alibi = false);
+std::string inference_cuda_unsupported_reason(std::int64_t head_dim);
 
 // The device of the rank with launcher local rank `local_rank` for validated args
 // (tasks::validate_inference_args); logs the choice (a CUDA device by name, or the note of `auto`

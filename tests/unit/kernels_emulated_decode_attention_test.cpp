@@ -21,6 +21,7 @@ float smem[simt::kSharedFloats];
 #include <vector>
 
 #include "kernels/decode_attention_kernels.cuh"
+#include "model/alibi.h"
 #include "ops/attention.h"
 #include "ops/cpu/decode_attention.h"
 #include "tests/unit/emulated_storage.h"
@@ -49,14 +50,15 @@ std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
 template <int kHn, typename Io = kernels::attention_io::Fp32Io>
 void run_decode(typename Io::Elem* ctx, const typename Io::Elem* qkv, const typename Io::Elem* keys,
                 const typename Io::Elem* values, const ops::cpu::DecodeAttentionDims& d,
-                float coeff) {
+                float coeff, const float* key_bias = nullptr, std::int64_t key_bias_ld = 0) {
   const float alpha = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(kHn)) * coeff));
   ASSERT_LE(dd::shared_floats<kHn>(d.past + d.count),
             static_cast<std::int64_t>(simt::kSharedFloats));
   simt::launch(
       static_cast<unsigned>(d.b * d.np), static_cast<unsigned>(d.count),
       [&] {
-        dd::decode_kernel<kHn, Io>(ctx, qkv, keys, values, {d.count, d.np, d.past, d.capacity},
+        dd::decode_kernel<kHn, Io>(ctx, qkv, keys, values,
+                                   {d.count, d.np, d.past, d.capacity, key_bias, key_bias_ld},
                                    alpha, coeff);
       },
       [] {
@@ -81,6 +83,44 @@ void decode(float* ctx, const float* qkv, const float* keys, const float* values
       return run_decode<128>(ctx, qkv, keys, values, d, coeff);
     default:
       FAIL() << "no kernel for head dim " << d.hn;
+  }
+}
+
+// ALiBi: the key bias of each cached position over coeff joins its score, as the host twin's.
+TEST(KernelsEmulatedDecodeAttention, AlibiKeyBiasMatchesTheCpuTwin) {
+  for (const Case& c : {Case{12, 4, 2, 4, 32, 2.0f}, Case{40, 1, 1, 12, 16, 1.0f}}) {
+    SCOPED_TRACE(testing::Message() << "L=" << c.past << " np=" << c.np);
+    const ops::cpu::DecodeAttentionDims d{c.b, c.count, c.np, c.hn, c.past, c.past + c.count};
+    const std::vector<float> bias =
+        model::alibi_key_bias(c.np, 0, c.np, d.capacity + 3, tensor::DType::kFloat32);
+    const std::vector<float> qkv =
+        random_floats(static_cast<std::size_t>(c.b * c.count * c.np * 3 * c.hn), 6);
+    std::vector<float> keys =
+        random_floats(static_cast<std::size_t>(c.b * c.np * d.capacity * c.hn), 7);
+    std::vector<float> values = random_floats(keys.size(), 8);
+    ops::cpu::kv_cache_append(keys.data(), values.data(), qkv.data(), d);
+    std::vector<float> want(static_cast<std::size_t>(c.b * c.count * c.np * c.hn));
+    ops::cpu::decode_attention_forward(want.data(), qkv.data(), keys.data(), values.data(), d,
+                                       c.coeff, bias.data(), d.capacity + 3);
+    std::vector<float> plain(want.size());
+    ops::cpu::decode_attention_forward(plain.data(), qkv.data(), keys.data(), values.data(), d,
+                                       c.coeff);
+    std::vector<float> got(want.size(), NAN);
+    if (c.hn == 32) {
+      run_decode<32>(got.data(), qkv.data(), keys.data(), values.data(), d, c.coeff, bias.data(),
+                     d.capacity + 3);
+    } else {
+      run_decode<16>(got.data(), qkv.data(), keys.data(), values.data(), d, c.coeff, bias.data(),
+                     d.capacity + 3);
+    }
+    double diff = 0.0, norm = 0.0, moved = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+      moved += std::fabs(static_cast<double>(want[i]) - plain[i]);
+    }
+    EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+    EXPECT_GT(moved, 1e-2);  // the bias changes the result: the check means something
   }
 }
 

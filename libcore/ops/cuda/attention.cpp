@@ -44,8 +44,10 @@ void kv_cache_append(const DeviceContext& ctx, void* keys, void* values, const v
 
 void decode_attention_forward(const DeviceContext& ctx, void* context, const void* qkv,
                               const void* keys, const void* values, tensor::DType dtype,
-                              cpu::DecodeAttentionDims d, float coeff) {
-  kernels::decode_attention_forward(context, qkv, keys, values, dtype, d, coeff, stream_of(ctx));
+                              cpu::DecodeAttentionDims d, float coeff, const float* key_bias,
+                              std::int64_t key_bias_ld) {
+  kernels::decode_attention_forward(context, qkv, keys, values, dtype, d, coeff, stream_of(ctx),
+                                    key_bias, key_bias_ld);
 }
 
 }  // namespace mds::ops::cuda

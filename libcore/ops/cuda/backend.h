@@ -177,7 +177,8 @@ void kv_cache_append(const DeviceContext& ctx, void* keys, void* values, const v
                      tensor::DType dtype, cpu::DecodeAttentionDims d);
 void decode_attention_forward(const DeviceContext& ctx, void* context, const void* qkv,
                               const void* keys, const void* values, tensor::DType dtype,
-                              cpu::DecodeAttentionDims d, float coeff);
+                              cpu::DecodeAttentionDims d, float coeff, const float* key_bias,
+                              std::int64_t key_bias_ld);
 
 // kernels/adam.h
 void adamw_step(const DeviceContext& ctx, float* params, const float* grads, float* exp_avg,
