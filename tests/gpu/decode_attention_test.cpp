@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -104,6 +105,35 @@ TEST(DecodeAttentionKernel, MatchesTheCpuTwinAndRepeatsBitForBit) {
     const std::vector<float> got = first.download(), again = second.download();
     MDS_EXPECT_CLOSE(got, want, 1e-5);
     EXPECT_EQ(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)), 0);
+  }
+}
+
+// ALiBi: a key bias [np, K] (slopes 2^-(h+1)) joins the scores over coeff, as the host twin adds
+// it, for every case.
+TEST(DecodeAttentionKernel, AlibiKeyBiasMatchesTheCpuTwin) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(describe(c));
+    Inputs in(c);
+    const std::int64_t ld = in.d.capacity;
+    std::vector<float> bias(static_cast<std::size_t>(c.np * ld));
+    for (std::int64_t h = 0; h < c.np; ++h) {
+      for (std::int64_t j = 0; j < ld; ++j) {
+        bias[static_cast<std::size_t>(h * ld + j)] =
+            std::ldexp(1.0f, -static_cast<int>(h % 8 + 1)) * static_cast<float>(j);
+      }
+    }
+    std::vector<float> keys = in.cache, values = in.values;
+    ops::cpu::kv_cache_append(keys.data(), values.data(), in.qkv.data(), in.d);
+    std::vector<float> want(static_cast<std::size_t>(c.b * c.count * c.np * c.hn));
+    ops::cpu::decode_attention_forward(want.data(), in.qkv.data(), keys.data(), values.data(), in.d,
+                                       c.coeff, bias.data(), ld);
+    DeviceArray<float> dqkv(in.qkv), dkeys(in.cache), dvalues(in.values), dbias(bias),
+        got(want.size());
+    kernels::kv_cache_append(dkeys.get(), dvalues.get(), dqkv.get(), in.d, nullptr);
+    kernels::decode_attention_forward(got.get(), dqkv.get(), dkeys.get(), dvalues.get(),
+                                      tensor::DType::kFloat32, in.d, c.coeff, nullptr, dbias.get(),
+                                      ld);
+    MDS_EXPECT_CLOSE(got.download(), want, 1e-5);
   }
 }
 
