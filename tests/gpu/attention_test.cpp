@@ -85,6 +85,24 @@ std::vector<float> part(const std::vector<float>& qkv, const Case& c, std::int64
   return out;
 }
 
+// The CPU twin's context and qkv gradient (from zeros) for dctx, with an optional key bias.
+struct CpuReference {
+  std::vector<float> ctx, dqkv;
+};
+CpuReference cpu_reference(const std::vector<float>& qkv, const std::vector<float>& dctx,
+                           const Case& c, const float* key_bias = nullptr) {
+  const AttentionDims d = dims_of(c);
+  std::vector<float> probs(probs_size(c)), dprobs(probs_size(c));
+  CpuReference ref{std::vector<float>(ctx_size(c)), std::vector<float>(qkv_size(c), 0.0f)};
+  ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff, key_bias);
+  ops::cpu::attention_context_forward(ref.ctx.data(), probs.data(), qkv.data(), d);
+  ops::cpu::attention_context_backward(dprobs.data(), ref.dqkv.data(), dctx.data(), probs.data(),
+                                       qkv.data(), d);
+  ops::cpu::attention_probs_backward(ref.dqkv.data(), dprobs.data(), probs.data(), qkv.data(), d,
+                                     c.coeff);
+  return ref;
+}
+
 TEST(GpuAttention, ForwardMatchesCpuAndRepeats) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(describe(c));
@@ -115,14 +133,7 @@ TEST(GpuAttention, BackwardMatchesCpuAndRepeats) {
     const AttentionDims d = dims_of(c);
     const auto qkv = random_floats(qkv_size(c), 71, -2.0f, 2.0f);
     const auto dctx = random_floats(ctx_size(c), 72);
-    std::vector<float> probs(probs_size(c)), ctx(ctx_size(c)), dprobs(probs_size(c));
-    ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff);
-    ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
-    std::vector<float> ref(qkv_size(c), 0.0f);
-    ops::cpu::attention_context_backward(dprobs.data(), ref.data(), dctx.data(), probs.data(),
-                                         qkv.data(), d);
-    ops::cpu::attention_probs_backward(ref.data(), dprobs.data(), probs.data(), qkv.data(), d,
-                                       c.coeff);
+    const std::vector<float> ref = cpu_reference(qkv, dctx, c).dqkv;
 
     DeviceArray<float> dqkv_in(qkv), dctx_dev(dctx), ctx_dev(ctx_size(c)), lse(rows_size(c));
     kernels::attention_forward(ctx_dev.get(), lse.get(), dqkv_in.get(), d, c.coeff, {}, nullptr);
@@ -168,14 +179,9 @@ TEST(GpuAttention, AlibiKeyBiasMatchesCpu) {
   }
   const auto qkv = random_floats(qkv_size(c), 74, -2.0f, 2.0f);
   const auto dctx = random_floats(ctx_size(c), 75);
-  std::vector<float> probs(probs_size(c)), ctx(ctx_size(c)), dprobs(probs_size(c));
-  ops::cpu::attention_probs_forward(probs.data(), qkv.data(), d, c.coeff, bias.data());
-  ops::cpu::attention_context_forward(ctx.data(), probs.data(), qkv.data(), d);
-  std::vector<float> ref(qkv_size(c), 0.0f);
-  ops::cpu::attention_context_backward(dprobs.data(), ref.data(), dctx.data(), probs.data(),
-                                       qkv.data(), d);
-  ops::cpu::attention_probs_backward(ref.data(), dprobs.data(), probs.data(), qkv.data(), d,
-                                     c.coeff);
+  const CpuReference cpu = cpu_reference(qkv, dctx, c, bias.data());
+  const std::vector<float>& ctx = cpu.ctx;
+  const std::vector<float>& ref = cpu.dqkv;
 
   DeviceArray<float> dqkv_in(qkv), dctx_dev(dctx), ctx_dev(ctx_size(c)), lse(rows_size(c)),
       dbias(bias), grad(std::vector<float>(qkv_size(c), 0.0f));
