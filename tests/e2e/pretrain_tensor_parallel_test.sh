@@ -3,8 +3,9 @@
 # steps (dropout on) as the single process, within 1e-5 relative on every loss and 2e-6 on the
 # merged weights; each rank writes upstream's files for its TP rank; a TP×DP run stopped and
 # resumed continues bit for bit, and so does a bf16 TP run (per-rank BF16_Optimizer files). The
-# model has BLOOM's --embed-layernorm: its LayerNorm follows the TP sum of the lookups, so its
-# copies on the TP ranks must stay equal (the merge check) and evaluate must take one of them.
+# model is BLOOM-shaped: --embed-layernorm (its LayerNorm follows the TP sum of the lookups, so its
+# copies on the TP ranks must stay equal, the merge check, and evaluate must take one of them) and
+# ALiBi positions (each TP rank biases its own heads with their slopes).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pretrain_lib.sh"
 use_mpirun
@@ -16,7 +17,7 @@ flags=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
        --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 3 --weight-decay 0.1
        --clip-grad 1.0 --seed 1234 --split 90,8,2 --eval-interval 5 --eval-iters 2
        --log-interval 5 --data-path "$WORK/shakespeare_text_document" "${gpt2_flags[@]}"
-       --embed-layernorm)
+       --embed-layernorm --position-embedding-type alibi)
 # Vp must be the same model at every T: 128·T-multiples would pad 50257 to 50304 at T = 1 but
 # 50432 at T = 2 (more softmax columns, a different loss), so T = 2 pads to multiples of 64·2.
 tp2=(--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64)
@@ -95,7 +96,7 @@ evaluate() {  # name checkpoint extra-flags...
   OMP_NUM_THREADS=1 "$MDS_BIN/evaluate" --task WIKITEXT103 --valid-data "$WORK/wiki.txt" \
     --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
     --max-position-embeddings 32 --micro-batch-size 2 --overlapping-eval 16 "${gpt2_flags[@]}" \
-    --embed-layernorm \
+    --embed-layernorm --position-embedding-type alibi \
     --load "$checkpoint" --results-file "$WORK/$name.json" "$@" > "$WORK/$name.log" 2>&1 ||
     { cat "$WORK/$name.log"; fail "evaluate $name"; }
 }
