@@ -86,15 +86,8 @@ bool aligned_16(const void* p) {
 
 // Whether a call runs on the tensor-core kernels (attention.h's AttentionKernel).
 bool use_tensor_cores(AttentionKernel kernel, tensor::DType dtype, std::int64_t hn,
-                      std::initializer_list<const void*> pointers, const float* key_bias,
-                      const char* op) {
+                      std::initializer_list<const void*> pointers, const char* op) {
   if (kernel == AttentionKernel::kSimt) return false;
-  if (key_bias != nullptr) {  // ALiBi: only the SIMT kernels add the key bias
-    if (kernel != AttentionKernel::kAuto) {
-      base::fail("cuda: kernels::", op, ": a key bias (ALiBi) runs on the SIMT kernels only");
-    }
-    return false;
-  }
   bool aligned = true;
   for (const void* p : pointers) aligned = aligned && aligned_16(p);
   const bool fits = attention_tensor_core_supported(dtype, hn) && aligned;
@@ -115,6 +108,7 @@ std::string problem_key(const char* op, tensor::DType dtype, const ops::cpu::Att
                     " np=" + std::to_string(d.np) + " hn=" + std::to_string(d.hn);
   if (g.dropout.p > 0.0f)
     key += g.dropout.keep_bits != nullptr ? " dropout, keep bits" : " dropout";
+  if (g.key_bias != nullptr) key += " alibi";
   return key;
 }
 
@@ -201,7 +195,7 @@ void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dty
                        ops::LaunchVariantChoices* variants, const float* key_bias) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, key_bias, "attention_forward");
-  if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, key_bias, "attention_forward")) {
+  if (use_tensor_cores(kernel, dtype, d.hn, {ctx, qkv}, "attention_forward")) {
     bool two_atoms = kernel == AttentionKernel::kTensorCoreTrialShapes;
     if (has_shape_trials(kernel, variants, d.hn)) {
       two_atoms = forward_two_atoms(*variants, ctx, lse, qkv, dtype, d, at, coeff, stream);
@@ -237,8 +231,7 @@ void attention_backward(void* dqkv, const void* dctx, const void* ctx, const flo
                         const float* key_bias) {
   if (d.s <= 0 || d.b <= 0 || d.np <= 0) return;
   const Launch at = launch_of(d, coeff, dropout, keep_bits, key_bias, "attention_backward");
-  if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, key_bias,
-                       "attention_backward")) {
+  if (use_tensor_cores(kernel, dtype, d.hn, {dqkv, dctx, ctx, qkv}, "attention_backward")) {
     const bool trial = kernel == AttentionKernel::kTensorCoreTrialShapes;
     attention_tc::BackwardChoices choices{
         .dq_from_stored_ds = kernel != AttentionKernel::kTensorCoreRecomputingDq,

@@ -80,8 +80,8 @@ std::int64_t attention_keep_words(std::int64_t s);
 // (sh·s + i)·s + j of the stream, sh = batch·d.stream_heads + d.first_head + head (stream_heads 0
 // means np), and keep_bits (optional) are written. p = 0: no dropout (d.first_head,
 // d.stream_heads and keep_bits unused). key_bias (ALiBi, device fp32 [np, s], or null) adds
-// key_bias[head, j]/coeff to each score as ops::attention_probs_forward does; it runs on the SIMT
-// kernels (kAuto picks them; a tensor-core kernel asked for fails), in the backward too.
+// key_bias[head, j]/coeff to each score as ops::attention_probs_forward does, in every kernel
+// family; the backward must be given the same.
 void attention_forward(void* ctx, float* lse, const void* qkv, tensor::DType dtype,
                        ops::cpu::AttentionDims d, float coeff, const ops::DropoutStream& dropout,
                        cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto,

@@ -65,7 +65,8 @@ struct Geometry {
   std::int64_t ctx_ld;  // in ctx: b·np·hn
   Dropout dropout = {};
   // ALiBi (null: none): fp32 [dropout.np, s], key j of head h adds key_bias[h·s + j]/coeff to
-  // the score, as ops::attention_probs_forward's key_bias. The SIMT kernels only.
+  // the score, as ops::attention_probs_forward's key_bias (attention_tc_kernels.cuh: the same
+  // in score units).
   const float* key_bias = nullptr;
 };
 

@@ -67,6 +67,33 @@ template <int kHn, int kQueries>
 constexpr int kDkdvSharedBytes =
     2 * kTileElems<kHn, 2 * kBlockRows + 4 * kQueries> + 4 * 4 * kBlockRows;
 
+// ALiBi (Geometry::key_bias) in score units: z = coeff·α·(q·k + bias/(coeff·α)), so the kernels
+// add key j's bias times bias_scale = 1/(coeff·α) to each raw score S = q·k of key j and go on
+// as without a bias (the CPU's coeff·(bias/coeff + α·q·k) up to roundings). Keys past the end
+// take 0: they are masked, or in rows past the end.
+__device__ __forceinline__ float score_bias(const Geometry& g, std::int64_t bh, std::int64_t key,
+                                            float bias_scale) {
+  return key < g.s ? g.key_bias[(bh % g.dropout.np) * g.s + key] * bias_scale : 0.0f;
+}
+
+// Adds the bias of key j0 + column to a warp's accumulator tiles of raw scores (rows: queries,
+// columns: keys), when there is one.
+template <int kKeys>
+__device__ __forceinline__ void add_key_bias_by_column(float (&scores)[kKeys / 8][4],
+                                                       const Geometry& g, std::int64_t bh,
+                                                       std::int64_t j0, float bias_scale) {
+  if (g.key_bias == nullptr) return;
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float bias = score_bias(g, bh, j0 + 8 * nt + accumulator_col(c), bias_scale);
+      scores[nt][c] += bias;
+      scores[nt][2 + c] += bias;
+    }
+  }
+}
+
 // ---- forward --------------------------------------------------------------------------------
 
 // One m16 atom's rows through one key tile of the forward, after S = q·kᵀ is in p: keys past the
@@ -202,6 +229,7 @@ __global__ void __launch_bounds__(kThreads, (kForwardMinBlocks<kHn, kAtoms>))
                       : nullptr;
   }
   const float scale2 = alpha * coeff * kLog2e;  // z·log2(e) = S·scale2
+  const float bias_scale = 1.0f / (alpha * coeff);
   float o[kAtoms][kHn / 8][4] = {};
   float m[kAtoms][2], l[kAtoms][2];  // m equal across the quad
 #pragma unroll
@@ -250,6 +278,7 @@ __global__ void __launch_bounds__(kThreads, (kForwardMinBlocks<kHn, kAtoms>))
     for (int a = 0; a < kAtoms; ++a) {
       if (a < first) continue;
       const std::int64_t atom_i0 = i0 + kBlockRows * a;
+      add_key_bias_by_column<kKeys>(p[a], g, bh, j0, bias_scale);
       forward_softmax_tile<kHn, kKeys, kReadBits>(p[a], m[a], l[a], o[a], j0 == atom_i0, local,
                                                   kept_in[a], keep_row[a], row_base[a], j0, bh, g,
                                                   scale2);
@@ -363,6 +392,13 @@ __global__ void __launch_bounds__(kThreads, (kDkdvMinBlocks<kHn, kQueries>))
   const int key_local = kWarpRows * warp + accumulator_row(0);  // key_base − j0
   const std::int64_t key_base = j0 + key_local;
   const float scale2 = alpha * coeff * kLog2e;
+  // ALiBi: the bias of this thread's keys key_base + 8·h in score units (score_bias).
+  float bias_of_key[2] = {0.0f, 0.0f};
+  if (g.key_bias != nullptr) {
+    const float bias_scale = 1.0f / (alpha * coeff);
+    bias_of_key[0] = score_bias(g, bh, key_base, bias_scale);
+    bias_of_key[1] = score_bias(g, bh, key_base + 8, bias_scale);
+  }
   const int tid = static_cast<int>(threadIdx.x);  // threads below kQueries load the statistics
   float next_lse2 = 0.0f, next_delta = 0.0f;
   const bool stored_bits = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr;
@@ -403,6 +439,13 @@ __global__ void __launch_bounds__(kThreads, (kDkdvMinBlocks<kHn, kQueries>))
     float st[kQueries / 8][4] = {}, dpt[kQueries / 8][4] = {};
     warp_product_abt<T, kHn, kQueries>(st, k_s, kWarpRows * warp, q_s);
     warp_product_abt<T, kHn, kQueries>(dpt, v_s, kWarpRows * warp, do_s);
+    if (g.key_bias != nullptr) {  // Sᵀ: a thread's rows are its two keys
+#pragma unroll
+      for (int nt = 0; nt < kQueries / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[nt][e] += bias_of_key[e >> 1];
+      }
+    }
     // Pairs to zero: keys after their query (the steps overlapping the block's diagonal) and
     // queries past the end (the last step); every other step has none (warp-uniform).
     const bool edge = i0 < j0 + kBlockRows - 1 || i0 + kQueries > g.s;
@@ -491,6 +534,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
   const int local_base = kWarpRows * warp + accumulator_row(0);
   const std::int64_t row_base = i0 + local_base;
   const float scale2 = alpha * coeff * kLog2e;
+  const float bias_scale = 1.0f / (alpha * coeff);
   float dq[kHn / 8][4] = {};
   float row_lse[2] = {0.0f, 0.0f}, row_delta[2] = {0.0f, 0.0f};
   const bool stored_bits = g.dropout.p > 0.0f && g.dropout.keep_bits != nullptr;
@@ -536,6 +580,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     float sc[kKeys / 8][4] = {}, dp[kKeys / 8][4] = {};
     warp_product_abt<T, kHn, kKeys>(sc, q_s, kWarpRows * warp, k_s);
     warp_product_abt<T, kHn, kKeys>(dp, do_s, kWarpRows * warp, v_s);
+    add_key_bias_by_column<kKeys>(sc, g, bh, j0, bias_scale);
     // Pairs to zero: keys after their row (the tiles reaching past the block's first row) and
     // rows past the end (every tile of the last block); none elsewhere (warp-uniform).
     const bool edge = j0 + kKeys > i0 || i0 + kBlockRows > g.s;

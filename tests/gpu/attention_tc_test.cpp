@@ -23,6 +23,7 @@
 
 #include "base/error.h"
 #include "kernels/attention.h"
+#include "model/alibi.h"
 #include "ops/attention.h"
 #include "tensor/round_to.h"
 #include "tensor/tensor.h"
@@ -42,6 +43,7 @@ struct Case {
   float coeff;
   float p = 0.0f;  // attention dropout
   std::int64_t first_head = 0, stream_heads = 0;
+  bool alibi = false;  // ALiBi's key bias (model/alibi.h) of these heads of the layer
 };
 // One token, partial and whole 64-row tiles, several batches and heads, coeff > 1, GPT-2's
 // sequence length, dropout with a TP shard's head range.
@@ -56,6 +58,15 @@ ops::cpu::AttentionDims dims_of(const Case& c) {
 
 ops::DropoutStream dropout_of(const Case& c) {
   return {c.p, 0x5EEDull, 19};
+}
+
+// The ALiBi key bias of a case's heads ([np, s], rounded to T as a T run's params hold it), or an
+// empty vector.
+template <typename T>
+std::vector<float> key_bias_of(const Case& c) {
+  if (!c.alibi) return {};
+  const std::int64_t layer_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
+  return model::alibi_key_bias(layer_heads, c.first_head, c.np, c.s, tensor::dtype_of<T>());
 }
 
 template <typename T>
@@ -79,8 +90,10 @@ std::vector<std::uint16_t> bits(const std::vector<T>& v) {
   return out;
 }
 
-// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k.
-std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c) {
+// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k plus the
+// ALiBi bias of key j (bias: [np, s], or empty).
+std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c,
+                                 const std::vector<float>& bias) {
   const double alpha = 1.0 / (std::sqrt(static_cast<double>(c.hn)) * c.coeff);
   const std::int64_t ld = c.b * c.np * 3 * c.hn;
   std::vector<float> lse(static_cast<std::size_t>(c.b * c.np * c.s));
@@ -94,7 +107,9 @@ std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c) {
           dot += static_cast<double>(qkv[static_cast<std::size_t>(i * ld + bh * 3 * c.hn + d)]) *
                  qkv[static_cast<std::size_t>(j * ld + bh * 3 * c.hn + c.hn + d)];
         }
-        z.push_back(c.coeff * alpha * dot);
+        const double key_bias =
+            bias.empty() ? 0.0 : bias[static_cast<std::size_t>((bh % c.np) * c.s + j)];
+        z.push_back(key_bias + c.coeff * alpha * dot);
         max = std::max(max, z.back());
       }
       for (const double v : z) sum += std::exp(v - max);
@@ -108,7 +123,7 @@ std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c) {
 template <typename T>
 struct Reference {
   std::vector<T> qkv, dctx, dqkv0, ctx, dqkv;
-  std::vector<float> lse;
+  std::vector<float> lse, key_bias;
   attention_tc_test::Bounds bounds;
 };
 
@@ -128,7 +143,9 @@ Reference<T> reference(const Case& c) {
     return tensor::Tensor(
         v.data(), tensor::dtype_of<typename std::decay_t<decltype(v)>::value_type>(), shape);
   };
-  ops::attention_probs_forward(t(probs, probs_shape), t(r.qkv, qkv_shape), c.coeff);
+  r.key_bias = key_bias_of<T>(c);
+  ops::attention_probs_forward(t(probs, probs_shape), t(r.qkv, qkv_shape), c.coeff,
+                               r.key_bias.empty() ? tensor::Tensor{} : t(r.key_bias, {c.np, c.s}));
   if (c.p == 0.0f) {
     dropped = probs;
     ops::attention_context_forward(t(r.ctx, ctx_shape), t(probs, probs_shape), t(r.qkv, qkv_shape));
@@ -147,9 +164,9 @@ Reference<T> reference(const Case& c) {
   }
   ops::attention_probs_backward(t(r.dqkv, qkv_shape), t(dprobs, probs_shape), t(probs, probs_shape),
                                 t(r.qkv, qkv_shape), c.coeff);
-  r.lse = reference_lse(widened(r.qkv), c);
+  r.lse = reference_lse(widened(r.qkv), c, r.key_bias);
   r.bounds = attention_tc_test::attention_bounds(attention_tc_test::bound_inputs(
-      c.s, c.b, c.np, c.hn, c.coeff, r.qkv, r.dctx, r.ctx, probs, dropped));
+      c.s, c.b, c.np, c.hn, c.coeff, r.qkv, r.dctx, r.ctx, probs, dropped, r.key_bias));
   return r;
 }
 
@@ -177,11 +194,13 @@ DeviceRun<T> run(const Case& c, const Reference<T>& r, AttentionKernel forward,
       static_cast<std::size_t>(c.b * c.np * c.s * kernels::attention_keep_words(c.s));
   DeviceArray<std::uint32_t> keep_bits(std::vector<std::uint32_t>(keep ? keep_n : 1, 0xA5A5A5A5u));
   std::uint32_t* bits_or_null = keep ? keep_bits.get() : nullptr;
+  DeviceArray<float> bias(r.key_bias.empty() ? std::vector<float>(1, 0.0f) : r.key_bias);
+  const float* bias_or_null = r.key_bias.empty() ? nullptr : bias.get();
   kernels::attention_forward(ctx.get(), lse.get(), qkv.get(), dtype, dims_of(c), c.coeff,
-                             dropout_of(c), nullptr, forward, bits_or_null);
+                             dropout_of(c), nullptr, forward, bits_or_null, nullptr, bias_or_null);
   kernels::attention_backward(dqkv.get(), dctx.get(), ctx.get(), lse.get(), qkv.get(), dtype,
                               dims_of(c), c.coeff, dropout_of(c), nullptr, backward, true,
-                              bits_or_null);
+                              bits_or_null, nullptr, nullptr, bias_or_null);
   return {ctx.download(), dqkv.download(), lse.download(),
           keep ? keep_bits.download() : std::vector<std::uint32_t>{}};
 }
@@ -319,6 +338,41 @@ TYPED_TEST(AttentionTcOnDevice, KeepBitsAreTheHostMasksAndServeTheBackward) {
       EXPECT_EQ(attention_keep_bits_test::differing_from_host(
                     {c.s, c.b, c.np, c.first_head, c.stream_heads}, dropout_of(c), kept.keep),
                 0u);
+    }
+  }
+}
+
+// ALiBi (BLOOM's slopes for the layer's heads, rounded to T): the tensor-core kernels within the
+// bounds of the biased host attention (|z| counting the bias) and repeating bit for bit; kAuto
+// takes them; the SIMT kernels within the same bounds; dq from the stored dSᵀ and recomputed;
+// the trial shapes give the same bits. GPT-2's sequence length with a TP shard's heads, coeff > 1
+// at head dim 128, dropout.
+TYPED_TEST(AttentionTcOnDevice, AlibiKeyBiasWithinBoundsOfHost) {
+  using T = TypeParam;
+  const Case cases[] = {{1024, 1, 2, 64, 1.0f, 0.0f, 2, 16, true},
+                        {257, 2, 2, 128, 3.0f, 0.0f, 0, 0, true},
+                        {130, 2, 2, 64, 1.0f, 0.1f, 1, 4, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("s=" + std::to_string(c.s) + " hn=" + std::to_string(c.hn) +
+                 " p=" + std::to_string(c.p));
+    const Reference<T> r = reference<T>(c);
+    const DeviceRun<T> tc = run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCore);
+    expect_within_bounds(c, r, tc, true, "alibi tc/tc");
+    const DeviceRun<T> automatic = run(c, r, AttentionKernel::kAuto, AttentionKernel::kAuto);
+    EXPECT_EQ(bits(automatic.ctx), bits(tc.ctx));
+    EXPECT_EQ(automatic.lse, tc.lse);
+    EXPECT_EQ(bits(automatic.dqkv), bits(tc.dqkv));
+    expect_within_bounds(c, r, run(c, r, AttentionKernel::kSimt, AttentionKernel::kSimt), true,
+                         "alibi simt/simt");
+    expect_within_bounds(
+        c, r, run(c, r, AttentionKernel::kTensorCore, AttentionKernel::kTensorCoreRecomputingDq),
+        true, "alibi dq recomputing dS");
+    if (c.hn == 64) {
+      const DeviceRun<T> trial = run(c, r, AttentionKernel::kTensorCoreTrialShapes,
+                                     AttentionKernel::kTensorCoreTrialShapes);
+      EXPECT_EQ(bits(trial.ctx), bits(tc.ctx));
+      EXPECT_EQ(trial.lse, tc.lse);
+      EXPECT_EQ(bits(trial.dqkv), bits(tc.dqkv));
     }
   }
 }

@@ -13,7 +13,8 @@
 // each plus 2u·|reference| (the kernel's and the host's final roundings), plus the fp32 terms:
 // sums of at most s + hn terms (ε_sum = (s + hn)·2^-24 of the sums of magnitudes) and the
 // relative error of a recomputed p (ε_p = 2·hn·2^-24·max|z|_abs + 8·2^-24, from the score's dot
-// product and lse, expf's ulps), and for fp16 the absolute rounding of a subnormal P or dS
+// product and lse, expf's ulps; with ALiBi |z|_abs includes the key's |bias|, added in fp32 to
+// scores and taken off with lse), and for fp16 the absolute rounding of a subnormal P or dS
 // (2^-25 per term). The SIMT kernels stay within the same bounds (they round neither P nor dS).
 #pragma once
 #include <algorithm>
@@ -35,6 +36,7 @@ struct BoundInputs {
   bool subnormals;                                    // fp16: P and dS may round as subnormals
   std::vector<double> qkv = {}, dctx = {}, ctx = {};  // ctx: the host's (rounded) context
   std::vector<double> probs = {}, dropped = {};       // dropped = probs without dropout
+  std::vector<double> key_bias = {};                  // ALiBi: [np, s], or empty
 };
 
 // The computations' errors, before the final roundings (the comparison adds 2u·|reference|).
@@ -69,7 +71,9 @@ inline Bounds attention_bounds(const BoundInputs& in) {
       for (std::int64_t j = 0; j <= i; ++j) {
         double sum = 0.0;
         for (std::int64_t d = 0; d < hn; ++d) sum += std::fabs(q(i, d) * k(j, d));
-        z_abs = std::max(z_abs, alpha * in.coeff * sum);
+        const double bias =
+            in.key_bias.empty() ? 0.0 : std::fabs(in.key_bias[at((bh % in.np) * s + j)]);
+        z_abs = std::max(z_abs, bias + alpha * in.coeff * sum);
       }
     }
     const double eps = static_cast<double>(s + hn) * 0x1p-24 +
@@ -133,12 +137,13 @@ inline Bounds attention_bounds(const BoundInputs& in) {
 }
 
 // BoundInputs from 16-bit host tensors (T: tensor::BFloat16 or tensor::Float16) and the host's
-// fp32 probabilities (dropped = probs without dropout).
+// fp32 probabilities (dropped = probs without dropout), with ALiBi's key bias [np, s] if any.
 template <typename T>
 BoundInputs bound_inputs(std::int64_t s, std::int64_t b, std::int64_t np, std::int64_t hn,
                          double coeff, const std::vector<T>& qkv, const std::vector<T>& dctx,
                          const std::vector<T>& host_ctx, const std::vector<float>& probs,
-                         const std::vector<float>& dropped) {
+                         const std::vector<float>& dropped,
+                         const std::vector<float>& key_bias = {}) {
   constexpr bool kFp16 = std::is_same_v<T, tensor::Float16>;
   BoundInputs in{s, b, np, hn, coeff, kFp16 ? 0x1p-11 : 0x1p-8, kFp16};
   for (const T x : qkv) in.qkv.push_back(tensor::to_float(x));
@@ -146,6 +151,7 @@ BoundInputs bound_inputs(std::int64_t s, std::int64_t b, std::int64_t np, std::i
   for (const T x : host_ctx) in.ctx.push_back(tensor::to_float(x));
   in.probs.assign(probs.begin(), probs.end());
   in.dropped.assign(dropped.begin(), dropped.end());
+  in.key_bias.assign(key_bias.begin(), key_bias.end());
   return in;
 }
 

@@ -34,6 +34,7 @@ alignas(16) unsigned char smem[1 << 17];
 #include "kernels/attention_kernels.cuh"
 #include "kernels/attention_tc_draw.cuh"
 #include "kernels/attention_tc_kernels.cuh"
+#include "model/alibi.h"
 #include "ops/attention.h"
 #include "tensor/tensor.h"
 #include "tests/unit/attention_keep_bits_oracle.h"
@@ -64,6 +65,7 @@ struct Case {
   // Attention dropout (p = 0: none) and the heads of the layer these np are (0: np).
   float p = 0.0f;
   std::int64_t first_head = 0, stream_heads = 0;
+  bool alibi = false;  // ALiBi's key bias (model/alibi.h) of these heads of the layer
 };
 
 template <typename T>
@@ -79,9 +81,19 @@ ops::DropoutStream dropout_of(const Case& c) {
   return {c.p, 0x5EEDull, 77};
 }
 
-// As kernels/attention.cu's launch_of.
-ad::Geometry geometry_of(const Case& c, std::int64_t hn) {
+// The ALiBi key bias of a case's heads ([np, s], rounded to T as a T run's params hold it), or an
+// empty vector.
+template <typename T>
+std::vector<float> key_bias_of(const Case& c) {
+  if (!c.alibi) return {};
+  const std::int64_t layer_heads = c.stream_heads > 0 ? c.stream_heads : c.np;
+  return model::alibi_key_bias(layer_heads, c.first_head, c.np, c.s, tensor::dtype_of<T>());
+}
+
+// As kernels/attention.cu's launch_of; bias: key_bias_of's (empty: none).
+ad::Geometry geometry_of(const Case& c, std::int64_t hn, const std::vector<float>& bias = {}) {
   ad::Geometry g{c.s, c.b * c.np * 3 * hn, c.b * c.np * hn};
+  g.key_bias = bias.empty() ? nullptr : bias.data();
   const ops::DropoutStream stream = dropout_of(c);
   g.dropout.p = stream.p;
   g.dropout.scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(stream.p)));
@@ -153,7 +165,8 @@ Forward<T> forward_tc(const Case& c, const std::vector<T>& qkv, std::uint32_t* k
                       bool draw_first = true) {
   Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
                std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN)};
-  ad::Geometry g = geometry_of(c, kHn);
+  const std::vector<float> bias = key_bias_of<T>(c);
+  ad::Geometry g = geometry_of(c, kHn, bias);
   g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
   const bool read_bits = draw_first && keep != nullptr && c.p > 0.0f && c.s % 8 == 0;
@@ -188,7 +201,8 @@ std::vector<T> backward_tc(const Case& c, const std::vector<T>& qkv, const std::
   static_assert(!kTrial || kHn == 64, "the trial shapes are hn = 64's");
   constexpr int kDkdvStep = kTrial ? 32 : tc::kBackwardStep<kHn>;
   constexpr int kDqAtoms = kTrial ? 2 : 1;
-  ad::Geometry g = geometry_of(c, kHn);
+  const std::vector<float> bias = key_bias_of<T>(c);
+  ad::Geometry g = geometry_of(c, kHn, bias);
   g.dropout.keep_bits = keep;
   const float alpha = alpha_of(kHn, c.coeff);
   // The deltas and the stored dSᵀ start poisoned: a row or pair left out shows.
@@ -241,7 +255,8 @@ Forward<T> forward_simt(const Case& c, const std::vector<T>& qkv) {
   using Io = HostBits16Io<T>;
   Forward<T> r{std::vector<T>(static_cast<std::size_t>(c.s * c.b * c.np * kHn), T{0xFFFF}),
                std::vector<float>(static_cast<std::size_t>(c.b * c.np * c.s), NAN)};
-  const ad::Geometry g = geometry_of(c, kHn);
+  const std::vector<float> bias = key_bias_of<T>(c);
+  const ad::Geometry g = geometry_of(c, kHn, bias);
   const float alpha = alpha_of(kHn, c.coeff);
   simt::launch(
       grid_x(c), tiles(c, ad::kTile),
@@ -256,7 +271,8 @@ template <int kHn, typename T>
 std::vector<T> backward_simt(const Case& c, const std::vector<T>& qkv, const std::vector<T>& dctx,
                              const Forward<T>& f, std::vector<T> dqkv) {
   using Io = HostBits16Io<T>;
-  const ad::Geometry g = geometry_of(c, kHn);
+  const std::vector<float> bias = key_bias_of<T>(c);
+  const ad::Geometry g = geometry_of(c, kHn, bias);
   const float alpha = alpha_of(kHn, c.coeff);
   simt::launch(
       grid_x(c), tiles(c, ad::kTile),
@@ -297,7 +313,9 @@ Host<T> host_attention(const Case& c, std::vector<T> qkv, std::vector<T> dctx,
     return tensor::Tensor(
         v.data(), tensor::dtype_of<typename std::decay_t<decltype(v)>::value_type>(), shape);
   };
-  ops::attention_probs_forward(t(h.probs, probs_shape), t(qkv, qkv_shape), c.coeff);
+  std::vector<float> bias = key_bias_of<T>(c);
+  ops::attention_probs_forward(t(h.probs, probs_shape), t(qkv, qkv_shape), c.coeff,
+                               bias.empty() ? tensor::Tensor{} : t(bias, {c.np, c.s}));
   if (c.p == 0.0f) {
     h.dropped = h.probs;
     ops::attention_context_forward(t(h.ctx, ctx_shape), t(h.probs, probs_shape), t(qkv, qkv_shape));
@@ -318,8 +336,10 @@ Host<T> host_attention(const Case& c, std::vector<T> qkv, std::vector<T> dctx,
   return h;
 }
 
-// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k.
-std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, std::int64_t hn) {
+// log Σ_{j ≤ i} exp(z_ij) of every (batch, head, query) row in double, z = coeff·α·q·k plus the
+// ALiBi bias of key j (bias: [np, s], or empty).
+std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, std::int64_t hn,
+                                 const std::vector<float>& bias) {
   const double alpha = 1.0 / (std::sqrt(static_cast<double>(hn)) * c.coeff);
   const std::int64_t ld = c.b * c.np * 3 * hn;
   std::vector<float> lse(static_cast<std::size_t>(c.b * c.np * c.s));
@@ -333,7 +353,9 @@ std::vector<float> reference_lse(const std::vector<float>& qkv, const Case& c, s
           dot += static_cast<double>(qkv[static_cast<std::size_t>(i * ld + bh * 3 * hn + d)]) *
                  qkv[static_cast<std::size_t>(j * ld + bh * 3 * hn + hn + d)];
         }
-        z.push_back(c.coeff * alpha * dot);
+        const double key_bias =
+            bias.empty() ? 0.0 : bias[static_cast<std::size_t>((bh % c.np) * c.s + j)];
+        z.push_back(key_bias + c.coeff * alpha * dot);
         max = std::max(max, z.back());
       }
       for (const double v : z) sum += std::exp(v - max);
@@ -368,19 +390,21 @@ struct Kernels {
 
 template <int kHn, typename T>
 void check_against_host(const Case& c, Kernels kernels = {}, bool rerun = false) {
-  SCOPED_TRACE(testing::Message() << type_name<T>() << " s=" << c.s << " b=" << c.b << " np="
-                                  << c.np << " hn=" << kHn << " coeff=" << c.coeff << " p=" << c.p
-                                  << " heads " << c.first_head << "/" << c.stream_heads
-                                  << " forward " << (kernels.forward_tc ? "tc" : "simt")
-                                  << " backward " << (kernels.backward_tc ? "tc" : "simt"));
+  SCOPED_TRACE(testing::Message() << type_name<T>() << " s=" << c.s << " b=" << c.b
+                                  << " np=" << c.np << " hn=" << kHn << " coeff=" << c.coeff
+                                  << " p=" << c.p << " heads " << c.first_head << "/"
+                                  << c.stream_heads << (c.alibi ? " alibi" : "") << " forward "
+                                  << (kernels.forward_tc ? "tc" : "simt") << " backward "
+                                  << (kernels.backward_tc ? "tc" : "simt"));
   const auto qkv_n = static_cast<std::size_t>(c.s * c.b * c.np * 3 * kHn);
   const auto qkv = random_halves<T>(qkv_n, 7, -2.0f, 2.0f);
   const auto dctx = random_halves<T>(qkv_n / 3, 8, -1.0f, 1.0f);
   const auto dqkv0 = random_halves<T>(qkv_n, 9, -0.01f, 0.01f);
   const Host<T> host = host_attention<kHn, T>(c, qkv, dctx, dqkv0);
 
+  const std::vector<float> bias = key_bias_of<T>(c);
   const attention_tc_test::BoundInputs in = attention_tc_test::bound_inputs(
-      c.s, c.b, c.np, kHn, c.coeff, qkv, dctx, host.ctx, host.probs, host.dropped);
+      c.s, c.b, c.np, kHn, c.coeff, qkv, dctx, host.ctx, host.probs, host.dropped, bias);
   const attention_tc_test::Bounds bounds = attention_tc_test::attention_bounds(in);
 
   const auto run_forward = [&] {
@@ -393,7 +417,7 @@ void check_against_host(const Case& c, Kernels kernels = {}, bool rerun = false)
   const Forward<T> f = run_forward();
   const std::vector<T> dqkv = run_backward(f);
 
-  const double lse_error = relative_error(f.lse, reference_lse(widened(qkv), c, kHn));
+  const double lse_error = relative_error(f.lse, reference_lse(widened(qkv), c, kHn, bias));
   EXPECT_LE(lse_error, 1e-6) << "lse";
   const std::size_t hn = kHn, head = 3 * kHn;
   const Measured ctx = measure(f.ctx, host.ctx, bounds.ctx, 0, hn, hn);
@@ -444,6 +468,19 @@ TEST(KernelsEmulatedAttentionTc, DropoutWithinBoundsOfHostMasks) {
   check_against_host<128, tensor::Float16>({40, 1, 1, 2.0f, 0.5f, 2, 3});
   check_against_host<128, tensor::Float16>({36, 1, 1, 2.0f, 0.5f, 2, 3});
   check_against_host<128, tensor::Float16>({33, 1, 1, 2.0f, 0.1f});
+}
+
+// ALiBi (BLOOM's slopes for the layer's heads, rounded to T): the key bias in score units joins
+// every raw score of the forward and of both backward kernels (the dSᵀ stored for dq included),
+// within the same bounds (|z| counts the bias) and the lse of the biased definition; coeff 1 and
+// > 1, a TP shard's heads, dropout, the SIMT kernels' lse serving the tensor-core backward and
+// the other way round.
+TEST(KernelsEmulatedAttentionTc, AlibiKeyBiasWithinBoundsOfHost16BitOps) {
+  check_against_host<64, tensor::BFloat16>({70, 2, 2, 1.0f, 0.0f, 0, 0, true}, {}, true);
+  check_against_host<128, tensor::Float16>({67, 1, 2, 3.0f, 0.0f, 1, 4, true});
+  check_against_host<64, tensor::Float16>({97, 1, 1, 2.0f, 0.1f, 2, 3, true});
+  check_against_host<64, tensor::BFloat16>({70, 1, 2, 1.0f, 0.1f, 0, 0, true}, {true, false});
+  check_against_host<64, tensor::BFloat16>({70, 1, 2, 1.0f, 0.1f, 0, 0, true}, {false, true});
 }
 
 // dqkv = … (accumulate false): from a NaN-poisoned dqkv, every element written, with the values of
@@ -693,6 +730,7 @@ TEST(KernelsEmulatedAttentionTc, DqFromStoredDsIsDqKernelsBits) {
   check_dq_from_ds<64, tensor::BFloat16>({131, 1, 2, 1.0f, 0.1f, 1, 4});
   check_dq_from_ds<128, tensor::BFloat16>({97, 1, 1, 2.0f, 0.2f});
   check_dq_from_ds<128, tensor::Float16>({72, 1, 1, 1.0f, 0.1f, 0, 0});
+  check_dq_from_ds<64, tensor::BFloat16>({131, 2, 1, 2.0f, 0.1f, 1, 3, true});
 }
 
 // The launch shapes under trial at hn = 64 (AttentionKernel::kTensorCoreTrialShapes) against the
@@ -736,6 +774,7 @@ TEST(KernelsEmulatedAttentionTc, TrialShapesGiveTheSameBits) {
   check_trial_shapes({65, 1, 1, 2.0f, 0.1f});  // two atoms, the second one row; drawn in the kernel
   check_trial_shapes({kSanitized ? 67 : 131, 1, 2, 1.0f, 0.1f, 1, 4});
   if (!kSanitized) check_trial_shapes({200, 2, 1, 1.0f, 0.1f});  // 200 % 8 = 0: drawn first
+  check_trial_shapes({kSanitized ? 67 : 131, 2, 1, 2.0f, 0.1f, 0, 0, true});  // ALiBi
 }
 
 }  // namespace
