@@ -285,7 +285,7 @@ void add_data(Value& ns, const PretrainArgs& a,
   ns.set("num_workers", Value::integer(a.num_workers));
   ns.set("valid_num_workers", Value::integer(a.valid_num_workers));
   ns.set("tokenizer_type", Value::string(a.tokenizer.tokenizer_type));
-  ns.set("tokenizer_name_or_path", Value::none());
+  ns.set("tokenizer_name_or_path", text_or_none(a.tokenizer.tokenizer_name_or_path));
   ns.set("data_impl", Value::string(a.data_impl));
   ns.set("reset_position_ids", Value::boolean(a.reset_position_ids));
   ns.set("reset_attention_mask", Value::boolean(a.reset_attention_mask));

@@ -46,7 +46,8 @@ std::int64_t padded_for(const config::PretrainArgs& args, const SourceCheckpoint
 }
 
 void check_vocabulary(const config::PretrainArgs& args, const SourceCheckpoint& source) {
-  if (!args.tokenizer.vocab_file.empty() || !args.tokenizer.tokenizer_model.empty()) {
+  if (!args.tokenizer.vocab_file.empty() || !args.tokenizer.tokenizer_model.empty() ||
+      !args.tokenizer.tokenizer_name_or_path.empty()) {
     const std::int64_t tokens = text::build_tokenizer(args.tokenizer)->vocab_size();
     if (tokens != source.original_vocab_size) {
       base::fail("the tokenizer has ", tokens, " tokens but the checkpoint ", source.folder,

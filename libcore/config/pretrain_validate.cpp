@@ -228,9 +228,11 @@ void refuse_unimplemented(const PretrainArgs& a) {
         "DeepSpeed JSON's zero_optimization.stage selects ZeRO 0, 1 or 2");
   }
   const std::string& tokenizer = a.tokenizer.tokenizer_type;
-  if (tokenizer != "GPT2BPETokenizer" && tokenizer != "SentencePieceTokenizer") {
+  if (tokenizer != "GPT2BPETokenizer" && tokenizer != "SentencePieceTokenizer" &&
+      tokenizer != "PretrainedFromHF") {
     base::fail("--tokenizer-type ", tokenizer,
-               " is not supported by pretrain; use GPT2BPETokenizer or SentencePieceTokenizer");
+               " is not supported by pretrain; use GPT2BPETokenizer, SentencePieceTokenizer or "
+               "PretrainedFromHF");
   }
   const auto positive = [](const char* flag, int64_t value) {
     if (value <= 0) base::fail(flag, " must be > 0 (upstream divides by it), got ", value);

@@ -10,8 +10,9 @@ void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string&
   args.tokenizer_type = default_type;
   CLI::Option* type =
       app.add_option("--tokenizer-type", args.tokenizer_type,
-                     "GPT2BPETokenizer (byte-level BPE from --vocab-file and --merge-file) or "
-                     "SentencePieceTokenizer (from --tokenizer-model)")
+                     "GPT2BPETokenizer (byte-level BPE from --vocab-file and --merge-file), "
+                     "SentencePieceTokenizer (from --tokenizer-model) or PretrainedFromHF (a "
+                     "byte-level BPE tokenizer.json from --tokenizer-name-or-path)")
           ->check(
               CLI::IsMember({"GPT2BPETokenizer", "SentencePieceTokenizer", "BertWordPieceLowerCase",
                              "BertWordPieceCase", "PretrainedFromHF"}))
@@ -33,10 +34,10 @@ void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string&
   app.add_option("--pad-vocab-size-to", args.pad_vocab_size_to,
                  "pad the vocabulary to exactly this size")
       ->group(group);
-  flags.add_rejected("--tokenizer-name-or-path",
-                     "Hugging Face tokenizers (PretrainedFromHF) are not supported; use "
-                     "GPT2BPETokenizer or SentencePieceTokenizer",
-                     true);
+  app.add_option("--tokenizer-name-or-path", args.tokenizer_name_or_path,
+                 "PretrainedFromHF: a tokenizer.json, the folder holding it, or a model name "
+                 "already in the local Hugging Face cache")
+      ->group(group);
   flags.add_rejected("--vocab-extra-ids", "only used by BERT/T5 tokenizers, not supported", true);
 }
 

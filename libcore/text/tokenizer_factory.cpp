@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "text/gpt2_bpe.h"
+#include "text/hf_tokenizer_files.h"
 #include "text/sentencepiece_tokenizer.h"
 
 namespace mds::text {
@@ -19,13 +20,22 @@ std::unique_ptr<Tokenizer> build_tokenizer(const config::TokenizerArgs& args) {
     }
     return std::make_unique<SentencePieceTokenizer>(args.tokenizer_model);
   }
-  if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase" ||
-      type == "PretrainedFromHF") {
+  if (type == "PretrainedFromHF") {
+    if (args.tokenizer_name_or_path.empty()) {
+      base::fail(
+          "PretrainedFromHF needs --tokenizer-name-or-path (a tokenizer.json, its folder, "
+          "or a model name in the Hugging Face cache)");
+    }
+    return load_hf_tokenizer(args.tokenizer_name_or_path);
+  }
+  if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
     base::fail("--tokenizer-type ", type,
-               " is not supported by mds; use GPT2BPETokenizer or SentencePieceTokenizer");
+               " is not supported by mds; use GPT2BPETokenizer, SentencePieceTokenizer or "
+               "PretrainedFromHF");
   }
   if (type.empty()) base::fail("--tokenizer-type is required");
-  base::fail("unknown --tokenizer-type ", type, "; use GPT2BPETokenizer or SentencePieceTokenizer");
+  base::fail("unknown --tokenizer-type ", type,
+             "; use GPT2BPETokenizer, SentencePieceTokenizer or PretrainedFromHF");
 }
 
 std::int64_t padded_vocab_size(std::int64_t vocab_size, const config::TokenizerArgs& args,

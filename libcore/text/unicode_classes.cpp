@@ -65,4 +65,11 @@ UnicodeRangeTable unicode_ranges() {
   return {kRanges, static_cast<std::uint32_t>(std::size(kRanges))};
 }
 
+bool is_white_space(char32_t c) {
+  if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D);
+  if (c < 0x85) return false;
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
 }  // namespace mds::text

@@ -10,6 +10,10 @@ enum class CharClass : std::uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpa
 // Class of a code point; values above U+10FFFF (and surrogates) are kOther.
 CharClass char_class(char32_t code_point);
 
+// Unicode's White_Space property (25 code points): Rust's char::is_whitespace and Oniguruma's \s,
+// which the Hugging Face `tokenizers` library uses.
+bool is_white_space(char32_t code_point);
+
 // The generated range table (unicode_tables.inc), for tests.
 struct UnicodeRange {
   char32_t first;

@@ -53,6 +53,26 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view bytes) {
   return std::nullopt;
 }
 
+DecodedChar decode_char_at(std::string_view text, std::size_t pos) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data()) + pos;
+  const auto* end = reinterpret_cast<const unsigned char*>(text.data()) + text.size();
+  const std::size_t length = valid_sequence_length(p, end);
+  switch (length) {
+    case 1:
+      return {p[0], 1};
+    case 2:
+      return {(char32_t{p[0] & 0x1Fu} << 6) | (p[1] & 0x3Fu), 2};
+    case 3:
+      return {(char32_t{p[0] & 0x0Fu} << 12) | (char32_t{p[1] & 0x3Fu} << 6) | (p[2] & 0x3Fu), 3};
+    case 4:
+      return {(char32_t{p[0] & 0x07u} << 18) | (char32_t{p[1] & 0x3Fu} << 12) |
+                  (char32_t{p[2] & 0x3Fu} << 6) | (p[3] & 0x3Fu),
+              4};
+    default:
+      return {U'\uFFFD', 1};
+  }
+}
+
 void append_utf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,5 +13,13 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view bytes);
 
 // Appends the UTF-8 encoding of a Unicode scalar value.
 void append_utf8(std::string& out, char32_t code_point);
+
+// The character starting at `pos` of a non-empty remainder: its code point and byte length. A byte
+// Python's strict decoder would reject there counts as a one-byte U+FFFD.
+struct DecodedChar {
+  char32_t code_point;
+  std::uint32_t length;
+};
+DecodedChar decode_char_at(std::string_view text, std::size_t pos);
 
 }  // namespace mds::text

@@ -118,8 +118,10 @@ expect_failure "does not exist" pp --input "$WORK/tiny.jsonl" --output-prefix "$
 expect_failure "no-such.jsonl" pp --input "$WORK/no-such.jsonl" --output-prefix "$WORK/x"
 expect_failure "--merge-file" "$MDS_BIN/preprocess" --input "$WORK/tiny.jsonl" --output-prefix "$WORK/x" \
   --tokenizer-type GPT2BPETokenizer --vocab-file "$MDS_DATA/gpt2/vocab.json"
+expect_failure "PretrainedFromHF needs --tokenizer-name-or-path" "$MDS_BIN/preprocess" \
+  --input "$WORK/tiny.jsonl" --output-prefix "$WORK/x" --tokenizer-type PretrainedFromHF
 expect_failure "not supported" "$MDS_BIN/preprocess" --input "$WORK/tiny.jsonl" --output-prefix "$WORK/x" \
-  --tokenizer-type PretrainedFromHF
+  --tokenizer-type BertWordPieceCase --vocab-file "$MDS_DATA/gpt2/vocab.json"
 zst_size=$(stat -c %s "$WORK/doc300.jsonl.zst")
 head -c $((zst_size / 2)) "$WORK/doc300.jsonl.zst" > "$WORK/truncated.jsonl.zst"
 expect_failure "truncated.jsonl.zst" pp --input "$WORK/truncated.jsonl.zst" --output-prefix "$WORK/trunc_out"

@@ -52,9 +52,9 @@ TEST(FlagsDeathTest, RejectedFlagExplainsWhy) {
   FlagSet flags("prog", "test");
   TokenizerArgs tokenizer;
   add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer");
-  Argv args({"prog", "--tokenizer-name-or-path", "gpt2"});
+  Argv args({"prog", "--vocab-extra-ids", "100"});
   EXPECT_EXIT(flags.parse(args.argc(), args.argv()), testing::ExitedWithCode(2),
-              "--tokenizer-name-or-path: Hugging Face tokenizers");
+              "--vocab-extra-ids: only used by BERT/T5 tokenizers");
 }
 
 TEST(FlagsDeathTest, UnknownFlagIsAnError) {

@@ -50,14 +50,21 @@ TEST(TokenizerFactory, NamesTheMissingFlag) {
 }
 
 TEST(TokenizerFactory, RejectsUnsupportedTypes) {
-  for (const char* type : {"BertWordPieceLowerCase", "BertWordPieceCase", "PretrainedFromHF"}) {
+  for (const char* type : {"BertWordPieceLowerCase", "BertWordPieceCase"}) {
     config::TokenizerArgs args = gpt2_args();
     args.tokenizer_type = type;
     EXPECT_EQ(error_of(args), std::string("--tokenizer-type ") + type +
-                                  " is not supported by mds; use GPT2BPETokenizer or "
-                                  "SentencePieceTokenizer");
+                                  " is not supported by mds; use GPT2BPETokenizer, "
+                                  "SentencePieceTokenizer or PretrainedFromHF");
   }
   config::TokenizerArgs args = gpt2_args();
+  args.tokenizer_type = "PretrainedFromHF";
+  EXPECT_NE(error_of(args).find("PretrainedFromHF needs --tokenizer-name-or-path"),
+            std::string::npos);
+  args.tokenizer_name_or_path = "/nonexistent/folder";
+  EXPECT_NE(error_of(args).find("--tokenizer-name-or-path /nonexistent/folder: neither a file"),
+            std::string::npos);
+  args = gpt2_args();
   args.tokenizer_type = "Nonsense";
   EXPECT_NE(error_of(args).find("unknown --tokenizer-type Nonsense"), std::string::npos);
 }

@@ -1,0 +1,25 @@
+// Finding and reading a Hugging Face tokenizer for --tokenizer-type PretrainedFromHF.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "text/hf_bpe_tokenizer.h"
+
+namespace mds::text {
+
+// The tokenizer.json that --tokenizer-name-or-path names: the file itself, a folder holding it
+// (what save_pretrained writes), or a model name ("bigscience/tokenizer") already in the local
+// Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub; the
+// snapshot refs/main names). Nothing is downloaded; a name not found fails with one line saying
+// how to fetch it.
+std::string find_hf_tokenizer_json(const std::string& name_or_path);
+
+// transformers' settings beside tokenizer.json in `folder`: the eos token
+// (special_tokens_map.json over tokenizer_config.json, else the tokenizer class's default) and
+// clean_up_tokenization_spaces (tokenizer_config.json, else the class's default: true, false for
+// BloomTokenizerFast).
+HfTokenizerOptions read_hf_tokenizer_options(const std::string& folder);
+
+std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(const std::string& name_or_path);
+
+}  // namespace mds::text

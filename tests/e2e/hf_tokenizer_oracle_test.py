@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""--tokenizer-type PretrainedFromHF against transformers (the oracle upstream's _AutoTokenizer
+calls: tokenizer.encode(text), tokenizer.decode(ids), len(tokenizer), eos_token_id).
+
+Tokenizers built here with the `tokenizers` library and saved by transformers' save_pretrained:
+  bloom     BLOOM's pipeline (Split with its regex, ByteLevel without regex; <unk> <s> </s> <pad>),
+            a BPE trained on Shakespeare and multilingual text, BloomTokenizerFast's config (no
+            clean-up of decoded spaces), plus an added plain token and an lstrip/rstrip special;
+  template  the same model with a TemplateProcessing "<s> $A </s>" and a ByteLevel pre-tokenizer
+            that adds a prefix space, PreTrainedTokenizerFast's config (clean-up on);
+  gpt2      GPT2TokenizerFast over the bundled GPT-2 files (ByteLevel with GPT-2's regex).
+Each is read by tests/tools/hf_tokenizer_probe (encode, decode, vocabulary size, eod) over texts
+that stress the pre-tokenizers (Unicode whitespace and BLOOM's punctuation, scripts, emoji,
+special tokens inside words) and the Shakespeare corpus; `preprocess` writes the same ids (plus
+EOD) into a dataset, which pretrain trains on and generate continues from; a model name resolves through a Hugging Face cache folder; unsupported
+tokenizer.json parts fail with one line naming the field."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, BloomTokenizerFast, GPT2TokenizerFast, PreTrainedTokenizerFast
+
+BIN = pathlib.Path(os.environ["MDS_BIN"])
+DATA = pathlib.Path(os.environ["MDS_DATA"])
+TOOLS = pathlib.Path(os.environ["MDS_TEST_TOOLS"])
+TESTS = pathlib.Path(os.environ["MDS_TESTS"])
+BLOOM_PATTERN = " ?[^(\\s|[.,!?…。，、।۔،])]+"
+MULTILINGUAL = [
+    "Le château, près de la forêt… était vide! Où êtes-vous?",
+    "東京は日本の首都です。大阪、京都，そして札幌。",
+    "हिन्दी एक भाषा है। यह भारत में बोली जाती है।",
+    "اللغة العربية، لغة جميلة۔ هل تتكلمها؟",
+    "Emoji 👍🏽 and 🇫🇷 flags, zero\u200bwidth, combining é.",
+    "tabs\tand\u00a0nbsp\u3000ideographic\u2028line\u2029para\u202fnarrow\u205fmath\u1680ogham",
+    "(parens) | pipes || and ... dots!!! ?? ,, ،، ।। ۔۔ …… 。。 ，， 、、",
+]
+STRESS = [
+    "", " ", "  ", "\n", "\n\n  \n", "a", " a", "a ", "  leading", "trailing  ", "Hello, world!  Two  spaces",
+    "x ( y ) | z", "</s>", "<s></s><pad><unk>", "word</s>word", " </s> ", "a</s>\n", "<s> hello </s>",
+    "the <mask> here", "extra_token_x inside", "extra_token_xy longer", "a <sep>   b", "\u3000<sep>\u3000x",
+    "It's isn't we'll they're I'm you've 'quoted'", "don't , . ! ? 're 's",
+    "numbers 123 4567 3.14 1,000,000", "mixed中文and English", "\u00a0\u00a0x", "\ud7ff\ue000\U0010ffff",
+    "\x01\x02\x7f control", "\r\n windows\r\nline", " ?? ", "!" * 40, "a" * 300,
+] + MULTILINGUAL
+
+
+def corpus_lines(limit):
+    text = (DATA / "corpora/tinyshakespeare.txt").read_text(encoding="utf-8")
+    paragraphs = [p for p in text.split("\n\n") if p.strip()]
+    return paragraphs[:limit]
+
+
+def trained_bpe(pre_tokenizer, specials):
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(corpus_lines(400) + MULTILINGUAL * 3, trainer=trainer)
+    return tokenizer
+
+
+def bloom_pre_tokenizer(add_prefix_space=False):
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(pattern=Regex(BLOOM_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=False),
+    ])
+
+
+def build_bloom(folder):
+    tokenizer = trained_bpe(bloom_pre_tokenizer(), ["<unk>", "<s>", "</s>", "<pad>"])
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    fast = BloomTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>",
+                              eos_token="</s>", pad_token="<pad>")
+    fast.add_tokens(["extra_token_x", "extra_token_xy"])  # plain added tokens, normalized
+    fast.add_special_tokens({"additional_special_tokens": [
+        AddedToken("<mask>", lstrip=True, rstrip=False, special=True),
+        AddedToken("<sep>", lstrip=True, rstrip=True, special=True)]})
+    fast.save_pretrained(folder)
+    return fast
+
+
+def build_template(folder):
+    tokenizer = trained_bpe(pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
+                            ["<unk>", "<s>", "</s>"])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")
+    fast.save_pretrained(folder)
+    return fast
+
+
+def build_gpt2(folder):
+    fast = GPT2TokenizerFast(vocab_file=str(DATA / "gpt2/vocab.json"), merges_file=str(DATA / "gpt2/merges.txt"))
+    fast.save_pretrained(folder)
+    return fast
+
+
+def probe(name_or_path, texts, id_lists, work, env=None):
+    src, dst = work / "probe_in.jsonl", work / "probe_out.jsonl"
+    with open(src, "w", encoding="utf-8") as out:
+        for text, ids in zip(texts, id_lists):
+            out.write(json.dumps({"text": text, "ids": ids}) + "\n")
+    subprocess.run([str(TOOLS / "hf_tokenizer_probe"), str(name_or_path), str(src), str(dst)], check=True,
+                   env=env)
+    lines = dst.read_text(encoding="utf-8").split("\n")[:-1]
+    return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+
+
+def check_tokenizer(name, folder, work):
+    oracle = AutoTokenizer.from_pretrained(str(folder))
+    texts = STRESS + corpus_lines(300)
+    expected = [oracle.encode(text) for text in texts]
+    # Decoding: the encodings, plus ids that do not form whole UTF-8 characters on their own.
+    to_decode = expected + [ids[1:] for ids in expected if len(ids) > 1]
+    info, results = probe(folder, texts + texts[:len(to_decode) - len(texts)], to_decode, work)
+    assert info["vocab_size"] == len(oracle), f"{name}: vocab size {info['vocab_size']} vs {len(oracle)}"
+    assert info["eod"] == oracle.eos_token_id, f"{name}: eod {info['eod']} vs {oracle.eos_token_id}"
+    for text, want, got in zip(texts, expected, results):
+        assert got["ids"] == want, f"{name}: {text!r}: ids {got['ids'][:30]} vs {want[:30]}"
+    for ids, got in zip(to_decode, results):
+        want = oracle.decode(ids)
+        assert got["decoded"] == want, f"{name}: decode {ids[:20]}: {got['decoded']!r} vs {want!r}"
+    print(f"ok: {name}: {len(texts)} texts encode and {len(to_decode)} id lists decode as transformers; "
+          f"len {len(oracle)}, eod {oracle.eos_token_id}")
+    return oracle
+
+
+def read_mmidx(prefix):
+    idx = pathlib.Path(str(prefix) + ".idx").read_bytes()
+    assert idx[:9] == b"MMIDIDX\x00\x00", "magic"
+    dtype = {4: np.int32, 8: np.uint16}[idx[17]]
+    n = int(np.frombuffer(idx, np.uint64, 1, 18)[0])
+    sizes = np.frombuffer(idx, np.int32, n, 34)
+    pointers = np.frombuffer(idx, np.int64, n, 34 + 4 * n)
+    payload = np.fromfile(str(prefix) + ".bin", dtype=dtype)
+    item = np.dtype(dtype).itemsize
+    return [payload[p // item:p // item + s].tolist() for p, s in zip(pointers, sizes)]
+
+
+def check_preprocess(folder, oracle, work):
+    texts = [t for t in STRESS + corpus_lines(200) if t]
+    jsonl = work / "docs.jsonl"
+    with open(jsonl, "w", encoding="utf-8") as out:
+        for text in texts:
+            out.write(json.dumps({"text": text}) + "\n")
+    prefix = work / "bloom_docs"
+    run = subprocess.run([str(BIN / "preprocess"), "--input", str(jsonl), "--output-prefix", str(prefix),
+                          "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", str(folder),
+                          "--append-eod", "--workers", "2"], check=True, capture_output=True, text=True)
+    documents = read_mmidx(str(prefix) + "_text_document")
+    expected = [oracle.encode(t) + [oracle.eos_token_id] for t in texts]
+    expected = [ids for ids in expected if len(ids) > 1]
+    assert documents == expected, "preprocess: documents differ from transformers' encode + eos"
+    assert "PretrainedFromHF" in run.stdout, run.stdout
+    print(f"ok: preprocess --tokenizer-type PretrainedFromHF: {len(documents)} documents as transformers")
+
+
+TINY_MODEL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "32",
+              "--max-position-embeddings", "32"]
+
+
+def check_pretrain_and_generate(folder, oracle, work):
+    """pretrain trains on the dataset with the tokenizer's padded vocabulary and eod, saves
+    tokenizer_type/tokenizer_name_or_path in the checkpoint's args, and generate continues prompts
+    with it."""
+    from checkpoint_objects import load
+    ds_config = work / "ds.json"
+    ds_config.write_text('{"train_micro_batch_size_per_gpu": 2, "train_batch_size": 4, "gradient_clipping": 1.0, '
+                         '"zero_optimization": {"stage": 0}, "steps_per_print": 2000}')
+    tokenizer = ["--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", str(folder)]
+    subprocess.run([str(BIN / "pretrain"), *TINY_MODEL, *tokenizer, "--micro-batch-size", "2",
+                    "--global-batch-size", "4", "--lr", "1e-3", "--train-iters", "6", "--split", "90,8,2",
+                    "--data-path", str(work / "bloom_docs_text_document"), "--save", str(work / "ckpt"),
+                    "--save-interval", "6", "--eval-interval", "1000", "--eval-iters", "1", "--log-interval", "3",
+                    "--deepspeed", "--deepspeed_config", str(ds_config)], check=True, capture_output=True)
+    state = load(work / "ckpt/global_step6/mp_rank_00_model_states.pt")
+    args = state["args"]
+    assert args.tokenizer_type == "PretrainedFromHF" and args.tokenizer_name_or_path == str(folder), args
+    assert args.padded_vocab_size == 3072, args.padded_vocab_size  # 3004 tokens, multiple of 128
+    (work / "prompts.txt").write_text("First Citizen:\nHello, world\n")
+    subprocess.run([str(BIN / "generate"), *TINY_MODEL, *tokenizer, "--load", str(work / "ckpt"), "--greedy",
+                    "--out-seq-length", "8", "--sample-input-file", str(work / "prompts.txt"),
+                    "--sample-output-file", str(work / "generated.txt")], check=True, capture_output=True)
+    generated = (work / "generated.txt").read_text(encoding="utf-8")
+    assert generated.count("Megatron-LM:") == 2 and "Context:Hello, world" in generated, generated
+    print("ok: pretrain and generate run with PretrainedFromHF; the checkpoint's args name the tokenizer")
+
+
+def check_hub_cache(folder, oracle, work):
+    """A model name resolves through $HF_HUB_CACHE's models--ORG--NAME/snapshots/<refs/main>."""
+    cache = work / "hub"
+    snapshot = cache / "models--example--bloomish" / "snapshots" / "0123abc"
+    shutil.copytree(folder, snapshot)
+    (cache / "models--example--bloomish" / "refs").mkdir()
+    (cache / "models--example--bloomish" / "refs" / "main").write_text("0123abc")
+    env = dict(os.environ, HF_HUB_CACHE=str(cache))
+    info, results = probe("example/bloomish", ["Hello, world!"], [[]], work, env)
+    assert results[0]["ids"] == oracle.encode("Hello, world!"), results
+    missing = subprocess.run([str(TOOLS / "hf_tokenizer_probe"), "example/absent", "/dev/null", str(work / "o")],
+                             env=env, capture_output=True, text=True)
+    assert missing.returncode != 0 and "does not download" in missing.stderr, missing.stderr
+    print("ok: a model name resolves through the Hugging Face cache; an absent one fails with one line")
+
+
+def check_refusals(folder, work):
+    """Parts mds does not implement fail with one line naming the file and the field."""
+    base = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    cases = {
+        "normalizer": ({"normalizer": {"type": "NFC"}}, "normalizer: type NFC is not supported"),
+        "regex": ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated",
+                                     "invert": False}}, "pre_tokenizer.pattern.Regex"),
+        "model": ({"model": {"type": "WordPiece", "vocab": {}}}, "model.type: \"WordPiece\""),
+        "unk": ({"model": dict(base["model"], unk_token="<unk>")}, "model.unk_token"),
+        "decoder": ({"decoder": {"type": "Metaspace"}}, "decoder.type"),
+    }
+    for name, (patch, message) in cases.items():
+        bad = work / f"bad_{name}"
+        bad.mkdir()
+        (bad / "tokenizer.json").write_text(json.dumps(dict(base, **patch)), encoding="utf-8")
+        run = subprocess.run([str(TOOLS / "hf_tokenizer_probe"), str(bad), "/dev/null", str(work / "o")],
+                             capture_output=True, text=True)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode != 0 and len(lines) == 1 and message in lines[0] and "tokenizer.json" in lines[0], \
+            f"{name}: {run.stderr!r}"
+    print(f"ok: {len(cases)} unsupported tokenizer.json parts fail with one line naming the field")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        folders = {name: work / name for name in ("bloom", "template", "gpt2")}
+        bloom = build_bloom(folders["bloom"])
+        build_template(folders["template"])
+        build_gpt2(folders["gpt2"])
+        oracles = {name: check_tokenizer(name, folder, work) for name, folder in folders.items()}
+        assert len(bloom) == oracles["bloom"].__len__()
+        check_preprocess(folders["bloom"], oracles["bloom"], work)
+        check_pretrain_and_generate(folders["bloom"], oracles["bloom"], work)
+        check_hub_cache(folders["bloom"], oracles["bloom"], work)
+        check_refusals(folders["bloom"], work)
+
+
+if __name__ == "__main__":
+    main()
