@@ -99,6 +99,15 @@ TorchFile TorchFile::from_bytes(std::string bytes, std::string name) {
 }
 
 void TorchFile::load() {
+  // Before 1.6 torch.save wrote a pickle stream that starts with torch's magic number
+  // 0x1950a86a20f9469cfc6c pickled as a long (protocol 2).
+  static constexpr std::string_view kLegacyMagic =
+      "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+  if (bytes_.starts_with(kLegacyMagic)) {
+    base::fail(name_,
+               ": torch's legacy (pre-1.6) serialization, which mds does not read; re-save it "
+               "in the zip format with torch >= 1.6: torch.save(torch.load(path), path)");
+  }
   const auto entries = read_zip_directory(bytes_, name_);
   if (entries.empty()) base::fail(name_, ": empty zip archive, not a torch file");
   // One top-level folder holds every record; its name is free (torch uses the file stem).

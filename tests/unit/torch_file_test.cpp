@@ -156,6 +156,10 @@ TEST(TorchFile, TruncatedAndCorruptFilesFailCleanly) {
   EXPECT_NE(error_of(shrunk).find("storage 0 has 4 bytes"), std::string::npos);
   EXPECT_NE(error_of("PK\x05\x06" + std::string(18, '\0')).find("empty zip"), std::string::npos);
   EXPECT_NE(error_of("not a zip at all, just text").find("not a zip archive"), std::string::npos);
+  // The first bytes of torch.save(..., _use_new_zipfile_serialization=False), torch 1.13.
+  const std::string legacy("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80", 16);
+  EXPECT_NE(error_of(legacy).find("bad.pt: torch's legacy (pre-1.6) serialization"),
+            std::string::npos);
   (void)entries;
 }
 
