@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "base/error.h"
@@ -59,6 +61,15 @@ std::uint64_t file_size(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) fail_errno("cannot stat " + path);
   return static_cast<std::uint64_t>(info.st_size);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_errno(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail_errno(path);
+  return text.str();
 }
 
 }  // namespace mds::base

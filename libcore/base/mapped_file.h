@@ -30,5 +30,7 @@ class MappedFile {
 bool file_exists(const std::string& path);
 // Size in bytes of a regular file; fails with a clear message if it cannot be read.
 std::uint64_t file_size(const std::string& path);
+// The whole file, copied; fails with "<path>: <strerror>" if it cannot be opened or read.
+std::string read_file(const std::string& path);
 
 }  // namespace mds::base

@@ -6,12 +6,11 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/mapped_file.h"
 
 namespace mds::ckpt {
 
@@ -112,12 +111,7 @@ std::optional<std::string> read_text_file_if_exists(const std::string& path) {
     if (error) base::fail("cannot look for ", path, ": ", error.message());
     return std::nullopt;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) base::fail("cannot open ", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) base::fail("cannot read ", path);
-  return text.str();
+  return base::read_file(path);
 }
 
 }  // namespace mds::ckpt

@@ -2,11 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "config/json_document.h"
 #include "ops/elementwise.h"
 
@@ -138,14 +137,6 @@ std::string dims_text(const std::vector<std::int64_t>& dims) {
   return text + "]";
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) base::fail(path, ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 void check_gpt2_compatible(const model::ModelOptions& options) {
@@ -222,7 +213,7 @@ std::string hf_gpt2_config_json(const HfGpt2Config& h) {
 }
 
 HfGpt2Config read_hf_gpt2_config(const std::string& path) {
-  const config::JsonValue root = config::parse_json(read_file(path), path);
+  const config::JsonValue root = config::parse_json(base::read_file(path), path);
   if (!root.is_object()) base::fail(path, ": not a JSON object");
   const auto get = [&](const char* key) -> const config::JsonValue* { return root.find(key); };
   const auto integer = [&](const char* key, bool required) -> std::int64_t {

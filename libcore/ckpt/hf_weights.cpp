@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "config/json_document.h"
 
 namespace mds::ckpt {
@@ -15,14 +14,6 @@ namespace {
 bool exists(const std::string& path) {
   std::error_code error;
   return std::filesystem::exists(path, error);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) base::fail_errno(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // Whether `names` (when given) lists `name`.
@@ -90,7 +81,7 @@ void HfWeights::add_torch_file(const std::string& path, const std::vector<std::s
 // and every tensor the map lists must be in its shard.
 void HfWeights::add_index(const std::string& dir, const std::string& index, bool safetensors) {
   source_ = dir + "/" + index;
-  const config::JsonValue root = config::parse_json(read_text(source_), source_);
+  const config::JsonValue root = config::parse_json(base::read_file(source_), source_);
   const config::JsonValue* map = root.is_object() ? root.find("weight_map") : nullptr;
   if (map == nullptr || !map->is_object()) base::fail(source_, ": no \"weight_map\" object");
   std::map<std::string, std::vector<std::string>> shards;

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "config/json_document.h"
 
 namespace mds::config {
@@ -469,12 +468,7 @@ DeepSpeedConfig parse_deepspeed_config(std::string_view json, const std::string&
 }
 
 DeepSpeedConfig load_deepspeed_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) base::fail_errno(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) base::fail_errno(path);
-  return parse_deepspeed_config(text.str(), path);
+  return parse_deepspeed_config(base::read_file(path), path);
 }
 
 BatchSizes resolve_batch_sizes(const DeepSpeedConfig& config, int64_t data_parallel_size) {

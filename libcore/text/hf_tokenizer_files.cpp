@@ -2,8 +2,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
 #include "base/mapped_file.h"
@@ -23,14 +21,6 @@ bool is_regular(const fs::path& path) {
 bool is_folder(const fs::path& path) {
   std::error_code error;
   return fs::is_directory(path, error);
-}
-
-std::string read_small_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) base::fail_errno(path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // The Hugging Face hub cache folder, as huggingface_hub resolves it.
@@ -60,7 +50,7 @@ fs::path cached_snapshot(const std::string& name) {
   const fs::path model = hub_cache() / folder;
   const fs::path ref = model / "refs" / "main";
   if (!is_regular(ref)) return {};
-  return model / "snapshots" / base::trimmed(read_small_file(ref));
+  return model / "snapshots" / base::trimmed(base::read_file(ref.string()));
 }
 
 // An eos_token entry: a string or an AddedToken object {"content": ...}.
@@ -116,7 +106,7 @@ HfTokenizerOptions read_hf_tokenizer_options(const std::string& folder) {
   const fs::path map_path = fs::path(folder) / "special_tokens_map.json";
   if (is_regular(config_path)) {
     const config::JsonValue config =
-        config::parse_json(read_small_file(config_path), config_path.string());
+        config::parse_json(base::read_file(config_path.string()), config_path.string());
     const config::JsonValue* cls = config.find("tokenizer_class");
     if (cls != nullptr && cls->is_string()) options = class_defaults(cls->as_string());
     if (const config::JsonValue* clean = config.find("clean_up_tokenization_spaces");
@@ -128,7 +118,8 @@ HfTokenizerOptions read_hf_tokenizer_options(const std::string& folder) {
     }
   }
   if (is_regular(map_path)) {
-    const config::JsonValue map = config::parse_json(read_small_file(map_path), map_path.string());
+    const config::JsonValue map =
+        config::parse_json(base::read_file(map_path.string()), map_path.string());
     if (std::optional<std::string> eos = token_text(map.find("eos_token"))) {
       options.eos_token = eos;
     }
