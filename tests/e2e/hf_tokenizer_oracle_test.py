@@ -12,7 +12,8 @@ Tokenizers built here with the `tokenizers` library and saved by transformers' s
 Each is read by tests/tools/hf_tokenizer_probe (encode, decode, vocabulary size, eod) over texts
 that stress the pre-tokenizers (Unicode whitespace and BLOOM's punctuation, scripts, emoji,
 special tokens inside words) and the Shakespeare corpus; `preprocess` writes the same ids (plus
-EOD) into a dataset, which pretrain trains on and generate continues from; a model name resolves through a Hugging Face cache folder; unsupported
+EOD) into a dataset, which BigScience's tr11 command line (tiny) trains on and generate continues
+from; a model name resolves through a Hugging Face cache folder; unsupported
 tokenizer.json parts fail with one line naming the field."""
 import json
 import os
@@ -163,35 +164,59 @@ def check_preprocess(folder, oracle, work):
     print(f"ok: preprocess --tokenizer-type PretrainedFromHF: {len(documents)} documents as transformers")
 
 
-TINY_MODEL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "32",
-              "--max-position-embeddings", "32"]
+TINY_MODEL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "32",
+              "--max-position-embeddings", "32", "--embed-layernorm", "--position-embedding-type", "alibi",
+              "--pad-vocab-size-to", "3072"]
 
 
 def check_pretrain_and_generate(folder, oracle, work):
-    """pretrain trains on the dataset with the tokenizer's padded vocabulary and eod, saves
-    tokenizer_type/tokenizer_name_or_path in the checkpoint's args, and generate continues prompts
-    with it."""
+    """BigScience's tr11 (BLOOM 176B) command line at a tiny size trains with the tokenizer: its
+    flags as tr11-176B-ml.slurm passes them (the pre-tokenizer's data through named weighted-split
+    groups, bf16, ALiBi, the embedding LayerNorm, the padded vocabulary, batch-size ramp-up,
+    sample-based schedule, tensorboard and kill-switch flags); the checkpoint's args name the
+    tokenizer; generate continues prompts with it."""
     from checkpoint_objects import load
     ds_config = work / "ds.json"
-    ds_config.write_text('{"train_micro_batch_size_per_gpu": 2, "train_batch_size": 4, "gradient_clipping": 1.0, '
-                         '"zero_optimization": {"stage": 0}, "steps_per_print": 2000}')
+    ds_config.write_text('{"train_micro_batch_size_per_gpu": 2, "train_batch_size": 8, "gradient_clipping": 1.0, '
+                         '"zero_optimization": {"stage": 0}, "bf16": {"enabled": true}, "steps_per_print": 2000, '
+                         '"wall_clock_breakdown": false}')
+    data = work / "bloom_docs_text_document"
+    (work / "train_paths.txt").write_text(f'"TRAIN: 1.0 0:0.9 {data}"\n')
+    (work / "valid_paths.txt").write_text(f'"VALID: 1.0 0.9:1.0 {data}"\n')
     tokenizer = ["--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", str(folder)]
-    subprocess.run([str(BIN / "pretrain"), *TINY_MODEL, *tokenizer, "--micro-batch-size", "2",
-                    "--global-batch-size", "4", "--lr", "1e-3", "--train-iters", "6", "--split", "90,8,2",
-                    "--data-path", str(work / "bloom_docs_text_document"), "--save", str(work / "ckpt"),
-                    "--save-interval", "6", "--eval-interval", "1000", "--eval-iters", "1", "--log-interval", "3",
-                    "--deepspeed", "--deepspeed_config", str(ds_config)], check=True, capture_output=True)
-    state = load(work / "ckpt/global_step6/mp_rank_00_model_states.pt")
+    tr11 = ["--pp-partition-method", "type:transformer|embedding", "--micro-batch-size", "2",
+            "--rampup-batch-size", "4", "4", "64", "--global-batch-size", "8", "--train-samples", "120",
+            "--init-method-std", "0.0048", "--sync-tp-duplicated-parameters", "--bf16", "--seed", "42",
+            "--checkpoint-activations", "--abort-on-unmet-fused-kernel-constraints",
+            "--kill-switch-path", str(work / "kill-switch"), "--optimizer", "adam", "--adam-beta1", "0.9",
+            "--adam-beta2", "0.95", "--adam-eps", "1e-8", "--lr", "6e-5", "--min-lr", "6e-6",
+            "--lr-decay-style", "cosine", "--lr-decay-samples", "100", "--lr-warmup-samples", "20",
+            "--clip-grad", "1.0", "--weight-decay", "1e-1", "--exit-duration-in-mins", "5990",
+            "--log-interval", "1", "--save", str(work / "ckpt"), "--save-interval", "10", "--eval-interval", "10",
+            "--eval-iters", "1", "--tensorboard-dir", str(work / "tb"), "--tensorboard-queue-size", "5",
+            "--log-timers-to-tensorboard", "--log-batch-size-to-tensorboard", "--log-validation-ppl-to-tensorboard",
+            "--train-weighted-split-paths-path", str(work / "train_paths.txt"),
+            "--valid-weighted-split-paths-path", str(work / "valid_paths.txt"), "--num-workers", "2",
+            "--valid-num-workers", "0", "--data-impl", "mmap", "--distributed-backend", "nccl",
+            "--deepspeed", "--deepspeed_config", str(ds_config), "--zero-stage", "0",
+            "--deepspeed-activation-checkpointing"]
+    run = subprocess.run([str(BIN / "pretrain"), *TINY_MODEL, *tokenizer, *tr11], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "padded vocab (size: 3004) with 68 dummy tokens (new size: 3072)" in run.stdout, run.stdout[:3000]
+    assert "VALID loss at the end of training" in run.stdout, run.stdout[-2000:]
+    tag = (work / "ckpt/latest").read_text().strip()
+    state = load(work / "ckpt" / tag / "mp_rank_00_model_states.pt")
     args = state["args"]
     assert args.tokenizer_type == "PretrainedFromHF" and args.tokenizer_name_or_path == str(folder), args
-    assert args.padded_vocab_size == 3072, args.padded_vocab_size  # 3004 tokens, multiple of 128
+    assert args.padded_vocab_size == 3072, args.padded_vocab_size
     (work / "prompts.txt").write_text("First Citizen:\nHello, world\n")
-    subprocess.run([str(BIN / "generate"), *TINY_MODEL, *tokenizer, "--load", str(work / "ckpt"), "--greedy",
-                    "--out-seq-length", "8", "--sample-input-file", str(work / "prompts.txt"),
+    subprocess.run([str(BIN / "generate"), *TINY_MODEL, *tokenizer, "--bf16", "--load", str(work / "ckpt"),
+                    "--greedy", "--out-seq-length", "8", "--sample-input-file", str(work / "prompts.txt"),
                     "--sample-output-file", str(work / "generated.txt")], check=True, capture_output=True)
     generated = (work / "generated.txt").read_text(encoding="utf-8")
     assert generated.count("Megatron-LM:") == 2 and "Context:Hello, world" in generated, generated
-    print("ok: pretrain and generate run with PretrainedFromHF; the checkpoint's args name the tokenizer")
+    print("ok: tr11's command line (tiny) trains with PretrainedFromHF; the checkpoint's args name the tokenizer; "
+          "generate continues prompts with it")
 
 
 def check_hub_cache(folder, oracle, work):
