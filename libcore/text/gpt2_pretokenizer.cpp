@@ -30,6 +30,8 @@ struct Char {
 };
 
 // A non-ASCII character at p; anything Python's UTF-8 decoder would reject is a one-byte "other".
+// ClassOf gives a code point's class (the Unicode version of the regex engine imitated).
+template <CharClass (*ClassOf)(char32_t)>
 Char decode_non_ascii(const Byte* p, const Byte* end) {
   const Byte lead = p[0];
   const std::size_t left = static_cast<std::size_t>(end - p);
@@ -56,22 +58,24 @@ Char decode_non_ascii(const Byte* p, const Byte* end) {
     cp = ((lead & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
     length = 4;
   }
-  return {char_class(cp), length};
+  return {ClassOf(cp), length};
 }
 
+template <CharClass (*ClassOf)(char32_t)>
 inline Char char_at(const Byte* p, const Byte* end) {
   if (*p < 0x80) return {kAsciiClass[*p], 1};
-  return decode_non_ascii(p, end);
+  return decode_non_ascii<ClassOf>(p, end);
 }
 
 // End of the run of characters of class `cls` starting at p.
+template <CharClass (*ClassOf)(char32_t)>
 const Byte* run_end(const Byte* p, const Byte* end, CharClass cls) {
   while (p < end) {
     if (*p < 0x80) {
       if (kAsciiClass[*p] != cls) break;
       ++p;
     } else {
-      const Char c = decode_non_ascii(p, end);
+      const Char c = decode_non_ascii<ClassOf>(p, end);
       if (c.cls != cls) break;
       p += c.length;
     }
@@ -93,26 +97,25 @@ std::size_t contraction_length(const Byte* p, const Byte* end) {
   return 0;
 }
 
-}  // namespace
-
-std::size_t Gpt2PreTokenizer::pretoken_length(std::string_view text) {
+template <CharClass (*ClassOf)(char32_t)>
+std::size_t general_pretoken_length(std::string_view text) {
   const Byte* const begin = reinterpret_cast<const Byte*>(text.data());
   const Byte* const end = begin + text.size();
   const Byte* p = begin;
   if (*p == '\'') {
     if (const std::size_t length = contraction_length(p, end)) return length;
   }
-  Char first = char_at(p, end);
+  Char first = char_at<ClassOf>(p, end);
   // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": a single U+0020 joins a following non-space run.
   if (*p == ' ' && p + 1 < end) {
-    const Char second = char_at(p + 1, end);
+    const Char second = char_at<ClassOf>(p + 1, end);
     if (second.cls != CharClass::kSpace) {
       ++p;
       first = second;
     }
   }
   if (first.cls != CharClass::kSpace) {
-    return static_cast<std::size_t>(run_end(p + first.length, end, first.cls) - begin);
+    return static_cast<std::size_t>(run_end<ClassOf>(p + first.length, end, first.cls) - begin);
   }
   // "\s+(?!\S)|\s+": a run that ends the text is taken whole; one followed by a non-space
   // character gives back its last character (which then starts the next pre-token) unless it
@@ -120,7 +123,7 @@ std::size_t Gpt2PreTokenizer::pretoken_length(std::string_view text) {
   const Byte* last = p;
   std::size_t count = 0;
   while (p < end) {
-    const Char c = char_at(p, end);
+    const Char c = char_at<ClassOf>(p, end);
     if (c.cls != CharClass::kSpace) break;
     last = p;
     p += c.length;
@@ -128,6 +131,13 @@ std::size_t Gpt2PreTokenizer::pretoken_length(std::string_view text) {
   }
   if (p == end || count == 1) return static_cast<std::size_t>(p - begin);
   return static_cast<std::size_t>(last - begin);
+}
+
+}  // namespace
+
+std::size_t Gpt2PreTokenizer::pretoken_length(std::string_view text, Classes classes) {
+  return classes == Classes::kOniguruma ? general_pretoken_length<char_class_unicode14>(text)
+                                        : general_pretoken_length<char_class>(text);
 }
 
 }  // namespace mds::text

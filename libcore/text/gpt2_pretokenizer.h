@@ -40,7 +40,12 @@ inline constexpr std::array<std::uint8_t, 256> kByteClasses = make_byte_classes(
 // characters of the "other" class (callers should not pass such text, but it never crashes).
 class Gpt2PreTokenizer {
  public:
-  explicit Gpt2PreTokenizer(std::string_view text) : text_(text) {}
+  // Which Unicode the classes follow: Python's `regex` (Unicode 15.0, upstream's GPT-2 tokenizer)
+  // or Oniguruma 6.9.8 (Unicode 14.0, the Hugging Face `tokenizers` library's regex engine).
+  enum class Classes : std::uint8_t { kPythonRegex, kOniguruma };
+
+  explicit Gpt2PreTokenizer(std::string_view text, Classes classes = Classes::kPythonRegex)
+      : text_(text), classes_(classes) {}
 
   // Sets `piece` to the next pre-token; false once the text is used up.
   bool next(std::string_view& piece) {
@@ -52,7 +57,8 @@ class Gpt2PreTokenizer {
   }
 
   // Byte length of the pre-token at the start of a non-empty `text` (the general path).
-  static std::size_t pretoken_length(std::string_view text);
+  static std::size_t pretoken_length(std::string_view text,
+                                     Classes classes = Classes::kPythonRegex);
 
  private:
   // The common all-ASCII cases inline; anything else (a contraction, a non-ASCII byte anywhere
@@ -64,15 +70,18 @@ class Gpt2PreTokenizer {
     const unsigned char* p = begin;
     if (*p == ' ' && p + 1 < end && kByteClasses[p[1]] != kSpace) ++p;  // " ?" before a run
     const std::uint8_t cls = kByteClasses[*p];
-    if (cls == kNonAscii || *begin == '\'') return pretoken_length(text_.substr(pos_));
+    if (cls == kNonAscii || *begin == '\'') return pretoken_length(text_.substr(pos_), classes_);
     const unsigned char* q = p + 1;
     while (q < end && kByteClasses[*q] == cls) ++q;
-    if (q < end && kByteClasses[*q] == kNonAscii) return pretoken_length(text_.substr(pos_));
+    if (q < end && kByteClasses[*q] == kNonAscii) {
+      return pretoken_length(text_.substr(pos_), classes_);
+    }
     if (cls == kSpace && q < end && q - p >= 2) --q;  // a space run gives back its last char
     return static_cast<std::size_t>(q - begin);
   }
 
   std::string_view text_;
+  Classes classes_;
   std::size_t pos_ = 0;
 };
 

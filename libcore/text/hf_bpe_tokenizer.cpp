@@ -1,7 +1,6 @@
 #include "text/hf_bpe_tokenizer.h"
 
 #include <limits>
-#include <unordered_set>
 
 #include "base/error.h"
 #include "text/gpt2_bpe.h"
@@ -70,6 +69,11 @@ class HfBpeEncoder final : public Encoder {
   }
 
   void encode_piece_cached(std::string_view piece, std::vector<std::int32_t>& ids) {
+    if (piece.size() == 1) {
+      const std::int32_t id = tokenizer_.token_of_symbol(static_cast<unsigned char>(piece[0]));
+      if (id >= 0) ids.push_back(id);
+      return;
+    }
     if (piece.size() > TokenCache::kMaxKeyBytes) {
       encode_piece(piece, ids);
       return;
@@ -77,7 +81,11 @@ class HfBpeEncoder final : public Encoder {
     const TokenCache::Key key = TokenCache::make_key(piece);
     std::span<const std::int32_t> cached;
     if (cache_.find(key, cached)) {
-      ids.insert(ids.end(), cached.begin(), cached.end());
+      if (cached.size() == 1) {
+        ids.push_back(cached[0]);
+      } else {
+        ids.insert(ids.end(), cached.begin(), cached.end());
+      }
       return;
     }
     const std::size_t first = ids.size();
@@ -119,24 +127,35 @@ std::string clean_up_tokenization(std::string text) {
   return text;
 }
 
+namespace {
+
+HfAddedVocabulary vocabulary_of(const HfTokenizerJson& json) {
+  HfAddedVocabulary added(json.vocab);
+  added.add_tokens(json.added_tokens);
+  return added;
+}
+
+}  // namespace
+
 HfBpeTokenizer::HfBpeTokenizer(const HfTokenizerJson& json, const HfTokenizerOptions& options)
+    : HfBpeTokenizer(json, vocabulary_of(json), options) {}
+
+HfBpeTokenizer::HfBpeTokenizer(const HfTokenizerJson& json, const HfAddedVocabulary& added,
+                               const HfTokenizerOptions& options)
     : clean_up_(options.clean_up_tokenization_spaces),
-      added_(json.added_tokens),
+      added_(added.patterns()),
       pre_tokenizer_(json.pre_tokenizer),
       template_(json.single_template) {
   std::unordered_map<std::string, std::int32_t> vocab;  // the byte strings of the vocab keys
-  std::unordered_set<std::string> distinct;
   vocab.reserve(json.vocab.size());
-  for (const auto& [key, id] : json.vocab) {
-    distinct.insert(key);
+  for (const auto& [key, id] : added.model_vocab()) {
     token_text_[id] = key;
     if (std::optional<std::string> bytes = byte_level_bytes(key)) vocab[*bytes] = id;
   }
-  for (const HfAddedToken& token : json.added_tokens) {
-    distinct.insert(token.content);
+  for (const HfAddedToken& token : added.patterns()) {
     token_text_[token.id] = token.content;  // an added token's id decodes as its content
   }
-  vocab_size_ = static_cast<std::int64_t>(distinct.size());
+  vocab_size_ = added.size_with_added_tokens();
 
   std::unordered_map<std::string, std::int32_t> symbol_ids;
   auto intern = [&symbol_ids](const std::string& bytes) {
@@ -148,9 +167,11 @@ HfBpeTokenizer::HfBpeTokenizer(const HfTokenizerJson& json, const HfTokenizerOpt
     const auto& [left_text, right_text] = json.merges[rank];
     const std::optional<std::string> left = byte_level_bytes(left_text);
     const std::optional<std::string> right = byte_level_bytes(right_text);
-    if (!left || !right || !vocab.contains(*left + *right)) {
+    // As the library's BPE refuses it at load: every part of a merge is a vocabulary token.
+    if (!left || !right || !vocab.contains(*left) || !vocab.contains(*right) ||
+        !vocab.contains(*left + *right)) {
       base::fail("tokenizer.json: merge ", rank, " (\"", left_text, "\" \"", right_text,
-                 "\"): the merged token is not in the vocabulary");
+                 "\"): a part or the merged token is not in the vocabulary");
     }
     merges_.set(intern(*left), intern(*right),
                 {static_cast<std::int32_t>(rank), intern(*left + *right)});
@@ -160,16 +181,7 @@ HfBpeTokenizer::HfBpeTokenizer(const HfTokenizerJson& json, const HfTokenizerOpt
     const auto it = vocab.find(bytes);
     if (it != vocab.end()) symbol_token_[symbol] = it->second;
   }
-  if (options.eos_token) {
-    for (const HfAddedToken& token : json.added_tokens) {
-      if (token.content == *options.eos_token) eod_ = token.id;
-    }
-    if (!eod_) {
-      for (const auto& [key, id] : json.vocab) {
-        if (key == *options.eos_token) eod_ = id;
-      }
-    }
-  }
+  if (options.eos_token) eod_ = added.token_to_id(*options.eos_token);
 }
 
 std::unique_ptr<Encoder> HfBpeTokenizer::make_encoder() const {

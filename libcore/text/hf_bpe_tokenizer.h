@@ -19,7 +19,7 @@
 
 namespace mds::text {
 
-// What transformers reads beside tokenizer.json (tokenizer_config.json, special_tokens_map.json).
+// What transformers adds to tokenizer.json's pipeline (hf_transformers_setup.h).
 struct HfTokenizerOptions {
   std::optional<std::string> eos_token;  // its id is the end-of-document id
   bool clean_up_tokenization_spaces = true;
@@ -27,6 +27,10 @@ struct HfTokenizerOptions {
 
 class HfBpeTokenizer final : public Tokenizer {
  public:
+  // `added`: the added tokens as the tokenizers library and transformers build them (ids
+  // included); without it, tokenizer.json's own added tokens.
+  HfBpeTokenizer(const HfTokenizerJson& json, const HfAddedVocabulary& added,
+                 const HfTokenizerOptions& options);
   HfBpeTokenizer(const HfTokenizerJson& json, const HfTokenizerOptions& options);
 
   std::string_view type_name() const override { return "PretrainedFromHF"; }

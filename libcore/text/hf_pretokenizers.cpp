@@ -41,7 +41,8 @@ std::size_t bloom_word_run(std::string_view text, std::size_t pos) {
 }
 
 // Isolated split: each match and each stretch between matches is a piece.
-void split_bloom(std::string_view text, const std::function<void(std::string_view)>& emit) {
+template <typename Emit>
+void split_bloom(std::string_view text, Emit&& emit) {
   std::size_t gap = 0;  // start of the text since the last match
   for (std::size_t pos = 0; pos < text.size();) {
     const std::size_t length = bloom_match_length(text.substr(pos));
@@ -58,8 +59,10 @@ void split_bloom(std::string_view text, const std::function<void(std::string_vie
 }
 
 // GPT-2's regex matches every character, so its matches are the pieces.
-void split_gpt2(std::string_view text, const std::function<void(std::string_view)>& emit) {
-  Gpt2PreTokenizer pretokenizer(text);
+template <typename Emit>
+void split_gpt2(std::string_view text, Emit&& emit) {
+  // The tokenizers library's regex engine is Oniguruma, at Unicode 14.0.
+  Gpt2PreTokenizer pretokenizer(text, Gpt2PreTokenizer::Classes::kOniguruma);
   std::string_view piece;
   while (pretokenizer.next(piece)) emit(piece);
 }
@@ -86,13 +89,22 @@ void HfPreTokenizer::run(std::size_t step, std::string_view piece,
     emit(piece);
     return;
   }
+  // The last step hands its pieces straight to `emit`.
+  const bool last = step + 1 == steps_.size();
   const auto next = [&](std::string_view sub) { run(step + 1, sub, emit); };
+  const auto split_with = [&](auto splitter) {
+    if (last) {
+      splitter(emit);
+    } else {
+      splitter(next);
+    }
+  };
   const HfPreTokenizerStep& s = steps_[step];
   if (s.kind == HfPreTokenizerStep::Kind::kSplitIsolated) {
     if (s.pattern == HfSplitPattern::kBloom) {
-      split_bloom(piece, next);
+      split_with([&](const auto& sink) { split_bloom(piece, sink); });
     } else {
-      split_gpt2(piece, next);
+      split_with([&](const auto& sink) { split_gpt2(piece, sink); });
     }
     return;
   }
@@ -105,9 +117,9 @@ void HfPreTokenizer::run(std::size_t step, std::string_view piece,
     piece = prefixed;
   }
   if (s.use_regex) {
-    split_gpt2(piece, next);
+    split_with([&](const auto& sink) { split_gpt2(piece, sink); });
   } else {
-    next(piece);
+    split_with([&](const auto& sink) { sink(piece); });
   }
 }
 

@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "base/text.h"
-#include "config/json_document.h"
+#include "text/hf_transformers_setup.h"
 
 namespace mds::text {
 namespace {
@@ -53,30 +53,6 @@ fs::path cached_snapshot(const std::string& name) {
   return model / "snapshots" / base::trimmed(base::read_file(ref.string()));
 }
 
-// An eos_token entry: a string or an AddedToken object {"content": ...}.
-std::optional<std::string> token_text(const config::JsonValue* value) {
-  if (value == nullptr || value->is_null()) return std::nullopt;
-  if (value->is_string()) return value->as_string();
-  if (value->is_object()) {
-    const config::JsonValue* content = value->find("content");
-    if (content != nullptr && content->is_string()) return content->as_string();
-  }
-  return std::nullopt;
-}
-
-// What transformers' tokenizer classes default to where tokenizer_config.json is silent.
-HfTokenizerOptions class_defaults(const std::string& tokenizer_class) {
-  HfTokenizerOptions defaults;
-  if (tokenizer_class.starts_with("GPT2Tokenizer") ||
-      tokenizer_class.starts_with("GPTNeoXTokenizer")) {
-    defaults.eos_token = "<|endoftext|>";
-  } else if (tokenizer_class.starts_with("BloomTokenizer")) {
-    defaults.eos_token = "</s>";
-    defaults.clean_up_tokenization_spaces = false;
-  }
-  return defaults;
-}
-
 }  // namespace
 
 std::string find_hf_tokenizer_json(const std::string& name_or_path) {
@@ -100,39 +76,23 @@ std::string find_hf_tokenizer_json(const std::string& name_or_path) {
              name_or_path, " tokenizer.json tokenizer_config.json special_tokens_map.json`");
 }
 
-HfTokenizerOptions read_hf_tokenizer_options(const std::string& folder) {
-  HfTokenizerOptions options;
-  const fs::path config_path = fs::path(folder) / "tokenizer_config.json";
-  const fs::path map_path = fs::path(folder) / "special_tokens_map.json";
-  if (is_regular(config_path)) {
-    const config::JsonValue config =
-        config::parse_json(base::read_file(config_path.string()), config_path.string());
-    const config::JsonValue* cls = config.find("tokenizer_class");
-    if (cls != nullptr && cls->is_string()) options = class_defaults(cls->as_string());
-    if (const config::JsonValue* clean = config.find("clean_up_tokenization_spaces");
-        clean != nullptr && clean->is_bool()) {
-      options.clean_up_tokenization_spaces = clean->as_bool();
-    }
-    if (std::optional<std::string> eos = token_text(config.find("eos_token"))) {
-      options.eos_token = eos;
-    }
-  }
-  if (is_regular(map_path)) {
-    const config::JsonValue map =
-        config::parse_json(base::read_file(map_path.string()), map_path.string());
-    if (std::optional<std::string> eos = token_text(map.find("eos_token"))) {
-      options.eos_token = eos;
-    }
-  }
-  return options;
-}
-
 std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(const std::string& name_or_path) {
   const std::string path = find_hf_tokenizer_json(name_or_path);
   const base::MappedFile file(path);
-  const HfTokenizerJson json = parse_hf_tokenizer_json(file.bytes(), path);
-  return std::make_unique<HfBpeTokenizer>(
-      json, read_hf_tokenizer_options(fs::path(path).parent_path().string()));
+  HfTokenizerJson json = parse_hf_tokenizer_json(file.bytes(), path);
+  // A tokenizer.json named directly has no transformers files beside it to read (mds's extension).
+  const HfTransformersSetup setup =
+      is_regular(fs::path(name_or_path))
+          ? bare_file_setup()
+          : read_transformers_setup(fs::path(path).parent_path().string(), json.added_tokens);
+  HfAddedVocabulary added(json.vocab);
+  added.add_tokens(json.added_tokens);
+  add_transformers_tokens(setup, added);
+  apply_class_rewrites(setup, added, json);
+  HfTokenizerOptions options;
+  if (setup.eos) options.eos_token = setup.eos->token.content;
+  options.clean_up_tokenization_spaces = setup.clean_up_tokenization_spaces;
+  return std::make_unique<HfBpeTokenizer>(json, added, options);
 }
 
 }  // namespace mds::text

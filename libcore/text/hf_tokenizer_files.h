@@ -14,12 +14,8 @@ namespace mds::text {
 // how to fetch it.
 std::string find_hf_tokenizer_json(const std::string& name_or_path);
 
-// transformers' settings beside tokenizer.json in `folder`: the eos token
-// (special_tokens_map.json over tokenizer_config.json, else the tokenizer class's default) and
-// clean_up_tokenization_spaces (tokenizer_config.json, else the class's default: true, false for
-// BloomTokenizerFast).
-HfTokenizerOptions read_hf_tokenizer_options(const std::string& folder);
-
+// The tokenizer as transformers' AutoTokenizer.from_pretrained builds it from the folder
+// (hf_transformers_setup.h); a tokenizer.json named directly is read on its own.
 std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(const std::string& name_or_path);
 
 }  // namespace mds::text

@@ -265,11 +265,19 @@ HfTokenizerJson parse_hf_tokenizer_json(std::string_view text, const std::string
   const JsonValue root = config::parse_json(text, path);
   const Reader reader(path);
   if (!root.is_object()) reader.fail("(top level)", "must be an object");
+  const JsonValue* version = root.find("version");
+  if (version == nullptr || !version->is_string() || version->as_string() != "1.0") {
+    reader.fail("version", "must be \"1.0\" (the only version the tokenizers library reads)");
+  }
   HfTokenizerJson out;
   reader.check_no_normalizer(root);
   reader.check_byte_level_decoder(root);
   out.added_tokens = reader.added_tokens(root);
   out.pre_tokenizer = reader.pre_tokenizer(root);
+  const JsonValue* pre = root.find("pre_tokenizer");
+  out.pre_tokenizer_is_byte_level =
+      pre != nullptr && pre->is_object() && pre->find("type") != nullptr &&
+      pre->find("type")->is_string() && pre->find("type")->as_string() == "ByteLevel";
   out.single_template = reader.single_template(root);
   reader.bpe_model(root, out);
   return out;

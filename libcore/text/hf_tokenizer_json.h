@@ -52,6 +52,7 @@ struct HfTokenizerJson {
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
   std::vector<HfAddedToken> added_tokens;
   std::vector<HfPreTokenizerStep> pre_tokenizer;
+  bool pre_tokenizer_is_byte_level = false;  // the top-level pre-tokenizer itself is ByteLevel
   // Empty: the ids are the sequence's own (no post-processor, or ByteLevel's, which only moves
   // offsets).
   std::vector<HfTemplatePiece> single_template;

@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace mds::text {
@@ -63,6 +64,23 @@ CharClass char_class(char32_t code_point) {
 
 UnicodeRangeTable unicode_ranges() {
   return {kRanges, static_cast<std::uint32_t>(std::size(kRanges))};
+}
+
+CharClass char_class_unicode14(char32_t c) {
+  // The letters (L) and numbers (N) Unicode 15.0 assigned, found by comparing every code point's
+  // class under `regex` 2022.10.31 with the tokenizers library's ByteLevel regex (tokenizers
+  // 0.19.1); nothing else differs, White_Space included.
+  static constexpr std::pair<char32_t, char32_t> kNewInUnicode15[] = {
+      {0x1123F, 0x11240}, {0x11F02, 0x11F02}, {0x11F04, 0x11F10}, {0x11F12, 0x11F33},
+      {0x11F50, 0x11F59}, {0x1342F, 0x1342F}, {0x13441, 0x13446}, {0x1B132, 0x1B132},
+      {0x1B155, 0x1B155}, {0x1D2C0, 0x1D2D3}, {0x1DF25, 0x1DF2A}, {0x1E030, 0x1E06D},
+      {0x1E4D0, 0x1E4EB}, {0x1E4F0, 0x1E4F9}, {0x2B739, 0x2B739}, {0x31350, 0x323AF}};
+  if (c >= 0x11000) {
+    for (const auto& [first, last] : kNewInUnicode15) {
+      if (c >= first && c <= last) return CharClass::kOther;
+    }
+  }
+  return char_class(c);
 }
 
 bool is_white_space(char32_t c) {

@@ -9,6 +9,9 @@ enum class CharClass : std::uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpa
 
 // Class of a code point; values above U+10FFFF (and surrogates) are kOther.
 CharClass char_class(char32_t code_point);
+// The same classes at Unicode 14.0, as Oniguruma 6.9.8 (the `tokenizers` library's regex engine)
+// has them: the letters and numbers new in Unicode 15.0 are "other" there.
+CharClass char_class_unicode14(char32_t code_point);
 
 // Unicode's White_Space property (25 code points): Rust's char::is_whitespace and Oniguruma's \s,
 // which the Hugging Face `tokenizers` library uses.

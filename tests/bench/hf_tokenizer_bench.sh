@@ -35,15 +35,17 @@ best_seconds() {  # command... ; the best wall time of 3 runs
 echo "input: $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MB of JSON lines, one thread each (taskset -c 0)"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo
-echo "| tokenizer.json | mds preprocess MB/s | transformers encode per document MB/s | tokenizers encode_batch MB/s |"
-echo "| --- | --- | --- | --- |"
+head -n 1 "$work/input.jsonl" > "$work/first.jsonl"
+echo "| tokenizer.json | mds preprocess MB/s | of which start-up, s | mds MB/s after start-up | transformers encode per document MB/s | tokenizers encode_batch MB/s |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for kind in gpt2 bloom; do
   "$python" "$repo/tests/bench/hf_tokenizer_baseline.py" build "$work/$kind" "$kind" > /dev/null 2>&1
-  ours=$(best_seconds taskset -c 0 "$build/bin/preprocess" --input "$work/input.jsonl" \
-    --output-prefix "$work/out" --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/$kind" \
-    --append-eod --workers 1)
+  hf=(--tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/$kind" --append-eod --workers 1)
+  ours=$(best_seconds taskset -c 0 "$build/bin/preprocess" --input "$work/input.jsonl" --output-prefix "$work/out" "${hf[@]}")
+  startup=$(best_seconds taskset -c 0 "$build/bin/preprocess" --input "$work/first.jsonl" --output-prefix "$work/first" "${hf[@]}")
   theirs=$(taskset -c 0 "$python" "$repo/tests/bench/hf_tokenizer_baseline.py" time "$work/$kind" "$work/input.jsonl" 2> /dev/null)
   encode=$(awk '$1 == "encode" { print $2 }' <<< "$theirs")
   batch=$(awk '$1 == "batch" { print $2 }' <<< "$theirs")
-  printf '| %s | %s | %s | %s |\n' "$kind" "$(rate "$ours")" "$(rate "$encode")" "$(rate "$batch")"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$kind" "$(rate "$ours")" "$startup" \
+    "$(rate "$(awk -v a="$ours" -v b="$startup" 'BEGIN { print a - b }')")" "$(rate "$encode")" "$(rate "$batch")"
 done

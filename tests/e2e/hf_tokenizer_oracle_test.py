@@ -235,6 +235,133 @@ def check_hub_cache(folder, oracle, work):
     print("ok: a model name resolves through the Hugging Face cache; an absent one fails with one line")
 
 
+VARIANT_TEXTS = ["Hello world", " Hello", "a<|endoftext|>b", "a <|endoftext|> b", "<pad> x", "x<a> bc", "x<a>  bc",
+                 "</s> and <s>", "x<new>y", "q  xy  z", "it 's done .", ""]
+
+
+def added(content, special, normalized, lstrip=False, rstrip=False, token_id=0):
+    return dict(id=token_id, content=content, single_word=False, lstrip=lstrip, rstrip=rstrip,
+                normalized=normalized, special=special)
+
+
+def neox_template(j):
+    j["post_processor"] = {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [], "special_tokens": {"<|endoftext|>": {
+                               "id": "<|endoftext|>", "ids": [50256], "tokens": ["<|endoftext|>"]}}}
+
+
+# What transformers and the tokenizers library do around tokenizer.json, each on a variant of the
+# GPT-2 folder: (name, tokenizer.json edit, tokenizer_config.json edit, special_tokens_map.json
+# edit, files to drop, config.json model_type).
+VARIANTS = [
+    ("added ids are reassigned", lambda j: j["added_tokens"].extend(
+        [added("<new>", True, False, token_id=60000), added("Hello", False, False, token_id=50258)]),
+     lambda c: c.pop("added_tokens_decoder"), None, (), None),
+    ("special tokens only in the vocabulary are added", lambda j: j.update(added_tokens=[]),
+     lambda c: c.pop("added_tokens_decoder"), None, (), None),
+    ("a pad token of the config is added", None, lambda c: c.update(pad_token="<pad>"), None, (), None),
+    ("an eos token of the config nowhere else is added", None, lambda c: c.update(eos_token="</s>"),
+     lambda m: m.update(eos_token="</s>"), (), None),
+    ("added_tokens_decoder flags replace tokenizer.json's", None,
+     lambda c: c["added_tokens_decoder"]["50256"].update(lstrip=True, rstrip=True), None, (), None),
+    ("matching resumes after a match, not after its rstrip", lambda j: j["added_tokens"].extend(
+        [added("<a>", True, False, rstrip=True, token_id=50257), added(" b", False, False, token_id=50258),
+         added("  ", False, True, token_id=50259), added("xy", False, True, True, True, token_id=50260)]),
+     lambda c: c.pop("added_tokens_decoder"), None, (), None),
+    ("special_tokens_map.json is ignored beside added_tokens_decoder", None, None,
+     lambda m: m.update(eos_token="!"), (), None),
+    ("special_tokens_map.json wins without added_tokens_decoder", None, lambda c: c.pop("added_tokens_decoder"),
+     lambda m: m.update(eos_token="!"), (), None),
+    ("an explicit null eos removes the class default", None, lambda c: c.update(eos_token=None),
+     None, ("special_tokens_map.json",), None),
+    ("clean_up_tokenization_spaces null cleans nothing", None,
+     lambda c: c.update(clean_up_tokenization_spaces=None), None, (), None),
+    ("GPT-2's class forces the config's add_prefix_space", None, lambda c: c.update(add_prefix_space=True),
+     None, (), None),
+    ("GPT-2's class drops a file's prefix space the config does not ask for",
+     lambda j: j["pre_tokenizer"].update(add_prefix_space=True), lambda c: c.pop("add_prefix_space"),
+     None, (), None),
+    ("GPT-NeoX's class builds its template from add_bos_token/add_eos_token", neox_template,
+     lambda c: c.update(tokenizer_class="GPTNeoXTokenizer", add_bos_token=True, add_eos_token=True),
+     None, (), None),
+    ("GPT-NeoX's class drops the file's template", neox_template,
+     lambda c: c.update(tokenizer_class="GPTNeoXTokenizer"), None, (), None),
+    ("BLOOM's class defaults add <unk> <s> </s> <pad>", None,
+     lambda c: [c.update(tokenizer_class="BloomTokenizerFast", add_prefix_space=True),
+                c.pop("eos_token"), c.pop("bos_token"), c.pop("unk_token")], None, ("special_tokens_map.json",), None),
+    ("config.json's model_type names the class", None,
+     lambda c: [c.pop("tokenizer_class"), c.pop("eos_token")], None, ("special_tokens_map.json",), "gpt2"),
+]
+
+
+def variant_folder(base, work, number, tj, cfg, stm, drop, model_type):
+    folder = work / f"variant{number}"
+    shutil.copytree(base, folder)
+    for name in drop:
+        (folder / name).unlink()
+    for name, edit in (("tokenizer.json", tj), ("tokenizer_config.json", cfg), ("special_tokens_map.json", stm)):
+        if edit is not None:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+            edit(data)
+            (folder / name).write_text(json.dumps(data), encoding="utf-8")
+    if model_type is not None:
+        (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    return folder
+
+
+def check_transformers_variants(gpt2_folder, work):
+    for number, (name, tj, cfg, stm, drop, model_type) in enumerate(VARIANTS):
+        folder = variant_folder(gpt2_folder, work, number, tj, cfg, stm, drop, model_type)
+        oracle = AutoTokenizer.from_pretrained(str(folder))
+        expected = [oracle.encode(text) for text in VARIANT_TEXTS]
+        info, results = probe(folder, VARIANT_TEXTS, expected, work)
+        assert (info["vocab_size"], info["eod"]) == (len(oracle), oracle.eos_token_id), \
+            f"{name}: len/eod {info} vs {len(oracle)}, {oracle.eos_token_id}"
+        for text, want, got in zip(VARIANT_TEXTS, expected, results):
+            assert got["ids"] == want, f"{name}: {text!r}: {got['ids']} vs {want}"
+            assert got["decoded"] == oracle.decode(want), f"{name}: decode {want}: {got['decoded']!r}"
+    print(f"ok: {len(VARIANTS)} variants of what transformers does around tokenizer.json encode, decode and "
+          "count as transformers")
+    refused = {
+        "a class mds does not reproduce": (None, lambda c: c.update(tokenizer_class="LlamaTokenizer"), None, (),
+                                           None, "tokenizer_class LlamaTokenizer is not one mds reproduces"),
+        "no class anywhere": (None, lambda c: c.pop("tokenizer_class"), None, (), None,
+                              "names the tokenizer class"),
+        "another tokenizer.json version": (lambda j: j.update(version="2.0"), None, None, (), None, "version"),
+        "a merge part missing from the vocabulary": (lambda j: j["model"]["vocab"].pop("Ġt"), None, None, (), None,
+                                                     "not in the vocabulary"),
+    }
+    for number, (name, (tj, cfg, stm, drop, model_type, message)) in enumerate(refused.items()):
+        folder = variant_folder(gpt2_folder, work, f"refused{number}", tj, cfg, stm, drop, model_type)
+        run = subprocess.run([str(TOOLS / "hf_tokenizer_probe"), str(folder), "/dev/null", str(work / "o")],
+                             capture_output=True, text=True)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode != 0 and len(lines) == 1 and message in lines[0], f"{name}: {run.stderr!r}"
+    print(f"ok: {len(refused)} folders transformers cannot load (or mds does not reproduce) fail with one line")
+
+
+def check_unicode_classes(work):
+    """The GPT-2 regex's classes under the tokenizers library (Oniguruma, Unicode 14.0) for every
+    code point: a character joins a run of letters, of digits, of other symbols or none."""
+    out = work / "classes.bin"
+    subprocess.run([str(TOOLS / "hf_tokenizer_probe"), "--classes", str(out)], check=True)
+    ours = out.read_bytes()
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+    def theirs(cp):
+        c = chr(cp)
+        for lead, cls in (("a", 1), ("1", 2), ("!", 0)):
+            if len(byte_level.pre_tokenize_str(lead + c)) == 1:
+                return cls
+        return 3
+
+    differing = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and ours[cp] != theirs(cp)]
+    assert not differing, f"{len(differing)} code points differ, first U+{differing[0]:04X}"
+    print("ok: every code point's class in GPT-2's regex equals the tokenizers library's (Unicode 14.0)")
+
+
 def check_refusals(folder, work):
     """Parts mds does not implement fail with one line naming the file and the field."""
     base = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
@@ -271,6 +398,8 @@ def main():
         check_pretrain_and_generate(folders["bloom"], oracles["bloom"], work)
         check_hub_cache(folders["bloom"], oracles["bloom"], work)
         check_refusals(folders["bloom"], work)
+        check_transformers_variants(folders["gpt2"], work)
+        check_unicode_classes(work)
 
 
 if __name__ == "__main__":

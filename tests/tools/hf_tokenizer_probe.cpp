@@ -3,6 +3,9 @@
 //   hf_tokenizer_probe NAME_OR_PATH IN.jsonl OUT.jsonl
 // IN holds {"text": ..., "ids": [...]} lines; OUT gets a first line {"vocab_size": N, "eod": ID
 // or null}, then for each input line {"ids": encode(text), "decoded": decode(ids)}.
+//   hf_tokenizer_probe --classes OUT.bin
+// writes the class the GPT-2 regex gives each code point 0..0x10FFFF under Oniguruma's Unicode
+// (one byte: 0 other, 1 letter, 2 number, 3 space).
 #include <fstream>
 #include <string>
 
@@ -10,6 +13,7 @@
 #include "base/program.h"
 #include "config/json_document.h"
 #include "text/hf_tokenizer_files.h"
+#include "text/unicode_classes.h"
 
 namespace {
 
@@ -24,7 +28,19 @@ std::string ids_json(const std::vector<std::int32_t>& ids) {
   return out + "]";
 }
 
+void write_classes(const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    out.put(static_cast<char>(mds::text::char_class_unicode14(cp)));
+  }
+  if (!out.good()) mds::base::fail("cannot write ", path);
+}
+
 void run(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--classes") {
+    write_classes(argv[2]);
+    return;
+  }
   if (argc != 4) mds::base::fail("usage: hf_tokenizer_probe NAME_OR_PATH IN.jsonl OUT.jsonl");
   const auto tokenizer = mds::text::load_hf_tokenizer(argv[1]);
   std::ifstream in(argv[2], std::ios::binary);
