@@ -1,4 +1,4 @@
-// --tokenizer-type PretrainedFromHF for byte-level BPE tokenizers (GPT-2's, BLOOM's, GPT-NeoX's):
+// --tokenizer-type PretrainedFromHF for byte-level BPE tokenizers (GPT-2's, BLOOM's):
 // the ids transformers' `tokenizer.encode(text)` gives, as upstream's _AutoTokenizer calls it
 // (added tokens found first, the pre-tokenizer, the BPE, the post-processor's template), and
 // `tokenizer.decode(ids)` (ByteLevel decoding, then clean_up_tokenization_spaces when the

@@ -89,7 +89,7 @@ class Reader {
     if (normalizer == nullptr || normalizer->is_null()) return;
     fail("normalizer", "type " + type_of(*normalizer, "normalizer") +
                            " is not supported (mds reads byte-level BPE tokenizers without a "
-                           "normalizer, such as GPT-2's, BLOOM's and GPT-NeoX's)");
+                           "normalizer, such as GPT-2's and BLOOM's)");
   }
 
   void pre_tokenizer_step(const JsonValue& step, const std::string& field,

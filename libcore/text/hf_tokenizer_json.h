@@ -1,7 +1,7 @@
 // A Hugging Face `tokenizer.json` (the `tokenizers` library's serialization) read into the parts
-// mds implements: byte-level BPE models such as GPT-2's, BLOOM's and GPT-NeoX's. Anything else
-// (another model type, a normalizer, a pre-tokenizer or regex mds does not know) is refused with
-// one line naming the file and the field, never approximated.
+// mds implements: byte-level BPE models without a normalizer, such as GPT-2's and BLOOM's. Anything
+// else (another model type, a normalizer, a pre-tokenizer or regex mds does not know) is refused
+// with one line naming the file and the field, never approximated.
 #pragma once
 #include <cstdint>
 #include <string>
