@@ -69,23 +69,8 @@ class Gpt2Encoder final : public Encoder {
       ids.push_back(byte_token_[static_cast<unsigned char>(piece[0])]);
       return;
     }
-    if (piece.size() > TokenCache::kMaxKeyBytes) {
-      encode_piece(piece, ids);
-      return;
-    }
-    const TokenCache::Key key = TokenCache::make_key(piece);
-    std::span<const std::int32_t> cached;
-    if (cache_.find(key, cached)) {
-      if (cached.size() == 1) {
-        ids.push_back(cached[0]);
-      } else {
-        ids.insert(ids.end(), cached.begin(), cached.end());
-      }
-      return;
-    }
-    const std::size_t first = ids.size();
-    encode_piece(piece, ids);
-    cache_.insert(key, std::span<const std::int32_t>(ids).subspan(first));
+    encode_through_cache(cache_, piece, ids,
+                         [this](std::string_view p, auto& out) { encode_piece(p, out); });
   }
 
   void encode_piece(std::string_view piece, std::vector<std::int32_t>& ids) {

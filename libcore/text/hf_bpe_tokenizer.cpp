@@ -74,26 +74,8 @@ class HfBpeEncoder final : public Encoder {
       if (id >= 0) ids.push_back(id);
       return;
     }
-    if (piece.size() > TokenCache::kMaxKeyBytes) {
-      encode_piece(piece, ids);
-      return;
-    }
-    const TokenCache::Key key = TokenCache::make_key(piece);
-    std::span<const std::int32_t> cached;
-    if (cache_.find(key, cached)) {
-      if (cached.size() == 1) {
-        ids.push_back(cached[0]);
-      } else {
-        ids.insert(ids.end(), cached.begin(), cached.end());
-      }
-      return;
-    }
-    const std::size_t first = ids.size();
-    encode_piece(piece, ids);
-    // A piece whose bytes all lack ids gives none, which the cache cannot hold (nor needs to).
-    if (ids.size() > first && ids.size() - first <= TokenCache::kMaxKeyBytes) {
-      cache_.insert(key, std::span<const std::int32_t>(ids).subspan(first));
-    }
+    encode_through_cache(cache_, piece, ids,
+                         [this](std::string_view p, auto& out) { encode_piece(p, out); });
   }
 
   void encode_piece(std::string_view piece, std::vector<std::int32_t>& ids) {

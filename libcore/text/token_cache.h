@@ -125,4 +125,31 @@ class TokenCache {
   std::size_t arena_used_ = 0;
 };
 
+// Appends the ids of `piece` to `ids`: the cached ones, or those `encode(piece, ids)` appends,
+// which are then cached (a piece longer than kMaxKeyBytes, or one giving no ids, is not).
+template <typename Encode>
+void encode_through_cache(TokenCache& cache, std::string_view piece, std::vector<std::int32_t>& ids,
+                          Encode&& encode) {
+  if (piece.size() > TokenCache::kMaxKeyBytes) {
+    encode(piece, ids);
+    return;
+  }
+  const TokenCache::Key key = TokenCache::make_key(piece);
+  std::span<const std::int32_t> cached;
+  if (cache.find(key, cached)) {
+    if (cached.size() == 1) {
+      ids.push_back(cached[0]);
+    } else {
+      ids.insert(ids.end(), cached.begin(), cached.end());
+    }
+    return;
+  }
+  const std::size_t first = ids.size();
+  encode(piece, ids);
+  const std::size_t added = ids.size() - first;
+  if (added > 0 && added <= TokenCache::kMaxKeyBytes) {
+    cache.insert(key, std::span<const std::int32_t>(ids).subspan(first));
+  }
+}
+
 }  // namespace mds::text
