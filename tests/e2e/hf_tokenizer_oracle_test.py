@@ -217,6 +217,18 @@ def check_pretrain_and_generate(folder, oracle, work):
     assert generated.count("Megatron-LM:") == 2 and "Context:Hello, world" in generated, generated
     print("ok: tr11's command line (tiny) trains with PretrainedFromHF; the checkpoint's args name the tokenizer; "
           "generate continues prompts with it")
+    # Without an eos token there is no end-of-document id for the flags that need one.
+    no_eos = work / "no_eos"
+    shutil.copytree(folder, no_eos)
+    config = json.loads((no_eos / "tokenizer_config.json").read_text())
+    config["eos_token"] = None
+    (no_eos / "tokenizer_config.json").write_text(json.dumps(config))
+    (no_eos / "special_tokens_map.json").unlink()
+    run = subprocess.run([str(BIN / "pretrain"), *TINY_MODEL, "--tokenizer-type", "PretrainedFromHF",
+                          "--tokenizer-name-or-path", str(no_eos), *tr11, "--eod-mask-loss"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "need the tokenizer's end-of-document token" in run.stderr, run.stderr[-2000:]
+    print("ok: --eod-mask-loss with a tokenizer that has no eos token fails with one line")
 
 
 def check_hub_cache(folder, oracle, work):

@@ -333,7 +333,13 @@ int run(int argc, char** argv, Processes& processes,
       log.info("Detected kill switch at " + *args.kill_switch_path + ". Exiting");
       return;
     }
-    if (tokenizer->eod()) options.batches.eod_token = *tokenizer->eod();
+    if (tokenizer->eod()) {
+      options.batches.eod_token = *tokenizer->eod();
+    } else if (args.eod_mask_loss || args.reset_position_ids || args.reset_attention_mask) {
+      base::fail(
+          "--eod-mask-loss, --reset-position-ids and --reset-attention-mask need the "
+          "tokenizer's end-of-document token, and this tokenizer has none (an eos_token)");
+    }
     options.batches.eod_mask_loss = args.eod_mask_loss;
     options.batches.reset_position_ids = args.reset_position_ids;
 
