@@ -1,5 +1,7 @@
 #include "text/hf_pretokenizers.h"
 
+#include <array>
+
 #include "text/gpt2_pretokenizer.h"
 #include "text/unicode_classes.h"
 #include "text/utf8.h"
@@ -7,7 +9,7 @@
 namespace mds::text {
 namespace {
 
-bool bloom_word_char(char32_t c) {
+constexpr bool bloom_word_char(char32_t c) {
   switch (c) {
     case U'(':
     case U')':
@@ -29,10 +31,23 @@ bool bloom_word_char(char32_t c) {
   }
 }
 
-// Length of the run of BLOOM word characters at `pos`.
+constexpr std::array<bool, 128> make_ascii_bloom_word() {
+  std::array<bool, 128> word{};
+  for (char32_t c = 0; c < 128; ++c) word[c] = bloom_word_char(c);
+  return word;
+}
+constexpr std::array<bool, 128> kAsciiBloomWord = make_ascii_bloom_word();
+
+// Length of the run of BLOOM word characters at `pos` (ASCII by table, the rest decoded).
 std::size_t bloom_word_run(std::string_view text, std::size_t pos) {
   std::size_t end = pos;
   while (end < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[end]);
+    if (byte < 0x80) {
+      if (!kAsciiBloomWord[byte]) break;
+      ++end;
+      continue;
+    }
     const DecodedChar c = decode_char_at(text, end);
     if (!bloom_word_char(c.code_point)) break;
     end += c.length;

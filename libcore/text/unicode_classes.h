@@ -15,7 +15,12 @@ CharClass char_class_unicode14(char32_t code_point);
 
 // Unicode's White_Space property (25 code points): Rust's char::is_whitespace and Oniguruma's \s,
 // which the Hugging Face `tokenizers` library uses.
-bool is_white_space(char32_t code_point);
+constexpr bool is_white_space(char32_t c) {
+  if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D);
+  if (c < 0x85) return false;
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
 
 // The generated range table (unicode_tables.inc), for tests.
 struct UnicodeRange {
