@@ -414,15 +414,31 @@ class Loader {
   void load_zero_file() {
     // DeepSpeed restores the fp32 masters from this file even without the optimizer state
     // (load_from_fp32_weights); without the file they are re-derived from the 16-bit weights.
-    const io::TorchFile* file =
-        open(zero_file_name(state_.layout, state_.ranks.dp, state_.ranks.mp_rank()),
-             options_.load_optimizer);
+    const io::TorchFile* file = open(zero_file_to_read(), options_.load_optimizer);
     if (file == nullptr) {
       derive_master_ = true;
       return;
     }
     base::within_file(file->name(),
                       [&] { load_zero_state(*file, file->root_ref()["optimizer_state_dict"]); });
+  }
+
+  // This rank's ZeRO file. As DeepSpeed's engine, when none carries the prefix of the run's
+  // precision ("bf16_" for bf16, none otherwise) the other naming is taken with a warning: the
+  // files deepspeed_to_deepspeed.py writes for a bf16 run have no prefix.
+  std::string zero_file_to_read() {
+    const std::string name = zero_file_name(state_.layout, state_.ranks.dp, state_.ranks.mp_rank());
+    const bool bf16 = state_.layout == OptimizerLayout::kBf16;
+    const std::string other = bf16 ? name.substr(5) : "bf16_" + name;
+    std::error_code error;
+    if (std::filesystem::exists(folder_ + "/" + name, error) ||
+        !std::filesystem::exists(folder_ + "/" + other, error)) {
+      return name;
+    }
+    loaded_.warnings.push_back(std::string("Loading ") + (bf16 ? "fp16" : "bf16") +
+                               " zero checkpoints into " + (bf16 ? "bf16" : "fp16") +
+                               " training engine (" + folder_ + "/" + other + ")");
+    return other;
   }
 
   // Group g's partition inside one of the state's partitioned buffers.

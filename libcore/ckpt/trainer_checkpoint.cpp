@@ -167,6 +167,7 @@ bool load_trainer_checkpoint(const std::string& dir, train::Trainer& trainer,
   TrainingState state = trainer_state(trainer, run);
   log.info(" loading checkpoint from " + dir + " at tag " + *tag);
   const LoadedCheckpoint loaded = load_deepspeed_checkpoint(dir, *tag, state, options);
+  for (const std::string& warning : loaded.warnings) log.warn(warning);
   // The last stage's replica of the word embedding is in no layer file (checkpoints.md §2.5).
   trainer.broadcast_tied_weights();
 

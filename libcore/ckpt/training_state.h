@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/pickle_value.h"
 #include "model/param_table.h"
@@ -120,6 +121,8 @@ struct LoadedCheckpoint {
   io::Value args;       // the saved argparse.Namespace
   io::Value ds_config;  // the saved DeepSpeed config dict
   std::string ds_version;
+  // What DeepSpeed would have logged as a warning while loading (one line each).
+  std::vector<std::string> warnings;
 };
 
 // Fails naming the buffer unless the table is set and params (and master, exp_avg, exp_avg_sq

@@ -175,7 +175,7 @@ void check_inventory(const UniversalSource& source) {
     expected.insert(model_states_file_name(mp));
     if (!has_zero_file(source.layout)) continue;
     for (std::int64_t dp = 0; dp < source.dp_size; ++dp) {
-      expected.insert(zero_file_name(source.layout, dp, mp));
+      expected.insert(source.zero_name(dp, mp));
     }
   }
   for (std::int64_t tp = 0; tp < source.tp_size; ++tp) {
@@ -229,7 +229,13 @@ std::string UniversalSource::model_states_path(std::int64_t pp, std::int64_t tp)
 std::string UniversalSource::optimizer_path(std::int64_t pp, std::int64_t tp,
                                             std::int64_t dp) const {
   if (!has_zero_file(layout)) return model_states_path(pp, tp);
-  return folder + "/" + zero_file_name(layout, dp, pp * tp_size + tp);
+  return folder + "/" + zero_name(dp, pp * tp_size + tp);
+}
+
+std::string UniversalSource::zero_name(std::int64_t dp, std::int64_t mp) const {
+  const std::string name = zero_file_name(layout, dp, mp);
+  if (!other_zero_naming) return name;
+  return layout == OptimizerLayout::kBf16 ? name.substr(5) : "bf16_" + name;
 }
 
 model::GptConfig config_from_saved_args(const io::ValueRef& args, std::int64_t padded_vocab_size) {
@@ -266,6 +272,14 @@ UniversalSource inspect_universal_source(const std::string& input_folder) {
   UniversalSource source;
   locate(input_folder, source);
   read_model_states(source);
+  if (has_zero_file(source.layout)) {
+    // DeepSpeed's engine and converter take either naming; the first rank's file tells which.
+    std::error_code error;
+    UniversalSource other = source;
+    other.other_zero_naming = true;
+    source.other_zero_naming = !fs::exists(source.folder + "/" + source.zero_name(0, 0), error) &&
+                               fs::exists(other.folder + "/" + other.zero_name(0, 0), error);
+  }
   check_inventory(source);
   return source;
 }

@@ -28,6 +28,9 @@ struct UniversalSource {
   std::int64_t padded_vocab_size = 0;    // checkpoint_info.padded_vocab_size
   std::int64_t original_vocab_size = 0;  // checkpoint_info.original_vocab_size
   std::int64_t rotary_head_dim = 0;      // hn for rotary models (their layer files' buffer)
+  // The ZeRO files carry the other precision's naming: a bf16 run's without the "bf16_" prefix
+  // (as deepspeed_to_deepspeed.py writes them), or the reverse.
+  bool other_zero_naming = false;
 
   // The ranks whose optimizer state is distinct: every DP rank for layouts with ZeRO files, DP
   // rank 0 alone otherwise (its mp_rank file holds the whole stage's state).
@@ -38,6 +41,8 @@ struct UniversalSource {
   // state (its ZeRO file, or its mp_rank file).
   std::string model_states_path(std::int64_t pp, std::int64_t tp) const;
   std::string optimizer_path(std::int64_t pp, std::int64_t tp, std::int64_t dp) const;
+  // The name of the ZeRO file of (dp, mp rank), with the naming the folder uses.
+  std::string zero_name(std::int64_t dp, std::int64_t mp) const;
 };
 
 // Reads --input_folder: a tag folder (it holds mp_rank_00_model_states.pt) or a checkpoint root

@@ -54,6 +54,19 @@ grep -q "T = 2 x P = 2 x D = 2, fp32-zero optimizer layout" "$WORK/convert-t2p2d
 grep -q "(the folder given)" "$WORK/convert-t2p2d2z1.err" || fail "says which folder it took"
 pass "7 checkpoints converted (fp32 ZeRO 0/1/2, bf16, fp16; TP, PP, DP up to 2)"
 
+# deepspeed_to_deepspeed.py writes a bf16 run's ZeRO files without the "bf16_" prefix (DeepSpeed
+# reads either naming): converted to the same universal files.
+cp -r "$WORK/ckpt-t1p1d2bf16/global_step4" "$WORK/unprefixed"
+for f in "$WORK"/unprefixed/bf16_zero_pp_rank_*; do mv "$f" "$WORK/unprefixed/$(basename "${f#*/bf16_}")"; done
+ls "$WORK/unprefixed" | grep -q "^zero_pp_rank_1_mp_rank_00_optim_states.pt$" || fail "renaming the ZeRO files"
+"$convert" --input_folder "$WORK/unprefixed" --output_folder "$WORK/univ-unprefixed/global_step4_universal" \
+  > /dev/null 2> "$WORK/convert-unprefixed.err" ||
+  { cat "$WORK/convert-unprefixed.err"; fail "converting a bf16 checkpoint with unprefixed ZeRO files"; }
+diff -r "$WORK/univ-t1p1d2bf16/global_step4_universal/zero" \
+  "$WORK/univ-unprefixed/global_step4_universal/zero" > /dev/null ||
+  fail "the unprefixed bf16 ZeRO files converted to other universal files"
+pass "a bf16 checkpoint whose ZeRO files lack the bf16_ prefix converts to the same files"
+
 "$MDS_PYTHON" - "$WORK" "$REPO/tests/e2e" <<'PY' || fail "universal checkpoints"
 import pathlib, re, sys, torch
 work = pathlib.Path(sys.argv[1])

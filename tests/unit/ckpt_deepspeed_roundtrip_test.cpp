@@ -134,6 +134,32 @@ INSTANTIATE_TEST_SUITE_P(Layouts, RoundTrip,
                            return name;
                          });
 
+// As DeepSpeed's engine: ZeRO files named for the other precision (deepspeed_to_deepspeed.py
+// writes a bf16 run's without the "bf16_" prefix) are read with a warning, bytes unchanged.
+TEST(DeepSpeedCheckpoint, ZeroFilesOfTheOtherPrefixAreReadWithAWarning) {
+  for (const OptimizerLayout layout : {OptimizerLayout::kBf16, OptimizerLayout::kFp16Zero1}) {
+    SCOPED_TRACE(std::string(layout_name(layout)));
+    ScratchDir dir;
+    OwnedState saved(tiny_config(), layout);
+    fill(saved);
+    save_deepspeed_checkpoint(dir.path(), saved.state);
+    const std::string name = zero_file_name(layout);
+    const std::string other = layout == OptimizerLayout::kBf16 ? name.substr(5) : "bf16_" + name;
+    std::filesystem::rename(dir.file("global_step12/" + name), dir.file("global_step12/" + other));
+    OwnedState loaded(tiny_config(), layout);
+    const LoadedCheckpoint info =
+        load_deepspeed_checkpoint(dir.path(), "global_step12", loaded.state);
+    EXPECT_TRUE(same_bytes(loaded.state.master, saved.state.master));
+    EXPECT_TRUE(same_bytes(loaded.state.exp_avg_sq, saved.state.exp_avg_sq));
+    ASSERT_EQ(info.warnings.size(), 1u);
+    EXPECT_NE(
+        info.warnings[0].find(layout == OptimizerLayout::kBf16
+                                  ? "Loading fp16 zero checkpoints into bf16 training engine"
+                                  : "Loading bf16 zero checkpoints into fp16 training engine"),
+        std::string::npos);
+  }
+}
+
 TEST(DeepSpeedCheckpoint, MissingLatestMeansStartFromScratch) {
   ScratchDir dir;
   EXPECT_EQ(read_latest_tag(dir.path()), std::nullopt);
