@@ -49,13 +49,51 @@ void place(const std::vector<float>& slice, const model::ParamSpec& spec, std::s
   }
 }
 
-// Adam's step, stored v0.2-style in zero/optimizer_state.pt's param_groups; nullopt if absent.
-std::optional<std::int64_t> saved_adam_step(const std::string& folder) {
+// A step.pt: the base optimizer's per-group "step" as DeepSpeed's v0.2 converter saves it, a
+// Python int or torch's scalar tensor (float32 for torch.optim.Adam).
+std::int64_t step_file_value(const std::string& path) {
+  const io::TorchFile file = io::TorchFile::open(path);
+  const io::ValueRef root = file.root_ref();
+  if (root.kind() != io::Value::Kind::kTensor) return root.as_int();
+  const io::TensorRef& tensor = root.as_tensor();
+  const std::string bytes = file.tensor_bytes(tensor);
+  if (tensor.dtype == tensor::DType::kFloat32 && bytes.size() == sizeof(float)) {
+    float value;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    return static_cast<std::int64_t>(value);
+  }
+  if (tensor.dtype == tensor::DType::kInt64 && bytes.size() == sizeof(std::int64_t)) {
+    std::int64_t value;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    return value;
+  }
+  base::fail(path, ": expected a step (an int, or a one-element float32 or int64 tensor)");
+}
+
+// Adam's step: zero/optimizer_state.pt's param_groups (FusedAdam keeps it there), else the
+// step.pt of the parameters' folders (DeepSpeed's v0.2 converter, for optimizers keeping it per
+// state); nullopt when neither has it.
+std::optional<std::int64_t> saved_adam_step(const std::string& folder,
+                                            const model::ParamTable& table) {
   const std::string path = folder + "/zero/optimizer_state.pt";
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
-  const io::TorchFile file = io::TorchFile::open(path);
-  return file.root_ref()["param_groups"][std::size_t{0}]["step"].as_int();
+  if (std::filesystem::exists(path, error)) {
+    const io::TorchFile file = io::TorchFile::open(path);
+    const std::optional<io::ValueRef> step =
+        file.root_ref()["param_groups"][std::size_t{0}].get("step");
+    if (step) return step->as_int();
+  }
+  std::optional<std::int64_t> found;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const std::string step_path = folder + "/zero/" + table[i].engine_name() + "/step.pt";
+    if (!std::filesystem::exists(step_path, error)) continue;
+    const std::int64_t step = step_file_value(step_path);
+    if (found && *found != step) {
+      base::fail(step_path, ": step ", step, ", other parameters' step.pt say ", *found);
+    }
+    found = step;
+  }
+  return found;
 }
 
 }  // namespace
@@ -179,12 +217,13 @@ bool load_universal_checkpoint(const std::string& dir, train::Trainer& trainer,
     }
   }
   if (options.load_optimizer) {
-    if (const std::optional<std::int64_t> step = saved_adam_step(folder)) {
+    if (const std::optional<std::int64_t> step = saved_adam_step(folder, table)) {
       optimizer.set_adam_step(*step);
     } else {
       log.warn(folder +
-               " has no zero/optimizer_state.pt: Adam's step count restarts (bias "
-               "correction as after the first step), as upstream's v0.1 loader does");
+               " has no Adam step (zero/optimizer_state.pt's param_groups or step.pt files): "
+               "Adam's step count restarts (bias correction as after the first step), as "
+               "upstream's v0.1 loader does");
     }
     trainer.lr_scheduler().load_state(state.lr_scheduler);
   }

@@ -49,6 +49,32 @@ pair() {
   pass "$name ($2 → $3): steps 6-10 after the universal resume equal the uninterrupted run"
 }
 pair tp2to1 "2 1 1 1" "1 1 1 1"
+
+# DeepSpeed's v0.2 converter keeps Adam's step in each parameter's step.pt (torch's Adam: a
+# float32 scalar tensor) where the optimizer keeps it per state rather than in param_groups: the
+# same folder rewritten that way resumes to the same steps 6-10.
+cp -r "$WORK/tp2to1-universal" "$WORK/v02-universal"
+"$MDS_PYTHON" - "$WORK/v02-universal/global_step5_universal/zero" "$REPO/tests/e2e" <<'PY' ||
+import pathlib, sys, torch
+sys.path.insert(0, sys.argv[2])
+from checkpoint_objects import load
+zero = pathlib.Path(sys.argv[1])
+state = load(zero / "optimizer_state.pt")
+step = state["param_groups"][0]["step"]
+for group in state["param_groups"]:
+    del group["step"]
+torch.save(state, zero / "optimizer_state.pt")
+for folder in zero.iterdir():
+    if folder.is_dir():
+        torch.save(torch.tensor(float(step)), folder / "step.pt")
+assert step == 6, step  # 5 updates after the construction-time step (training.md §4)
+PY
+  fail "rewriting the universal checkpoint v0.2-style"
+grid 1 1 1 1
+run_ranks v02-rest "$grid_ranks" "${grid_flags[@]}" --load "$WORK/v02-universal" --universal-checkpoint
+"$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" --tolerance 1e-5 steps "$WORK" \
+  tp2to1-straight v02-rest || fail "v0.2-style step.pt: the resumed run differs"
+pass "Adam's step from v0.2-style step.pt files (optimizer_state.pt without it): the same steps 6-10"
 pair pp2to1-zero1to2 "1 2 1 1" "1 1 2 2"
 pair dp4to2-zero1to0 "1 1 4 1" "1 1 2 0"
 pair dp2to4-zero2to1 "1 1 2 2" "1 1 4 1"
