@@ -15,6 +15,7 @@ packages=(
   slurmctld slurmd slurm-client                         # local SLURM cluster for tests/e2e/slurm_test.sh
   python3 python3-venv python3-numpy python3-regex      # test oracles only (never at run time):
   python3-torch                                         #   torch.load/torch.save of our .pt files
+  perl perl-modules-5.36                                # Unicode::UCD for scripts/gen_unicode_nfc_tables.py
 )
 
 missing=()
