@@ -273,7 +273,7 @@ void add_data(Value& ns, const PretrainArgs& a,
   ns.set("log_path", opt_text(a.log_path));
   ns.set("vocab_file", text_or_none(a.tokenizer.vocab_file));
   ns.set("merge_file", text_or_none(a.tokenizer.merge_file));
-  ns.set("vocab_extra_ids", Value::integer(0));
+  ns.set("vocab_extra_ids", Value::integer(a.tokenizer.vocab_extra_ids));
   ns.set("seq_length", opt_int(a.seq_length));
   ns.set("encoder_seq_length", opt_int(a.encoder_seq_length));
   ns.set("decoder_seq_length", Value::none());

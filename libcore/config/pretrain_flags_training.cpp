@@ -122,7 +122,7 @@ void add_data(FlagSet& flags, PretrainArgs& a) {
   g.store_true("--reset-attention-mask", a.reset_attention_mask,
                "no effect in DeepSpeed mode (the pipeline model uses a causal mask)");
   g.store_true("--eod-mask-loss", a.eod_mask_loss, "no loss on predictions made from EOD");
-  add_tokenizer_flags(flags, a.tokenizer, "GPT2BPETokenizer");
+  add_tokenizer_flags(flags, a.tokenizer, "GPT2BPETokenizer", VocabExtraIdsFlag::kPresent);
   const std::string not_gpt = "only used by BERT/T5/biencoder models, not by GPT pretraining";
   for (const char* name :
        {"--decoder-seq-length", "--retriever-seq-length", "--sample-rate", "--mask-prob",

@@ -4,7 +4,8 @@
 
 namespace mds::config {
 
-void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string& default_type) {
+void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string& default_type,
+                         VocabExtraIdsFlag extra_ids) {
   CLI::App& app = flags.app();
   const std::string group = "Tokenizer";
   args.tokenizer_type = default_type;
@@ -38,7 +39,13 @@ void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string&
                  "PretrainedFromHF: a tokenizer.json, the folder holding it, or a model name "
                  "already in the local Hugging Face cache")
       ->group(group);
-  flags.add_rejected("--vocab-extra-ids", "only used by BERT/T5 tokenizers, not supported", true);
+  if (extra_ids == VocabExtraIdsFlag::kAbsent) return;
+  app.add_option("--vocab-extra-ids", args.vocab_extra_ids,
+                 "PretrainedFromHF: add <extra_id_0> ... <extra_id_N-1> as additional special "
+                 "tokens (upstream's T5-style sentinels; other tokenizers refuse N > 0)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
 }
 
 }  // namespace mds::config

@@ -16,11 +16,17 @@ struct TokenizerArgs {
   std::string tokenizer_name_or_path;  // PretrainedFromHF: tokenizer.json, its folder, or a name
   std::int64_t make_vocab_size_divisible_by = 128;
   std::optional<std::int64_t> pad_vocab_size_to;
+  std::int64_t vocab_extra_ids = 0;  // PretrainedFromHF: <extra_id_0> ... as special tokens
 };
 
+// Whether the program has --vocab-extra-ids: Megatron's arguments.py does, tools/preprocess_data.py
+// does not (it sets 0 itself), which keeps `--vocab` an unambiguous abbreviation there.
+enum class VocabExtraIdsFlag : bool { kAbsent, kPresent };
+
 // Registers --tokenizer-type, --vocab-file, --merge-file, --tokenizer-model,
-// --tokenizer-name-or-path, --make-vocab-size-divisible-by, --pad-vocab-size-to (and the upstream
-// flags this project rejects).
-void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string& default_type);
+// --tokenizer-name-or-path, --make-vocab-size-divisible-by, --pad-vocab-size-to and, when asked,
+// --vocab-extra-ids.
+void add_tokenizer_flags(FlagSet& flags, TokenizerArgs& args, const std::string& default_type,
+                         VocabExtraIdsFlag extra_ids);
 
 }  // namespace mds::config

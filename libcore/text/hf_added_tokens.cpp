@@ -197,4 +197,13 @@ void HfAddedTokenSplitter::split(std::string_view text,
       [&](std::string_view piece) { split_pass(normalized_, piece, on_text, on_token); }, on_token);
 }
 
+void HfAddedTokenSplitter::split(std::string_view text, const Normalizer& normalize,
+                                 const std::function<void(std::string_view)>& on_text,
+                                 const std::function<void(std::int32_t)>& on_token) const {
+  split_pass(
+      raw_, text,
+      [&](std::string_view piece) { split_pass(normalized_, normalize(piece), on_text, on_token); },
+      on_token);
+}
+
 }  // namespace mds::text

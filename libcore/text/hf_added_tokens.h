@@ -53,13 +53,22 @@ class HfAddedVocabulary {
 
 class HfAddedTokenSplitter {
  public:
-  // `patterns`: HfAddedVocabulary::patterns(). single_word tokens are refused (their word test
-  // needs Unicode's Alphabetic property).
+  // `patterns`: HfAddedVocabulary::patterns(), the `normalized` ones' content put through the
+  // tokenizer's normalizer (as the library matches them). single_word tokens are refused (their
+  // word test needs Unicode's Alphabetic property).
   explicit HfAddedTokenSplitter(const std::vector<HfAddedToken>& patterns);
+
+  // Maps a stretch between the tokens that are not `normalized` to the text the others are
+  // searched in (the tokenizer's normalizer); its view must stay valid until its next call.
+  using Normalizer = std::function<std::string_view(std::string_view)>;
 
   // Calls on_text for each stretch of ordinary text (never empty) and on_token for each added
   // token found, in text order.
   void split(std::string_view text, const std::function<void(std::string_view)>& on_text,
+             const std::function<void(std::int32_t)>& on_token) const;
+  // The same with a normalizer: `normalized` tokens are matched in (and on_text gets) its output.
+  void split(std::string_view text, const Normalizer& normalize,
+             const std::function<void(std::string_view)>& on_text,
              const std::function<void(std::int32_t)>& on_token) const;
 
   bool empty() const { return tokens_.empty(); }

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "text/gpt2_bpe.h"
 #include "text/token_cache.h"
+#include "text/unicode_nfc.h"
 #include "text/utf8.h"
 #include "text/utf8_lossy.h"
 
@@ -59,13 +60,23 @@ class HfBpeEncoder final : public Encoder {
 
  private:
   void encode_sequence(std::string_view utf8, std::vector<std::int32_t>& ids) {
+    const auto on_text = [&](std::string_view text) {
+      tokenizer_.pre_tokenizer().split(
+          text, [&](std::string_view piece) { encode_piece_cached(piece, ids); });
+    };
+    const auto on_token = [&](std::int32_t id) { ids.push_back(id); };
+    if (!tokenizer_.nfc_normalizer()) {
+      tokenizer_.added_tokens().split(utf8, on_text, on_token);
+      return;
+    }
     tokenizer_.added_tokens().split(
-        utf8,
-        [&](std::string_view text) {
-          tokenizer_.pre_tokenizer().split(
-              text, [&](std::string_view piece) { encode_piece_cached(piece, ids); });
-        },
-        [&](std::int32_t id) { ids.push_back(id); });
+        utf8, [this](std::string_view text) { return nfc(text); }, on_text, on_token);
+  }
+
+  std::string_view nfc(std::string_view text) {
+    if (is_nfc_quick_yes(text)) return text;
+    normalized_ = nfc_normalize(text);
+    return normalized_;
   }
 
   void encode_piece_cached(std::string_view piece, std::vector<std::int32_t>& ids) {
@@ -97,6 +108,7 @@ class HfBpeEncoder final : public Encoder {
   std::vector<std::int32_t> symbols_;
   BpeScratch scratch_;
   TokenCache cache_;
+  std::string normalized_;
 };
 
 }  // namespace
@@ -110,6 +122,16 @@ std::string clean_up_tokenization(std::string text) {
 }
 
 namespace {
+
+// The splitter matches `normalized` added tokens in normalized text, so their content is
+// normalized too.
+std::vector<HfAddedToken> splitter_patterns(std::vector<HfAddedToken> patterns, bool nfc) {
+  if (!nfc) return patterns;
+  for (HfAddedToken& token : patterns) {
+    if (token.normalized) token.content = nfc_normalize(token.content);
+  }
+  return patterns;
+}
 
 HfAddedVocabulary vocabulary_of(const HfTokenizerJson& json) {
   HfAddedVocabulary added(json.vocab);
@@ -125,7 +147,8 @@ HfBpeTokenizer::HfBpeTokenizer(const HfTokenizerJson& json, const HfTokenizerOpt
 HfBpeTokenizer::HfBpeTokenizer(const HfTokenizerJson& json, const HfAddedVocabulary& added,
                                const HfTokenizerOptions& options)
     : clean_up_(options.clean_up_tokenization_spaces),
-      added_(added.patterns()),
+      nfc_normalizer_(json.nfc_normalizer),
+      added_(splitter_patterns(added.patterns(), json.nfc_normalizer)),
       pre_tokenizer_(json.pre_tokenizer),
       template_(json.single_template) {
   std::unordered_map<std::string, std::int32_t> vocab;  // the byte strings of the vocab keys

@@ -1,6 +1,7 @@
 // --tokenizer-type PretrainedFromHF for byte-level BPE tokenizers (GPT-2's, BLOOM's):
 // the ids transformers' `tokenizer.encode(text)` gives, as upstream's _AutoTokenizer calls it
-// (added tokens found first, the pre-tokenizer, the BPE, the post-processor's template), and
+// (added tokens found first, NFC when the file asks for it, the pre-tokenizer, the BPE, the
+// post-processor's template), and
 // `tokenizer.decode(ids)` (ByteLevel decoding, then clean_up_tokenization_spaces when the
 // tokenizer_config.json asks for it, as it does by default).
 #pragma once
@@ -47,6 +48,7 @@ class HfBpeTokenizer final : public Tokenizer {
   // as the `tokenizers` BPE drops characters it has no id for when there is no unk token).
   std::int32_t token_of_symbol(std::int32_t symbol) const { return symbol_token_[symbol]; }
   const HfAddedTokenSplitter& added_tokens() const { return added_; }
+  bool nfc_normalizer() const { return nfc_normalizer_; }
   const HfPreTokenizer& pre_tokenizer() const { return pre_tokenizer_; }
   const std::vector<HfTemplatePiece>& single_template() const { return template_; }
 
@@ -54,6 +56,7 @@ class HfBpeTokenizer final : public Tokenizer {
   std::int64_t vocab_size_ = 0;
   std::optional<std::int32_t> eod_;
   bool clean_up_ = true;
+  bool nfc_normalizer_ = false;
   MergeTable merges_;
   std::vector<std::int32_t> symbol_token_;
   HfAddedTokenSplitter added_;

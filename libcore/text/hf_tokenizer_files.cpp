@@ -76,15 +76,23 @@ std::string find_hf_tokenizer_json(const std::string& name_or_path) {
              name_or_path, " tokenizer.json tokenizer_config.json special_tokens_map.json`");
 }
 
-std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(const std::string& name_or_path) {
+std::vector<std::string> extra_id_tokens(std::int64_t count) {
+  std::vector<std::string> tokens;
+  for (std::int64_t i = 0; i < count; ++i) tokens.push_back("<extra_id_" + std::to_string(i) + ">");
+  return tokens;
+}
+
+std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(
+    const std::string& name_or_path, const std::vector<std::string>& additional_special_tokens) {
   const std::string path = find_hf_tokenizer_json(name_or_path);
   const base::MappedFile file(path);
   HfTokenizerJson json = parse_hf_tokenizer_json(file.bytes(), path);
   // A tokenizer.json named directly has no transformers files beside it to read (mds's extension).
   const HfTransformersSetup setup =
       is_regular(fs::path(name_or_path))
-          ? bare_file_setup()
-          : read_transformers_setup(fs::path(path).parent_path().string(), json.added_tokens);
+          ? bare_file_setup(additional_special_tokens)
+          : read_transformers_setup(fs::path(path).parent_path().string(), json,
+                                    additional_special_tokens);
   HfAddedVocabulary added(json.vocab);
   added.add_tokens(json.added_tokens);
   add_transformers_tokens(setup, added);

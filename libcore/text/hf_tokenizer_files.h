@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "text/hf_bpe_tokenizer.h"
 
@@ -16,6 +17,14 @@ std::string find_hf_tokenizer_json(const std::string& name_or_path);
 
 // The tokenizer as transformers' AutoTokenizer.from_pretrained builds it from the folder
 // (hf_transformers_setup.h); a tokenizer.json named directly is read on its own.
-std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(const std::string& name_or_path);
+// `additional_special_tokens` is from_pretrained's keyword argument of that name: when not empty
+// it replaces the files' list.
+std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(
+    const std::string& name_or_path,
+    const std::vector<std::string>& additional_special_tokens = {});
+
+// "<extra_id_0>" ... "<extra_id_{count-1}>": what upstream's _AutoTokenizer passes as
+// additional_special_tokens for --vocab-extra-ids.
+std::vector<std::string> extra_id_tokens(std::int64_t count);
 
 }  // namespace mds::text

@@ -84,12 +84,36 @@ class Reader {
     return tokens;
   }
 
-  void check_no_normalizer(const JsonValue& root) const {
+  std::string padding_pad_token(const JsonValue& root) const {
+    const JsonValue* padding = root.find("padding");
+    if (padding == nullptr || padding->is_null()) return {};
+    if (!padding->is_object()) fail("padding", "must be an object or null");
+    return text(member(*padding, "padding", "pad_token"), "padding.pad_token");
+  }
+
+  // NFC, alone or as every step of a Sequence; other normalizers are refused.
+  bool nfc_normalizer(const JsonValue& root) const {
     const JsonValue* normalizer = root.find("normalizer");
-    if (normalizer == nullptr || normalizer->is_null()) return;
-    fail("normalizer", "type " + type_of(*normalizer, "normalizer") +
-                           " is not supported (mds reads byte-level BPE tokenizers without a "
-                           "normalizer, such as GPT-2's and BLOOM's)");
+    if (normalizer == nullptr || normalizer->is_null()) return false;
+    const std::string type = type_of(*normalizer, "normalizer");
+    if (type == "NFC") return true;
+    if (type == "Sequence") {
+      const JsonValue& steps = member(*normalizer, "normalizer", "normalizers");
+      if (!steps.is_array()) fail("normalizer.normalizers", "must be an array");
+      for (std::size_t i = 0; i < steps.items().size(); ++i) {
+        const std::string field = "normalizer.normalizers[" + std::to_string(i) + "]";
+        const std::string step_type = type_of(steps.items()[i], field);
+        if (step_type != "NFC") refuse_normalizer(field, step_type);
+      }
+      return !steps.items().empty();
+    }
+    refuse_normalizer("normalizer", type);
+  }
+
+  [[noreturn]] void refuse_normalizer(const std::string& field, const std::string& type) const {
+    fail(field, "type " + type +
+                    " is not supported (mds reads byte-level BPE tokenizers with no normalizer "
+                    "or NFC, such as GPT-2's, BLOOM's and GPT-NeoX's)");
   }
 
   void pre_tokenizer_step(const JsonValue& step, const std::string& field,
@@ -270,9 +294,10 @@ HfTokenizerJson parse_hf_tokenizer_json(std::string_view text, const std::string
     reader.fail("version", "must be \"1.0\" (the only version the tokenizers library reads)");
   }
   HfTokenizerJson out;
-  reader.check_no_normalizer(root);
+  out.nfc_normalizer = reader.nfc_normalizer(root);
   reader.check_byte_level_decoder(root);
   out.added_tokens = reader.added_tokens(root);
+  out.padding_pad_token = reader.padding_pad_token(root);
   out.pre_tokenizer = reader.pre_tokenizer(root);
   const JsonValue* pre = root.find("pre_tokenizer");
   out.pre_tokenizer_is_byte_level =

@@ -1,7 +1,7 @@
 // A Hugging Face `tokenizer.json` (the `tokenizers` library's serialization) read into the parts
-// mds implements: byte-level BPE models without a normalizer, such as GPT-2's and BLOOM's. Anything
-// else (another model type, a normalizer, a pre-tokenizer or regex mds does not know) is refused
-// with one line naming the file and the field, never approximated.
+// mds implements: byte-level BPE models with no normalizer or NFC, such as GPT-2's, BLOOM's and
+// GPT-NeoX's. Anything else (another model type or normalizer, a pre-tokenizer or regex mds does
+// not know) is refused with one line naming the file and the field, never approximated.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -51,11 +51,15 @@ struct HfTokenizerJson {
   std::vector<std::pair<std::string, std::int32_t>> vocab;  // keys in the byte-level alphabet
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
   std::vector<HfAddedToken> added_tokens;
+  bool nfc_normalizer = false;  // the text between added tokens is put in NFC first
   std::vector<HfPreTokenizerStep> pre_tokenizer;
   bool pre_tokenizer_is_byte_level = false;  // the top-level pre-tokenizer itself is ByteLevel
   // Empty: the ids are the sequence's own (no post-processor, or ByteLevel's, which only moves
   // offsets).
   std::vector<HfTemplatePiece> single_template;
+  // The `padding` settings' pad_token (transformers takes it as the pad token when the class is
+  // given none); empty when the file has no padding.
+  std::string padding_pad_token;
 };
 
 // Parses the text of a tokenizer.json; `path` names it in errors ("PATH: model.type: ...").

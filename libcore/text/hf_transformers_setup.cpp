@@ -4,6 +4,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "base/error.h"
 #include "base/mapped_file.h"
@@ -101,6 +102,12 @@ HfSpecialToken plain(const std::string& content) {
   return special;
 }
 
+std::vector<HfSpecialToken> plain_tokens(const std::vector<std::string>& contents) {
+  std::vector<HfSpecialToken> tokens;
+  for (const std::string& content : contents) tokens.push_back(plain(content));
+  return tokens;
+}
+
 // A special-token value of tokenizer_config.json (strings, AddedTokens marked "__type") or of
 // special_tokens_map.json (objects are AddedTokens made special); nullopt for null.
 std::optional<HfSpecialToken> special_value(const JsonValue& value, const std::string& where,
@@ -113,29 +120,64 @@ std::optional<HfSpecialToken> special_value(const JsonValue& value, const std::s
   base::fail(where, ": a special token must be a string or an AddedToken");
 }
 
+bool same_added_token(const HfAddedToken& a, const HfAddedToken& b) {
+  return a.content == b.content && a.single_word == b.single_word && a.lstrip == b.lstrip &&
+         a.rstrip == b.rstrip && a.normalized == b.normalized && a.special == b.special;
+}
+
+// Python's == between two special-token values: a str never equals an AddedToken, and
+// AddedTokens are equal when every field is.
+bool python_equal(const HfSpecialToken& a, const HfSpecialToken& b) {
+  if (a.plain_string != b.plain_string) return false;
+  return a.plain_string ? a.token.content == b.token.content : same_added_token(a.token, b.token);
+}
+
+// Special-token attributes by name; a null value is an attribute explicitly set to None.
+using SpecialValues = std::map<std::string, std::optional<HfSpecialToken>>;
+
+// all_special_tokens_extended: the attributes' values in kAttributes' order, then the additional
+// ones; a value whose text an earlier attribute has is left out, and so is an empty string
+// (Python's `if attr_value:`). The additional list is checked against the attributes only.
+std::vector<HfSpecialToken> all_special_tokens_extended(
+    const SpecialValues& values, const std::vector<HfSpecialToken>& additional) {
+  std::vector<HfSpecialToken> tokens;
+  std::set<std::string> seen;
+  for (const char* key : kAttributes) {
+    const auto it = values.find(key);
+    if (it == values.end() || !it->second) continue;
+    const HfSpecialToken& value = *it->second;
+    if (value.plain_string && value.token.content.empty()) continue;
+    if (seen.insert(value.token.content).second) tokens.push_back(value);
+  }
+  for (const HfSpecialToken& value : additional) {
+    if (!seen.contains(value.token.content)) tokens.push_back(value);
+  }
+  return tokens;
+}
+
 class SetupReader {
  public:
-  SetupReader(const std::string& folder, const std::vector<HfAddedToken>& json_added_tokens)
-      : folder_(folder), json_added_tokens_(json_added_tokens) {}
+  SetupReader(const std::string& folder, const HfTokenizerJson& json,
+              const std::vector<std::string>& kwargs_additional)
+      : folder_(folder), json_(json), kwargs_additional_(kwargs_additional) {}
 
   HfTransformersSetup read() {
-    const std::optional<JsonValue> config = read_json_if_present(folder_ / "tokenizer_config.json");
+    const fs::path config_path = folder_ / "tokenizer_config.json";
+    const std::optional<JsonValue> config = read_json_if_present(config_path);
     const ClassInfo info = resolve_class(config);
     HfTransformersSetup setup;
     setup.tokenizer_class = info.cls;
     setup.clean_up_tokenization_spaces = info.clean_up;
-    std::map<std::string, std::optional<HfSpecialToken>> values;
-    for (const auto& [key, content] : info.default_tokens) values[key] = plain(content);
+    // What from_pretrained passes to the class: the files' special tokens.
+    SpecialValues given;
     std::vector<HfSpecialToken> additional;
-    const std::string config_name = (folder_ / "tokenizer_config.json").string();
     bool has_decoder = false;
     if (config) {
-      for (const char* key : kAttributes) {
-        if (const JsonValue* value = config->find(key)) {
-          values[key] = special_value(*value, config_name + ": " + key, false);
-        }
-      }
-      read_additional(*config, config_name, false, additional);
+      read_attributes(*config, config_path.string(), false, given);
+      read_additional(*config, config_path.string(), false, additional);
+    }
+    if (!kwargs_additional_.empty()) additional = plain_tokens(kwargs_additional_);
+    if (config) {
       if (const JsonValue* clean = config->find("clean_up_tokenization_spaces")) {
         setup.clean_up_tokenization_spaces = truthy(*clean);
       }
@@ -144,7 +186,7 @@ class SetupReader {
       setup.add_eos_token = flag_of(*config, "add_eos_token", false);
       if (const JsonValue* decoder = config->find("added_tokens_decoder")) {
         has_decoder = true;
-        setup.added_tokens_decoder = decoder_tokens(*decoder, config_name);
+        setup.added_tokens_decoder = decoder_tokens(*decoder, config_path.string());
       }
     }
     if (!has_decoder) {
@@ -152,29 +194,26 @@ class SetupReader {
       // as the decoder.
       const fs::path map_path = folder_ / "special_tokens_map.json";
       if (const std::optional<JsonValue> map = read_json_if_present(map_path)) {
-        for (const char* key : kAttributes) {
-          if (const JsonValue* value = map->find(key)) {
-            values[key] = special_value(*value, map_path.string() + ": " + key, true);
-          }
-        }
-        read_additional(*map, map_path.string(), true, additional);
+        read_attributes(*map, map_path.string(), true, given);
+        // A keyword argument wins over the map.
+        if (kwargs_additional_.empty()) read_additional(*map, map_path.string(), true, additional);
       }
-      setup.added_tokens_decoder = json_added_tokens_;
+      setup.added_tokens_decoder = json_.added_tokens;
       std::stable_sort(setup.added_tokens_decoder.begin(), setup.added_tokens_decoder.end(),
                        [](const auto& a, const auto& b) { return a.id < b.id; });
     }
-    // A plain string naming a decoder entry stands for that AddedToken.
-    for (auto& [key, value] : values) {
-      if (!value || !value->plain_string) continue;
-      for (const HfAddedToken& entry : setup.added_tokens_decoder) {
-        if (entry.content == value->token.content) *value = HfSpecialToken{entry, false};
-      }
+    replace_by_added_tokens(setup.added_tokens_decoder, given);
+    // The class's constructor defaults fill the attributes the files leave out; then
+    // PreTrainedTokenizerFast takes tokenizer.json's padding token for a pad_token the class
+    // does not pass (GPT-2's and the generic class; BLOOM's and GPT-NeoX's pass theirs).
+    SpecialValues values = given;
+    for (const auto& [key, content] : info.default_tokens) values.try_emplace(key, plain(content));
+    const bool passes_pad_token =
+        info.cls == HfTokenizerClass::kBloom || info.cls == HfTokenizerClass::kGptNeoX;
+    if (!passes_pad_token && !json_.padding_pad_token.empty()) {
+      values.try_emplace("pad_token", plain(json_.padding_pad_token));
     }
-    for (const char* key : kAttributes) {
-      const auto it = values.find(key);
-      if (it != values.end() && it->second) setup.special_tokens.push_back(*it->second);
-    }
-    setup.special_tokens.insert(setup.special_tokens.end(), additional.begin(), additional.end());
+    setup.special_tokens = all_special_tokens_extended(values, additional);
     setup.bos = values["bos_token"];
     setup.eos = values["eos_token"];
     return setup;
@@ -205,20 +244,43 @@ class SetupReader {
                "names the tokenizer class (transformers' AutoTokenizer could not load it either)");
   }
 
-  void read_additional(const JsonValue& object, const std::string& where, bool from_map,
-                       std::vector<HfSpecialToken>& additional) const {
+  static void read_attributes(const JsonValue& object, const std::string& where, bool from_map,
+                              SpecialValues& given) {
+    for (const char* key : kAttributes) {
+      if (const JsonValue* value = object.find(key)) {
+        given[key] = special_value(*value, where + ": " + key, from_map);
+      }
+    }
+  }
+
+  // tokenizer_config.json's list is taken as it is; special_tokens_map.json's items join it
+  // unless an equal one (Python's ==) is already there. null empties the list.
+  static void read_additional(const JsonValue& object, const std::string& where, bool from_map,
+                              std::vector<HfSpecialToken>& additional) {
     const JsonValue* list = object.find("additional_special_tokens");
-    if (list == nullptr || list->is_null()) return;
+    if (list == nullptr) return;
+    if (!from_map || list->is_null()) additional.clear();
+    if (list->is_null()) return;
     if (!list->is_array()) base::fail(where, ": additional_special_tokens must be a list");
-    if (!from_map) additional.clear();
+    const std::string field = where + ": additional_special_tokens";
     for (const JsonValue& item : list->items()) {
-      std::optional<HfSpecialToken> token =
-          special_value(item, where + ": additional_special_tokens", from_map);
-      if (!token) continue;
-      const bool known = std::any_of(additional.begin(), additional.end(), [&](const auto& t) {
-        return t.token.content == token->token.content;
-      });
-      if (!known) additional.push_back(*token);
+      if (item.is_null()) base::fail(field, ": an item must be a string or an AddedToken");
+      const HfSpecialToken token = *special_value(item, field, from_map);
+      const bool known = std::any_of(additional.begin(), additional.end(),
+                                     [&](const auto& t) { return python_equal(t, token); });
+      if (!from_map || !known) additional.push_back(token);
+    }
+  }
+
+  // from_pretrained swaps each given attribute (not additional_special_tokens) for the decoder's
+  // added token with the same text, the last one listed.
+  static void replace_by_added_tokens(const std::vector<HfAddedToken>& decoder,
+                                      SpecialValues& given) {
+    for (auto& [key, value] : given) {
+      if (!value) continue;
+      for (const HfAddedToken& entry : decoder) {
+        if (entry.content == value->token.content) *value = HfSpecialToken{entry, false};
+      }
     }
   }
 
@@ -245,18 +307,22 @@ class SetupReader {
   }
 
   fs::path folder_;
-  const std::vector<HfAddedToken>& json_added_tokens_;
+  const HfTokenizerJson& json_;
+  const std::vector<std::string>& kwargs_additional_;
 };
 
 }  // namespace
 
-HfTransformersSetup read_transformers_setup(const std::string& folder,
-                                            const std::vector<HfAddedToken>& json_added_tokens) {
-  return SetupReader(folder, json_added_tokens).read();
+HfTransformersSetup read_transformers_setup(
+    const std::string& folder, const HfTokenizerJson& json,
+    const std::vector<std::string>& additional_special_tokens) {
+  return SetupReader(folder, json, additional_special_tokens).read();
 }
 
-HfTransformersSetup bare_file_setup() {
-  return {};
+HfTransformersSetup bare_file_setup(const std::vector<std::string>& additional_special_tokens) {
+  HfTransformersSetup setup;
+  setup.special_tokens = plain_tokens(additional_special_tokens);
+  return setup;
 }
 
 void add_transformers_tokens(const HfTransformersSetup& setup, HfAddedVocabulary& vocabulary) {
@@ -275,17 +341,15 @@ void add_transformers_tokens(const HfTransformersSetup& setup, HfAddedVocabulary
   for (std::size_t i = 0; i < to_add.size(); ++i) {
     special_batch[i] = special_batch[i] || is_special_content(to_add[i].content);
   }
-  const auto same = [](const HfAddedToken& a, const HfAddedToken& b) {
-    return a.content == b.content && a.single_word == b.single_word && a.lstrip == b.lstrip &&
-           a.rstrip == b.rstrip && a.normalized == b.normalized && a.special == b.special;
-  };
   for (const HfSpecialToken& special : setup.special_tokens) {
     // A string is skipped when it is already an added token's; an AddedToken when an equal one
-    // is already to be added (AddedToken never equals a string in Python).
+    // is in added_tokens_decoder (AddedToken never equals a string in Python).
+    const std::vector<HfAddedToken>& decoder = setup.added_tokens_decoder;
     if (special.plain_string
             ? std::find(known.begin(), known.end(), special.token.content) != known.end()
-            : std::any_of(to_add.begin(), to_add.end(),
-                          [&](const HfAddedToken& t) { return same(t, special.token); })) {
+            : std::any_of(decoder.begin(), decoder.end(), [&](const HfAddedToken& t) {
+                return same_added_token(t, special.token);
+              })) {
       continue;
     }
     to_add.push_back(special.token);

@@ -9,6 +9,11 @@ namespace mds::text {
 
 std::unique_ptr<Tokenizer> build_tokenizer(const config::TokenizerArgs& args) {
   const std::string& type = args.tokenizer_type;
+  if (args.vocab_extra_ids > 0 && type != "PretrainedFromHF") {
+    base::fail("--vocab-extra-ids ", args.vocab_extra_ids,
+               ": only PretrainedFromHF adds the extra ", "tokens (upstream's ", type,
+               " ignores the flag); leave it out");
+  }
   if (type == "GPT2BPETokenizer") {
     if (args.vocab_file.empty()) base::fail("GPT2BPETokenizer needs --vocab-file (vocab.json)");
     if (args.merge_file.empty()) base::fail("GPT2BPETokenizer needs --merge-file (merges.txt)");
@@ -26,7 +31,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const config::TokenizerArgs& args) {
           "PretrainedFromHF needs --tokenizer-name-or-path (a tokenizer.json, its folder, "
           "or a model name in the Hugging Face cache)");
     }
-    return load_hf_tokenizer(args.tokenizer_name_or_path);
+    return load_hf_tokenizer(args.tokenizer_name_or_path, extra_id_tokens(args.vocab_extra_ids));
   }
   if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
     base::fail("--tokenizer-type ", type,

@@ -8,6 +8,8 @@ Tokenizers built here with the `tokenizers` library and saved by transformers' s
             clean-up of decoded spaces), plus an added plain token and an lstrip/rstrip special;
   template  the same model with a TemplateProcessing "<s> $A </s>" and a ByteLevel pre-tokenizer
             that adds a prefix space, PreTrainedTokenizerFast's config (clean-up on);
+  neox      GPT-NeoX-20b's pipeline (NFC, ByteLevel with GPT-2's regex) as GPTNeoXTokenizerFast, whitespace
+            runs as normalized added tokens, a decomposed added token normalized and one raw;
   gpt2      GPT2TokenizerFast over the bundled GPT-2 files (ByteLevel with GPT-2's regex).
 Each is read by tests/tools/hf_tokenizer_probe (encode, decode, vocabulary size, eod) over texts
 that stress the pre-tokenizers (Unicode whitespace and BLOOM's punctuation, scripts, emoji,
@@ -24,8 +26,10 @@ import sys
 import tempfile
 
 import numpy as np
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, BloomTokenizerFast, GPT2TokenizerFast, PreTrainedTokenizerFast
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors,
+                        trainers)
+from transformers import (AutoTokenizer, BloomTokenizerFast, GPT2TokenizerFast, GPTNeoXTokenizerFast,
+                          PreTrainedTokenizerFast)
 
 BIN = pathlib.Path(os.environ["MDS_BIN"])
 DATA = pathlib.Path(os.environ["MDS_DATA"])
@@ -48,7 +52,13 @@ STRESS = [
     "It's isn't we'll they're I'm you've 'quoted'", "don't , . ! ? 're 's",
     "numbers 123 4567 3.14 1,000,000", "mixed中文and English", "\u00a0\u00a0x", "\ud7ff\ue000\U0010ffff",
     "\x01\x02\x7f control", "\r\n windows\r\nline", " ?? ", "!" * 40, "a" * 300,
-] + MULTILINGUAL
+] + MULTILINGUAL + [
+    # NFC: decomposed and precomposed, marks out of order, singletons, exclusions, Hangul jamo, a mark newer than
+    # Unicode 9.0 (the tokenizers library's NFC data), the added tokens' decomposed forms.
+    "cafe\u0301 caf\u00e9 Cafe\u0301s", "a\u0316\u0301\u0300 q\u0301\u0323 o\u031b\u0323\u0302", "\u212b \u2126 \u0958 \u2add",
+    "\u1100\u1161\u11a8 \u1112\u1161\u11ab\u1100\u116e\u11a8\u110b\u1165 \ud55c\uad6d\uc5b4", "\u0d3b\u0301 a\u0d3b\u0316",
+    "ne\u0301e and n\u00e9e, ne\u0301x and n\u00e9x, o\u0308ko\u0301 re\u0301sume\u0301",
+]
 
 
 def corpus_lines(limit):
@@ -98,19 +108,31 @@ def build_template(folder):
     return fast
 
 
+def build_neox(folder):
+    """GPT-NeoX-20b's pipeline: NFC, ByteLevel with GPT-2's regex, whitespace runs as normalized added tokens."""
+    tokenizer = trained_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+                            ["<|endoftext|>", "<|padding|>"])
+    tokenizer.normalizer = normalizers.NFC()
+    fast = GPTNeoXTokenizerFast(tokenizer_object=tokenizer)
+    fast.add_tokens([" " * n for n in range(2, 6)] + ["ne\u0301e"])  # normalized: matched in NFC text
+    fast.add_tokens([AddedToken("ne\u0301x", normalized=False)])  # matched in the raw text
+    fast.save_pretrained(folder)
+    return fast
+
+
 def build_gpt2(folder):
     fast = GPT2TokenizerFast(vocab_file=str(DATA / "gpt2/vocab.json"), merges_file=str(DATA / "gpt2/merges.txt"))
     fast.save_pretrained(folder)
     return fast
 
 
-def probe(name_or_path, texts, id_lists, work, env=None):
+def probe(name_or_path, texts, id_lists, work, env=None, extra_ids=0):
     src, dst = work / "probe_in.jsonl", work / "probe_out.jsonl"
     with open(src, "w", encoding="utf-8") as out:
         for text, ids in zip(texts, id_lists):
             out.write(json.dumps({"text": text, "ids": ids}) + "\n")
-    subprocess.run([str(TOOLS / "hf_tokenizer_probe"), str(name_or_path), str(src), str(dst)], check=True,
-                   env=env)
+    subprocess.run([str(TOOLS / "hf_tokenizer_probe"), str(name_or_path), str(src), str(dst), str(extra_ids)],
+                   check=True, env=env)
     lines = dst.read_text(encoding="utf-8").split("\n")[:-1]
     return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
 
@@ -231,6 +253,38 @@ def check_pretrain_and_generate(folder, oracle, work):
     print("ok: --eod-mask-loss with a tokenizer that has no eos token fails with one line")
 
 
+def check_vocab_extra_ids(folders, work):
+    """--vocab-extra-ids N: upstream's _AutoTokenizer passes additional_special_tokens=[<extra_id_0>, ...] to
+    from_pretrained, replacing the files' lists (a listed token that is not an added token is not added)."""
+    extra = [f"<extra_id_{i}>" for i in range(3)]
+    texts = VARIANT_TEXTS + ["<extra_id_0>", "a <extra_id_2>b<extra_id_1>", "<extra_id_3> <mask> <sep> x"]
+    listing = variant_folder(folders["gpt2"], work, "extra_ids", None,
+                             lambda c: [c.pop("added_tokens_decoder"), c.update(additional_special_tokens=["<a>"])],
+                             lambda m: m.update(additional_special_tokens=["<new>"]), (), None)
+    cases = [(name, path, AutoTokenizer.from_pretrained(str(path), additional_special_tokens=extra))
+             for name, path in (("bloom", folders["bloom"]), ("gpt2", folders["gpt2"]), ("listing", listing))]
+    cases.append(("a bare tokenizer.json", folders["bloom"] / "tokenizer.json", PreTrainedTokenizerFast(
+        tokenizer_file=str(folders["bloom"] / "tokenizer.json"), additional_special_tokens=extra)))
+    for name, path, oracle in cases:
+        expected = [oracle.encode(text) for text in texts]
+        info, results = probe(path, texts, expected, work, extra_ids=len(extra))
+        assert (info["vocab_size"], info["eod"]) == (len(oracle), oracle.eos_token_id), f"{name}: {info}"
+        for text, want, got in zip(texts, expected, results):
+            assert got["ids"] == want, f"{name}: {text!r}: {got['ids']} vs {want}"
+            assert got["decoded"] == oracle.decode(want), f"{name}: decode {want}: {got['decoded']!r}"
+    ds_config = work / "ds_extra_ids.json"
+    ds_config.write_text('{"train_micro_batch_size_per_gpu": 2, "train_batch_size": 2}')
+    run = subprocess.run([str(BIN / "pretrain"), *TINY_MODEL, "--vocab-file", str(DATA / "gpt2/vocab.json"),
+                          "--merge-file", str(DATA / "gpt2/merges.txt"), "--vocab-extra-ids", "3",
+                          "--micro-batch-size", "2", "--train-iters", "1", "--lr", "1e-4", "--data-path",
+                          str(work / "none"), "--deepspeed", "--deepspeed_config", str(ds_config)],
+                         capture_output=True, text=True)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode != 0 and len(lines) == 1 and "only PretrainedFromHF adds the extra tokens" in lines[0], \
+        run.stderr
+    print(f"ok: --vocab-extra-ids adds transformers' extra ids to {len(cases)} tokenizers; GPT2BPETokenizer refuses it")
+
+
 def check_hub_cache(folder, oracle, work):
     """A model name resolves through $HF_HUB_CACHE's models--ORG--NAME/snapshots/<refs/main>."""
     cache = work / "hub"
@@ -248,12 +302,20 @@ def check_hub_cache(folder, oracle, work):
 
 
 VARIANT_TEXTS = ["Hello world", " Hello", "a<|endoftext|>b", "a <|endoftext|> b", "<pad> x", "x<a> bc", "x<a>  bc",
-                 "</s> and <s>", "x<new>y", "q  xy  z", "it 's done .", ""]
+                 "</s> and <s>", "x<new>y", "q  xy  z", "it 's done .", "a <a>b", "a  <a> b", ""]
 
 
 def added(content, special, normalized, lstrip=False, rstrip=False, token_id=0):
     return dict(id=token_id, content=content, single_word=False, lstrip=lstrip, rstrip=rstrip,
                 normalized=normalized, special=special)
+
+
+def added_object(content, lstrip=False, rstrip=False, typed=True):
+    token = dict(content=content, single_word=False, lstrip=lstrip, rstrip=rstrip, normalized=False)
+    return dict(token, special=True, __type="AddedToken") if typed else token
+
+
+PADDING = dict(strategy="BatchLongest", direction="Right", pad_to_multiple_of=None, pad_id=0, pad_type_id=0)
 
 
 def neox_template(j):
@@ -303,6 +365,22 @@ VARIANTS = [
     ("BLOOM's class defaults add <unk> <s> </s> <pad>", None,
      lambda c: [c.update(tokenizer_class="BloomTokenizerFast", add_prefix_space=True),
                 c.pop("eos_token"), c.pop("bos_token"), c.pop("unk_token")], None, ("special_tokens_map.json",), None),
+    ("an AddedToken attribute is swapped for the decoder's token of its text", None,
+     lambda c: c.update(bos_token=added_object("<|endoftext|>", True, True)), None, (), None),
+    ("an attribute whose text an earlier one has is left out", lambda j: j.update(added_tokens=[]),
+     lambda c: [c.pop("added_tokens_decoder"), c.update(unk_token=None, eos_token=added_object("<|endoftext|>", True))],
+     None, ("special_tokens_map.json",), None),
+    ("an empty pad_token is no token", None, lambda c: c.update(pad_token=""), None, (), None),
+    ("additional_special_tokens keeps a str and an AddedToken of one text", None,
+     lambda c: c.update(additional_special_tokens=["<a>", added_object("<a>", lstrip=True)]), None, (), None),
+    ("special_tokens_map.json's additional AddedToken joins the config's str", None,
+     lambda c: [c.pop("added_tokens_decoder"), c.update(additional_special_tokens=["<a>"])],
+     lambda m: m.update(additional_special_tokens=[added_object("<a>", lstrip=True, typed=False)]), (), None),
+    ("tokenizer.json's padding token is GPT-2's pad token", lambda j: j.update(padding=dict(PADDING, pad_token="<pad>")),
+     lambda c: c.pop("pad_token"), None, (), None),
+    ("BLOOM's class keeps its pad token over tokenizer.json's padding", lambda j: j.update(padding=dict(PADDING, pad_token="<a>")),
+     lambda c: [c.update(tokenizer_class="BloomTokenizerFast"), c.pop("pad_token")], None, ("special_tokens_map.json",),
+     None),
     ("config.json's model_type names the class", None,
      lambda c: [c.pop("tokenizer_class"), c.pop("eos_token")], None, ("special_tokens_map.json",), "gpt2"),
 ]
@@ -378,7 +456,9 @@ def check_refusals(folder, work):
     """Parts mds does not implement fail with one line naming the file and the field."""
     base = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
     cases = {
-        "normalizer": ({"normalizer": {"type": "NFC"}}, "normalizer: type NFC is not supported"),
+        "normalizer": ({"normalizer": {"type": "NFKC"}}, "normalizer: type NFKC is not supported"),
+        "normalizer step": ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}},
+                            "normalizer.normalizers[1]: type Lowercase is not supported"),
         "regex": ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated",
                                      "invert": False}}, "pre_tokenizer.pattern.Regex"),
         "model": ({"model": {"type": "WordPiece", "vocab": {}}}, "model.type: \"WordPiece\""),
@@ -400,9 +480,10 @@ def check_refusals(folder, work):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
-        folders = {name: work / name for name in ("bloom", "template", "gpt2")}
+        folders = {name: work / name for name in ("bloom", "template", "neox", "gpt2")}
         bloom = build_bloom(folders["bloom"])
         build_template(folders["template"])
+        build_neox(folders["neox"])
         build_gpt2(folders["gpt2"])
         oracles = {name: check_tokenizer(name, folder, work) for name, folder in folders.items()}
         assert len(bloom) == oracles["bloom"].__len__()
@@ -411,6 +492,7 @@ def main():
         check_hub_cache(folders["bloom"], oracles["bloom"], work)
         check_refusals(folders["bloom"], work)
         check_transformers_variants(folders["gpt2"], work)
+        check_vocab_extra_ids(folders, work)
         check_unicode_classes(work)
 
 

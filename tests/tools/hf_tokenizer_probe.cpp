@@ -1,6 +1,7 @@
 // Test-only program for tests/e2e/hf_tokenizer_oracle_test.py: runs the PretrainedFromHF
 // tokenizer over JSON lines so the test can compare it with transformers.
-//   hf_tokenizer_probe NAME_OR_PATH IN.jsonl OUT.jsonl
+//   hf_tokenizer_probe NAME_OR_PATH IN.jsonl OUT.jsonl [EXTRA_IDS]
+// (EXTRA_IDS: --vocab-extra-ids, upstream's <extra_id_i> additional special tokens)
 // IN holds {"text": ..., "ids": [...]} lines; OUT gets a first line {"vocab_size": N, "eod": ID
 // or null}, then for each input line {"ids": encode(text), "decoded": decode(ids)}.
 //   hf_tokenizer_probe --classes OUT.bin
@@ -41,8 +42,12 @@ void run(int argc, char** argv) {
     write_classes(argv[2]);
     return;
   }
-  if (argc != 4) mds::base::fail("usage: hf_tokenizer_probe NAME_OR_PATH IN.jsonl OUT.jsonl");
-  const auto tokenizer = mds::text::load_hf_tokenizer(argv[1]);
+  if (argc != 4 && argc != 5) {
+    mds::base::fail("usage: hf_tokenizer_probe NAME_OR_PATH IN.jsonl OUT.jsonl [EXTRA_IDS]");
+  }
+  const std::int64_t extra_ids = argc == 5 ? std::stoll(argv[4]) : 0;
+  const auto tokenizer =
+      mds::text::load_hf_tokenizer(argv[1], mds::text::extra_id_tokens(extra_ids));
   std::ifstream in(argv[2], std::ios::binary);
   std::ofstream out(argv[3], std::ios::binary);
   if (!in || !out) mds::base::fail("cannot open ", argv[2], " or ", argv[3]);

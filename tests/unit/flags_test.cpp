@@ -17,9 +17,10 @@ using testing_support::Argv;
 TEST(Flags, AcceptsUniquePrefixesLikeArgparse) {
   FlagSet flags("prog", "test");
   TokenizerArgs tokenizer;
-  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer");
+  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer", VocabExtraIdsFlag::kAbsent);
   flags.allow_abbreviations(true);
-  // --vocab also prefixes the refused --vocab-extra-ids, which must not make it ambiguous.
+  // A refused flag never makes an abbreviation ambiguous.
+  flags.add_rejected("--vocab-size", "not an upstream flag", true);
   Argv args({"prog", "--vocab", "v.json", "--merge-file=m.txt", "--make-vocab", "64"});
   flags.parse(args.argc(), args.argv());
   EXPECT_EQ(tokenizer.vocab_file, "v.json");
@@ -29,20 +30,40 @@ TEST(Flags, AcceptsUniquePrefixesLikeArgparse) {
   EXPECT_NE(flags.resolved_arguments().find("vocab-file=\"v.json\""), std::string::npos);
 }
 
+TEST(Flags, VocabExtraIdsIsAFlagWhereUpstreamHasIt) {
+  FlagSet flags("prog", "test");
+  TokenizerArgs tokenizer;
+  add_tokenizer_flags(flags, tokenizer, "PretrainedFromHF", VocabExtraIdsFlag::kPresent);
+  Argv args({"prog", "--vocab-extra-ids", "3"});
+  flags.parse(args.argc(), args.argv());
+  EXPECT_EQ(tokenizer.vocab_extra_ids, 3);
+}
+
 TEST(FlagsDeathTest, AmbiguousPrefixIsAnError) {
   FlagSet flags("prog", "test");
   TokenizerArgs tokenizer;
-  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer");
+  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer", VocabExtraIdsFlag::kAbsent);
   flags.allow_abbreviations(true);
   Argv args({"prog", "--tokenizer", "x"});  // --tokenizer-type or --tokenizer-model
   EXPECT_EXIT(flags.parse(args.argc(), args.argv()), testing::ExitedWithCode(2),
               "prog: error: ambiguous option: --tokenizer could match");
 }
 
+TEST(FlagsDeathTest, VocabIsAmbiguousBesideVocabExtraIds) {
+  // As in pretrain_gpt.py's argparse: --vocab-file or --vocab-extra-ids.
+  FlagSet flags("prog", "test");
+  TokenizerArgs tokenizer;
+  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer", VocabExtraIdsFlag::kPresent);
+  flags.allow_abbreviations(true);
+  Argv args({"prog", "--vocab", "v.json"});
+  EXPECT_EXIT(flags.parse(args.argc(), args.argv()), testing::ExitedWithCode(2),
+              "prog: error: ambiguous option: --vocab could match");
+}
+
 TEST(FlagsDeathTest, AbbreviationsAreOffUnlessAllowed) {
   FlagSet flags("prog", "test");
   TokenizerArgs tokenizer;
-  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer");
+  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer", VocabExtraIdsFlag::kAbsent);
   Argv args({"prog", "--vocab", "v.json"});
   EXPECT_EXIT(flags.parse(args.argc(), args.argv()), testing::ExitedWithCode(2),
               "prog: error: .*--vocab");
@@ -50,11 +71,10 @@ TEST(FlagsDeathTest, AbbreviationsAreOffUnlessAllowed) {
 
 TEST(FlagsDeathTest, RejectedFlagExplainsWhy) {
   FlagSet flags("prog", "test");
-  TokenizerArgs tokenizer;
-  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer");
-  Argv args({"prog", "--vocab-extra-ids", "100"});
+  flags.add_rejected("--mask-prob", "only used by BERT/T5 models", true);
+  Argv args({"prog", "--mask-prob", "0.2"});
   EXPECT_EXIT(flags.parse(args.argc(), args.argv()), testing::ExitedWithCode(2),
-              "--vocab-extra-ids: only used by BERT/T5 tokenizers");
+              "--mask-prob: only used by BERT/T5 models");
 }
 
 TEST(FlagsDeathTest, UnknownFlagIsAnError) {
@@ -67,7 +87,7 @@ TEST(FlagsDeathTest, UnknownFlagIsAnError) {
 TEST(FlagsDeathTest, HelpListsFlagsAndExitsZero) {
   FlagSet flags("prog", "test");
   TokenizerArgs tokenizer;
-  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer");
+  add_tokenizer_flags(flags, tokenizer, "GPT2BPETokenizer", VocabExtraIdsFlag::kAbsent);
   Argv args({"prog", "--help"});
   EXPECT_EXIT(
       {

@@ -383,6 +383,9 @@ TEST_F(MegatronArgsTest, GivenFlagsKeepUpstreamTypes) {
   EXPECT_EQ(attr(ns, "embed_layernorm"), Value::boolean(false));
   EXPECT_EQ(attr(megatron_args_namespace(args({"--embed-layernorm"}), run()), "embed_layernorm"),
             Value::boolean(true));
+  EXPECT_EQ(
+      attr(megatron_args_namespace(args({"--vocab-extra-ids", "3"}), run()), "vocab_extra_ids"),
+      Value::integer(3));
 
   const Value bf16 = megatron_args_namespace(
       args({"--bf16"}, R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,

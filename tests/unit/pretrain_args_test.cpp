@@ -323,7 +323,6 @@ TEST_F(PretrainArgsTest, RefusedFlagsExitWithTheirReason) {
       {{"--deepscale"}, "deprecated alias of --deepspeed"},
       {{"--deepscale_config", "x.json"}, "deprecated alias of --deepspeed_config"},
       {{"--loss-on-targets-only"}, "prefix-LM"},
-      {{"--vocab-extra-ids", "100"}, "BERT/T5 tokenizers"},
       {{"--mask-prob", "0.2"}, "BERT/T5"},
       {{"--num-classes", "10"}, "ViT"},
       {{"--init-method-xavier-uniform"}, "ViT"},

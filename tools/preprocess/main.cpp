@@ -53,7 +53,7 @@ void add_flags(config::FlagSet& flags, Args& args) {
   app.add_flag("--keep-newlines", args.keep_newlines,
                "upstream: keep newlines when splitting sentences; only meaningful with "
                "--split-sentences");
-  config::add_tokenizer_flags(flags, args.tokenizer, "");
+  config::add_tokenizer_flags(flags, args.tokenizer, "", config::VocabExtraIdsFlag::kAbsent);
   flags.add_rejected("--split-sentences",
                      "NLTK punkt sentence splitting is not supported (its output depends on the "
                      "NLTK version and model); preprocess whole documents",
