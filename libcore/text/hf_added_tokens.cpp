@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "base/error.h"
 #include "text/unicode_classes.h"
@@ -68,21 +69,24 @@ void HfAddedVocabulary::add_tokens(const std::vector<HfAddedToken>& tokens) {
     bool held = false;
     for (const auto& [id, existing] : tokens_by_id_) held = held || same(existing, token);
     if (held) continue;
-    std::int32_t id;
+    std::int64_t id;
     if (const std::optional<std::int32_t> known = token_to_id(token.content)) {
       id = *known;
     } else if (added_ids_.empty()) {
-      id = static_cast<std::int32_t>(model_size_);
+      id = model_size_;
     } else {
-      std::int32_t max = 0;
-      for (const auto& [content, added] : added_ids_) max = std::max(max, added);
-      id =
-          max >= model_size_ || model_size_ == 0 ? max + 1 : static_cast<std::int32_t>(model_size_);
+      std::int64_t max = 0;
+      for (const auto& [content, added] : added_ids_) max = std::max<std::int64_t>(max, added);
+      id = max >= model_size_ || model_size_ == 0 ? max + 1 : model_size_;
     }
-    added_ids_[token.content] = id;
+    if (id > std::numeric_limits<std::int32_t>::max()) {
+      base::fail("tokenizer.json: added token \"", token.content, "\" would get id ", id,
+                 ", past the largest token id mds stores (2^31 - 1)");
+    }
+    added_ids_[token.content] = static_cast<std::int32_t>(id);
     HfAddedToken stored = token;
-    stored.id = id;
-    tokens_by_id_[id] = stored;
+    stored.id = static_cast<std::int32_t>(id);
+    tokens_by_id_[stored.id] = stored;
     if (!special_contents_.contains(token.content)) other_tokens_.push_back(stored);
   }
 }

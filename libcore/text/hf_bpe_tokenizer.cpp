@@ -74,6 +74,11 @@ class HfBpeEncoder final : public Encoder {
   }
 
   std::string_view nfc(std::string_view text) {
+    // Python's str never holds invalid UTF-8; the normalizer needs valid text.
+    if (const std::optional<std::size_t> bad = find_invalid_utf8(text)) {
+      base::fail("PretrainedFromHF: the text to normalize is not valid UTF-8 (at byte ", *bad,
+                 " of a stretch between added tokens)");
+    }
     if (is_nfc_quick_yes(text)) return text;
     normalized_ = nfc_normalize(text);
     return normalized_;

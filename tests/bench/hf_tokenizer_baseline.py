@@ -5,7 +5,7 @@ document a call, one worker process each). This script does that in one thread f
 document of a JSON-lines file, best of --repeats runs, and also the `tokenizers` library's own
 batch encode (Rust; TOKENIZERS_PARALLELISM=false: one thread), and prints seconds for each.
 
-  hf_tokenizer_baseline.py build FOLDER KIND            writes a tokenizer folder (KIND: gpt2 | bloom)
+  hf_tokenizer_baseline.py build FOLDER KIND            writes a tokenizer folder (KIND: gpt2 | bloom | neox)
   hf_tokenizer_baseline.py time FOLDER INPUT.jsonl      prints "encode SECONDS" and "batch SECONDS"
 """
 import json
@@ -27,7 +27,7 @@ def build(folder, kind):
     os.environ.setdefault("MDS_TEST_TOOLS", "")
     os.environ.setdefault("MDS_TESTS", str(ROOT / "tests"))
     import hf_tokenizer_oracle_test as oracle
-    {"gpt2": oracle.build_gpt2, "bloom": oracle.build_bloom}[kind](pathlib.Path(folder))
+    {"gpt2": oracle.build_gpt2, "bloom": oracle.build_bloom, "neox": oracle.build_neox}[kind](pathlib.Path(folder))
 
 
 def best(seconds_of, repeats=3):

@@ -2,8 +2,9 @@
 # preprocess --tokenizer-type PretrainedFromHF (MB of JSON-lines input per second, one thread)
 # next to the upstream path measured in the same run: transformers' tokenizer.encode per document
 # (what Megatron's preprocess_data.py calls) and the `tokenizers` library's batch encode (Rust),
-# both in one thread, for GPT-2's tokenizer.json and a BLOOM-pipeline one (trained on the bundled
-# text by tests/e2e/hf_tokenizer_oracle_test.py's recipe).
+# both in one thread, for GPT-2's tokenizer.json, a BLOOM-pipeline one and a GPT-NeoX-pipeline one
+# (NFC normalizer; both trained on the bundled text by tests/e2e/hf_tokenizer_oracle_test.py's
+# recipes).
 # Usage: tests/bench/hf_tokenizer_bench.sh [BUILD_DIR]   (default build/release)
 # Environment: MDS_BENCH_MB (input size, default 20), MDS_PYTHON (default build/oracle-venv/bin/python).
 set -euo pipefail
@@ -38,7 +39,7 @@ echo
 head -n 1 "$work/input.jsonl" > "$work/first.jsonl"
 echo "| tokenizer.json | mds preprocess MB/s | of which start-up, s | mds MB/s after start-up | transformers encode per document MB/s | tokenizers encode_batch MB/s |"
 echo "| --- | --- | --- | --- | --- | --- |"
-for kind in gpt2 bloom; do
+for kind in gpt2 bloom neox; do
   "$python" "$repo/tests/bench/hf_tokenizer_baseline.py" build "$work/$kind" "$kind" > /dev/null 2>&1
   hf=(--tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/$kind" --append-eod --workers 1)
   ours=$(best_seconds taskset -c 0 "$build/bin/preprocess" --input "$work/input.jsonl" --output-prefix "$work/out" "${hf[@]}")

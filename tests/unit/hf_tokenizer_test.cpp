@@ -116,6 +116,17 @@ TEST(HfAddedTokens, SingleWordTokensAreRefused) {
   EXPECT_THROW(HfAddedTokenSplitter({token}), base::Error);
 }
 
+TEST(HfAddedVocabulary, AnIdPastTheInt32RangeFailsWithOneLine) {
+  HfAddedVocabulary vocabulary({{"a", 2147483647}});
+  try {
+    vocabulary.add_tokens({added(0, "a", false), added(1, "b", false)});
+    FAIL() << "no error";
+  } catch (const base::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("\"b\" would get id 2147483648"), std::string::npos)
+        << error.what();
+  }
+}
+
 // A tokenizer.json over the 256 byte symbols (ids 0..255 in byte order) and `merges_json`.
 std::string tokenizer_json(const std::string& merges_json, const std::string& extra_vocab,
                            const std::string& post_processor = "null") {
@@ -154,6 +165,16 @@ TEST(HfBpeTokenizer, EncodesWithMergesInEitherFormat) {
     EXPECT_EQ(tokenizer.vocab_size(), 256 + 3 + 2);
     EXPECT_EQ(tokenizer.type_name(), "PretrainedFromHF");
   }
+}
+
+TEST(HfBpeTokenizer, NfcNormalizesTheTextAndNeedsValidUtf8) {
+  std::string json = tokenizer_json(R"(["h e"])", kExtraVocab);
+  const std::string no_normalizer = R"("normalizer": null)";
+  json.replace(json.find(no_normalizer), no_normalizer.size(), R"("normalizer": {"type": "NFC"})");
+  const HfBpeTokenizer tokenizer(parse_hf_tokenizer_json(json, "t"), {});
+  EXPECT_EQ(tokenizer.encode("e\u0301"), tokenizer.encode("\u00e9"));
+  EXPECT_NE(tokenizer.encode("e\u0301"), (std::vector<std::int32_t>{'e', 0xCC, 0x81}));
+  EXPECT_THROW(tokenizer.encode(std::string("ok \xC3")), base::Error);
 }
 
 TEST(HfBpeTokenizer, TemplateAddsItsSpecialTokens) {
