@@ -93,6 +93,10 @@ std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(
           ? bare_file_setup(additional_special_tokens)
           : read_transformers_setup(fs::path(path).parent_path().string(), json,
                                     additional_special_tokens);
+  return assemble_hf_tokenizer(std::move(json), setup).tokenizer;
+}
+
+HfAssembledTokenizer assemble_hf_tokenizer(HfTokenizerJson json, const HfTransformersSetup& setup) {
   HfAddedVocabulary added(json.vocab);
   added.add_tokens(json.added_tokens);
   add_transformers_tokens(setup, added);
@@ -100,7 +104,8 @@ std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(
   HfTokenizerOptions options;
   if (setup.eos) options.eos_token = setup.eos->token.content;
   options.clean_up_tokenization_spaces = setup.clean_up_tokenization_spaces;
-  return std::make_unique<HfBpeTokenizer>(json, added, options);
+  auto tokenizer = std::make_unique<HfBpeTokenizer>(json, added, options);
+  return {std::move(added), std::move(tokenizer)};
 }
 
 }  // namespace mds::text

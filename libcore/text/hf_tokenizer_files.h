@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "text/hf_bpe_tokenizer.h"
+#include "text/hf_transformers_setup.h"
 
 namespace mds::text {
 
@@ -22,6 +23,14 @@ std::string find_hf_tokenizer_json(const std::string& name_or_path);
 std::unique_ptr<HfBpeTokenizer> load_hf_tokenizer(
     const std::string& name_or_path,
     const std::vector<std::string>& additional_special_tokens = {});
+
+// The added vocabulary and tokenizer that transformers' setup (`setup`) makes of a parsed
+// tokenizer.json: load_hf_tokenizer's last step.
+struct HfAssembledTokenizer {
+  HfAddedVocabulary added;
+  std::unique_ptr<HfBpeTokenizer> tokenizer;
+};
+HfAssembledTokenizer assemble_hf_tokenizer(HfTokenizerJson json, const HfTransformersSetup& setup);
 
 // "<extra_id_0>" ... "<extra_id_{count-1}>": what upstream's _AutoTokenizer passes as
 // additional_special_tokens for --vocab-extra-ids.

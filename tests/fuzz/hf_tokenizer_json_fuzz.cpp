@@ -54,16 +54,11 @@ constexpr std::string_view kTexts[] = {
 void build_and_encode(const mds::text::HfTokenizerJson& parsed,
                       const std::vector<std::string>& additional_special_tokens) {
   using namespace mds::text;
-  HfTokenizerJson json = parsed;
-  const HfTransformersSetup setup = bare_file_setup(additional_special_tokens);
-  HfAddedVocabulary added(json.vocab);
-  added.add_tokens(json.added_tokens);
-  add_transformers_tokens(setup, added);
-  apply_class_rewrites(setup, added, json);
-  HfTokenizerOptions options;
-  if (setup.eos) options.eos_token = setup.eos->token.content;
-  options.clean_up_tokenization_spaces = setup.clean_up_tokenization_spaces;
-  const HfBpeTokenizer tokenizer(json, added, options);
+  const HfTokenizerJson& json = parsed;  // a bare file's setup rewrites nothing
+  const HfAssembledTokenizer assembled =
+      assemble_hf_tokenizer(parsed, bare_file_setup(additional_special_tokens));
+  const HfAddedVocabulary& added = assembled.added;
+  const HfBpeTokenizer& tokenizer = *assembled.tokenizer;
 
   // The ids the tokenizer holds, and whether they are all below vocab_size().
   std::unordered_set<std::int32_t> decodable, template_ids;
