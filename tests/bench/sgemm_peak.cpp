@@ -9,7 +9,8 @@
 //
 // Usage: sgemm_peak --layers L --hidden H --heads N --seq S --micro-batch B --global-batch G
 //                   [--vocab V] [--square N] [--seconds T]
-// Threads: OpenBLAS reads OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS) at start.
+// Threads: OpenBLAS reads OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS) at start. Kernels: those the
+// CPU backend's GEMMs use (ops/cpu/openblas_kernels.h), printed with the family OpenBLAS loaded.
 #include <cblas.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "config/flags.h"
+#include "ops/cpu/openblas_kernels.h"
 
 namespace {
 
@@ -144,8 +146,10 @@ double measure(const Gemm& g, double seconds, std::mt19937& rng) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   std::mt19937 rng(1234);
-  std::printf("OpenBLAS %s, %d threads (%s)\n", openblas_get_config(), openblas_get_num_threads(),
-              openblas_get_parallel() == 0 ? "sequential" : "threaded");
+  const auto& kernels = mds::ops::cpu::openblas_kernel_choice();
+  std::printf("OpenBLAS %s, %d threads (%s), %s kernels (loaded with %s)\n", openblas_get_config(),
+              openblas_get_num_threads(), openblas_get_parallel() == 0 ? "sequential" : "threaded",
+              kernels.used.c_str(), kernels.loaded.c_str());
   const Gemm square{"square", false,    false,    o.square, o.square,
                     o.square, o.square, o.square, o.square, 0};
   const double peak = measure(square, o.seconds * 4, rng);

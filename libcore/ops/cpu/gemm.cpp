@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "ops/cpu/openblas_kernels.h"
+
 namespace mds::ops::cpu {
 
 namespace {
@@ -13,8 +15,10 @@ blasint to_blas(std::int64_t v) {
   return static_cast<blasint>(v);
 }
 
-void keep_blas_single_threaded() {
+// Once, before the first GEMM: the widest kernels the CPU runs, on one thread.
+void prepare_openblas() {
   static const bool done = [] {
+    openblas_kernel_choice();
     openblas_set_num_threads(1);
     return true;
   }();
@@ -36,7 +40,7 @@ std::int64_t block_start(std::int64_t extent, std::int64_t parts, std::int64_t p
 void gemm_on_this_thread(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, GemmOperand a,
                          GemmOperand b, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  keep_blas_single_threaded();
+  prepare_openblas();
   cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans,
               b.transposed ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha,
               a.data, to_blas(a.ld), b.data, to_blas(b.ld), beta, c, to_blas(ldc));
