@@ -149,6 +149,20 @@ def check_bad_inputs(work):
     fails(["--sample-input-file", str(work / "missing.txt")], "missing.txt: no such file")
     fails(["--num-samples", "2", "--sample-input-file", str(work / "prompts.txt")], "not both")
     fails(["--top_p", "1.5", "--num-samples", "1"], "--top_p")
+    # Python's text mode raises on bytes that are not UTF-8 before any prompt is used.
+    (work / "latin1.txt").write_bytes(b"First prompt\r\nSecond\rcaf\xe9 au lait\n")
+    fails(["--sample-input-file", str(work / "latin1.txt"), "--sample-output-file",
+           str(work / "latin1-out.txt")], "latin1.txt:3: not valid UTF-8")
+    check(not (work / "latin1-out.txt").exists(), "no output for a rejected prompt file")
+    # Piped prompts are read once the model is loaded (its log lines come first).
+    with open(work / "latin1.txt", "rb") as piped:
+        result = subprocess.run([str(lib.BIN / "generate"), *lib.model_flags(work),
+                                 "--sample-output-file", str(work / "latin1-out.txt")],
+                                capture_output=True, text=True, cwd=work, stdin=piped)
+    last = result.stderr.strip().splitlines()[-1:]
+    check(result.returncode != 0 and last and "standard input:3: not valid UTF-8" in last[0],
+          f"piped non-UTF-8 prompts: {result.stderr!r}")
+    check(not (work / "latin1-out.txt").exists(), "no output for rejected piped prompts")
 
 
 def main():

@@ -32,6 +32,7 @@
 #include "tasks/sample_output.h"
 #include "tasks/task_args.h"
 #include "text/tokenizer_factory.h"
+#include "text/utf8.h"
 
 namespace {
 
@@ -135,6 +136,31 @@ void unconditional(Generator& g, const base::Log& log) {
   out.commit();
 }
 
+// Line number (from 1) of byte `offset`, with \r\n, \r and \n each ending a line.
+std::size_t line_of(std::string_view content, std::size_t offset) {
+  std::size_t line = 1;
+  for (std::size_t i = 0; i < offset; ++i) {
+    const bool crlf = content[i] == '\r' && i + 1 < content.size() && content[i + 1] == '\n';
+    if (content[i] == '\n' || (content[i] == '\r' && !crlf)) ++line;
+  }
+  return line;
+}
+
+// Upstream reads the prompts in Python's text mode, which raises before the first prompt when the
+// file is not UTF-8: the whole file is checked here too, and the error names its line.
+void require_utf8(const std::string& path, std::string_view content) {
+  const std::optional<std::size_t> bad = text::find_invalid_utf8(content);
+  if (!bad) return;
+  base::fail(path == "-" ? std::string("standard input") : path, ":", line_of(content, *bad),
+             ": not valid UTF-8 (byte ", *bad, " of the prompts)");
+}
+
+// Before the checkpoint is loaded: a missing or non-UTF-8 prompt file fails at once.
+void check_prompt_file(const std::string& path) {
+  if (!base::file_exists(path)) base::fail("--sample-input-file ", path, ": no such file");
+  require_utf8(path, base::MappedFile(path).bytes());
+}
+
 // Lines as Python's text mode reads them: \r\n and \r become \n, which stays on the line.
 // Standard input is rank 0's, shared with the other ranks.
 std::vector<std::string> read_prompt_lines(const std::string& path,
@@ -148,6 +174,7 @@ std::vector<std::string> read_prompt_lines(const std::string& path,
   } else {
     content = std::string(base::MappedFile(path).bytes());
   }
+  require_utf8(path, content);
   std::vector<std::string> lines;
   std::string line;
   for (std::size_t i = 0; i < content.size(); ++i) {
@@ -232,6 +259,10 @@ void interactive(Generator& g, const base::Log& log) {
       if (text.empty()) std::printf("Prompt should not be empty!\n");
     } while (text.empty());
     if (text.find("stop") != std::string::npos) return;
+    if (text::find_invalid_utf8(text)) {
+      log.warn("the prompt is not valid UTF-8: skipped");
+      continue;
+    }
     const auto tokens = prompt_tokens(g, text, log);
     if (!tokens) continue;
     const tasks::GenerationResult result =
@@ -262,9 +293,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
     }
     const base::Log log("generate", quiet ? quiet : stderr, quiet ? quiet : stderr);
     tasks::validate_generate_args(args);
-    if (args.sample_input_file && *args.sample_input_file != "-" &&
-        !base::file_exists(*args.sample_input_file)) {
-      base::fail("--sample-input-file ", *args.sample_input_file, ": no such file");
+    if (args.sample_input_file && *args.sample_input_file != "-") {
+      check_prompt_file(*args.sample_input_file);
     }
     const tensor::Device device =
         tasks::choose_inference_device(args.model, processes.local_rank(), log);
