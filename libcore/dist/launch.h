@@ -28,6 +28,7 @@ struct LaunchInfo {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  int local_size = 1;       // this node's ranks; 1 where the launcher does not say
   std::string master_addr;  // MASTER_ADDR when set (torchrun style); informational
 };
 
@@ -35,6 +36,10 @@ struct LaunchInfo {
 // (mpirun inside a SLURM allocation carries both, and mpirun's variables describe the MPI world).
 // Fails with one line naming a variable that is not an integer or out of range.
 LaunchInfo detect_launch(const EnvLookup& env);
+
+// The entry of srun's SLURM_STEP_TASKS_PER_NODE ("2(x3),1": nodes 0-2 run 2 tasks, node 3 one)
+// for node `node`; fails with one line on a malformed list or a node past its end.
+int slurm_tasks_on_node(std::string_view tasks_per_node, int node);
 
 // Fails unless the launcher's rank and world size are those of the MPI world this process joined,
 // explaining how to launch (mpirun, or srun --mpi=pmix) when they differ — e.g. a torchrun-style

@@ -74,6 +74,7 @@ class InferenceProcesses {
   int rank() const { return launch_.rank; }
   int world_size() const { return launch_.world_size; }
   int local_rank() const { return launch_.local_rank; }
+  int local_size() const { return launch_.local_size; }
   bool output_rank() const { return launch_.rank == 0; }
 
   // With world_size() > 1, joins MPI and builds the groups of a tp × pp × dp grid, which must

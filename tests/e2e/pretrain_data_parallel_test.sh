@@ -26,6 +26,25 @@ run d4 4 --train-iters 10 --save "$WORK/ckpt-d4" --save-interval 10
   fail "data-parallel runs differ from the single process"
 pass "D=2 and D=4 losses equal the single process's within 1e-5"
 
+# Without OMP_NUM_THREADS, unbound ranks divide the node's CPUs among them (one OpenMP team per
+# CPU each would oversubscribe it); a process bound to part of the node (a cpuset) keeps its mask.
+cpus=$(nproc --all) share=$(($(nproc --all) / 4))
+visible=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc reads OMP_NUM_THREADS too
+[ "$share" -ge 1 ] || share=1
+env -u OMP_NUM_THREADS timeout 300 mpirun --bind-to none -np 4 "$MDS_BIN/pretrain" "${flags[@]}" \
+  --train-iters 10 --metrics-file "$WORK/d4-threads.jsonl" > "$WORK/d4-threads.log" 2>&1 ||
+  { cat "$WORK/d4-threads.log"; fail "d4-threads run"; }
+if [ "$visible" = "$cpus" ] && [ "$share" != "$cpus" ]; then
+  grep -qF "4 ranks share this node's $cpus CPUs: $share OpenMP thread" "$WORK/d4-threads.log" ||
+    { cat "$WORK/d4-threads.log"; fail "no note of the threads per rank"; }
+  pass "4 unbound ranks on $cpus CPUs: $share OpenMP thread(s) each, said on one line"
+else
+  ! grep -q "ranks share this node" "$WORK/d4-threads.log" || fail "threads changed on a bound process"
+  pass "a process bound to $visible of $cpus CPUs keeps OpenMP's count"
+fi
+"$MDS_PYTHON" "$REPO/tests/e2e/compare_metrics.py" losses "$WORK" d4 d4-threads ||
+  fail "the thread count changed the losses beyond rounding"
+
 "$MDS_PYTHON" - "$WORK" <<'PY' || fail "data-parallel weights differ"
 import pathlib, sys, torch
 work = pathlib.Path(sys.argv[1])

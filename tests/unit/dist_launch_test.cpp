@@ -91,6 +91,55 @@ TEST(DistLaunch, TorchrunStyle) {
       check_launch_matches_mpi(detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}})), 0, 1));
 }
 
+// The ranks on this node, from each launcher's own variable; 1 where it has none.
+TEST(DistLaunch, LocalSizeFromEachLauncher) {
+  EXPECT_EQ(detect_launch(env_of({})).local_size, 1);
+  EXPECT_EQ(detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "5"},
+                                  {"OMPI_COMM_WORLD_SIZE", "8"},
+                                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}))
+                .local_size,
+            4);
+  EXPECT_EQ(detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}))
+                .local_size,
+            1);
+  EXPECT_EQ(detect_launch(env_of({{"SLURM_PROCID", "6"},
+                                  {"SLURM_STEP_NUM_TASKS", "7"},
+                                  {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"},
+                                  {"SLURM_NODEID", "3"}}))
+                .local_size,
+            1);
+  EXPECT_EQ(detect_launch(env_of({{"SLURM_PROCID", "0"},
+                                  {"SLURM_STEP_NUM_TASKS", "7"},
+                                  {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"},
+                                  {"SLURM_NODEID", "0"}}))
+                .local_size,
+            2);
+  EXPECT_EQ(detect_launch(env_of({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}))
+                .local_size,
+            2);
+  EXPECT_NE(error_of([] {
+              detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "0"}}));
+            }).find("0 ranks on this node"),
+            std::string::npos);
+}
+
+TEST(DistLaunch, SlurmTasksPerNodeList) {
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(slurm_tasks_on_node("1,3,2(x2)", 1), 3);
+  EXPECT_EQ(slurm_tasks_on_node("1,3,2(x2)", 3), 2);
+  for (const char* bad : {"", "x", "2(x3", "2(x0)", "2;1", "2,", "0", "-1", "2(3)"}) {
+    EXPECT_NE(error_of([&] { slurm_tasks_on_node(bad, 0); }).find("is not srun's list"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(error_of([] { slurm_tasks_on_node("2(x3),1", 4); }).find("lists 4 nodes, not node 4"),
+            std::string::npos);
+}
+
 TEST(DistLaunch, BadValuesNameTheVariable) {
   EXPECT_NE(error_of([] {
               detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/program.h"
+#include "ops/cpu/local_rank_threads.h"
 #include "tasks/eval_datasets.h"
 #include "tasks/inference_comms.h"
 #include "tasks/inference_device.h"
@@ -42,6 +43,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       if (quiet == nullptr) base::fail("cannot open /dev/null for rank output");
     }
     const base::Log log("evaluate", quiet ? quiet : stdout, quiet ? quiet : stderr);
+    if (const auto note = ops::cpu::share_cpus_among_local_ranks(processes.local_size()))
+      log.note(*note);
     tasks::validate_evaluate_args(args);
     const tensor::Device device =
         tasks::choose_inference_device(args.model, processes.local_rank(), log);

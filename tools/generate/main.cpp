@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/mapped_file.h"
 #include "base/program.h"
+#include "ops/cpu/local_rank_threads.h"
 #include "tasks/generation.h"
 #include "tasks/gpt_inference.h"
 #include "tasks/inference_comms.h"
@@ -292,6 +293,8 @@ int run(int argc, char** argv, tasks::InferenceProcesses& processes) {
       if (quiet == nullptr) base::fail("cannot open /dev/null for rank output");
     }
     const base::Log log("generate", quiet ? quiet : stderr, quiet ? quiet : stderr);
+    if (const auto note = ops::cpu::share_cpus_among_local_ranks(processes.local_size()))
+      log.note(*note);
     tasks::validate_generate_args(args);
     if (args.sample_input_file && *args.sample_input_file != "-") {
       check_prompt_file(*args.sample_input_file);

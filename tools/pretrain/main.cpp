@@ -38,6 +38,7 @@
 #include "io/tensorboard_writer.h"
 #include "model/param_table.h"
 #include "model/pipeline_partition.h"
+#include "ops/cpu/local_rank_threads.h"
 #include "ops/device_context.h"
 #include "tensor/device_memory.h"
 #include "text/tokenizer_factory.h"
@@ -232,6 +233,8 @@ int run(int argc, char** argv, Processes& processes,
     std::FILE* const quiet = first_rank ? nullptr : std::fopen("/dev/null", "w");
     if (!first_rank && quiet == nullptr) base::fail("cannot open /dev/null for rank output");
     const base::Log log("pretrain", first_rank ? stdout : quiet, first_rank ? stderr : quiet);
+    if (const auto note = ops::cpu::share_cpus_among_local_ranks(processes.launch.local_size))
+      log.note(*note);
     config::ProcessEnv process_env;
     process_env.rank = processes.launch.rank;
     process_env.world_size = processes.launch.world_size;
