@@ -173,9 +173,9 @@ std::vector<std::string> read_prompt_lines(const std::string& path,
     }
     comms.share_from_rank0(content);
   } else {
-    content = std::string(base::MappedFile(path).bytes());
+    content = std::string(base::MappedFile(path).bytes());  // checked by check_prompt_file
   }
-  require_utf8(path, content);
+  if (path == "-") require_utf8(path, content);
   std::vector<std::string> lines;
   std::string line;
   for (std::size_t i = 0; i < content.size(); ++i) {
